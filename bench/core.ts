@@ -1,0 +1,186 @@
+// Core scenarios: decisions/s and latency per contender, on Redis or in memory, interleaved repetitions.
+
+import type { BenchConfig } from './config.js';
+import type { Contender, ContenderInstance, CoreScenario, LimitSpec, StoreKind } from './contender.js';
+import { errorMessage } from './contender.js';
+import { type LoadResult, runLoad } from './load.js';
+import { ms, num, ratio, type Section, type Table } from './report.js';
+import { median, pairedRatio } from './stats.js';
+
+/** Figures of one contender in one scenario; medians over the repetitions. */
+export interface CoreRow {
+  name: string;
+  group: Contender['group'];
+  note: string;
+  runs: LoadResult[];
+  opsPerSec: number;
+  /** Median of the per-repetition ratios to the floor's decisions/s. */
+  vsFloor: number;
+  p50Ms: number;
+  p99Ms: number;
+  /** Median admitted per repetition. */
+  admitted: number;
+  ops: number;
+  errors: number;
+  failed?: string;
+}
+
+export interface CoreResult {
+  store: StoreKind;
+  scenario: CoreScenario;
+  floor: string;
+  rows: CoreRow[];
+}
+
+interface Entry {
+  contender: Contender;
+  instance?: ContenderInstance;
+  runs: LoadResult[];
+  failed?: string;
+}
+
+const floorName: Record<StoreKind, string> = { redis: 'raw floor (EVALSHA)', memory: 'raw floor (Map)' };
+
+function keysFor(scenario: CoreScenario, label: string, count: number): string[] {
+  if (scenario === 'hot') return [`hot-${label}`];
+  return Array.from({ length: count }, (_, i) => `u${label}-${i}`);
+}
+
+async function measure(entry: Entry, keys: readonly string[], maxMs: number, config: BenchConfig, store: StoreKind) {
+  if (!entry.instance || entry.failed) return undefined;
+  try {
+    const result = await runLoad(entry.instance.decide, {
+      concurrency: config.concurrency,
+      maxOps: store === 'redis' ? config.redisMaxOps : config.memoryMaxOps,
+      maxMs,
+      keys,
+      stallTimeoutMs: config.stallTimeoutMs,
+      sampleEvery: store === 'redis' ? 1 : 8,
+    });
+    if (result.errors === result.ops) entry.failed = `every decision threw: ${result.firstError ?? '?'}`;
+    return result;
+  } catch (error) {
+    entry.failed = errorMessage(error);
+    return undefined;
+  }
+}
+
+/** One scenario on one store: create every contender, warm up, then interleave the repetitions. */
+export async function runCoreScenario(
+  store: StoreKind,
+  scenario: CoreScenario,
+  contenders: readonly Contender[],
+  config: BenchConfig,
+  redisPort: number,
+  log: (line: string) => void,
+): Promise<CoreResult> {
+  const spec: LimitSpec = {
+    limit: scenario === 'distinct' ? config.admittedLimit : config.hotLimit,
+    windowMs: config.windowMs,
+  };
+  const entries: Entry[] = contenders
+    .filter((c) => c.store === store && (c.scenarios ?? ['distinct', 'hot']).includes(scenario))
+    .map((contender) => ({ contender, runs: [] }));
+  const runMs = store === 'redis' ? config.redisRunMs : config.memoryRunMs;
+
+  for (const [index, entry] of entries.entries()) {
+    try {
+      entry.instance = await entry.contender.create(spec, { redisPort, prefix: `core-${scenario}-${index}:` });
+    } catch (error) {
+      entry.failed = `setup: ${errorMessage(error)}`;
+    }
+  }
+  for (const entry of entries) await measure(entry, keysFor(scenario, 'warm', 1000), config.warmupMs, config, store);
+  for (let rep = 0; rep < config.reps; rep++) {
+    const keys = keysFor(scenario, `r${rep}`, config.distinctKeys);
+    for (const entry of entries) {
+      const result = await measure(entry, keys, runMs, config, store);
+      if (result) entry.runs.push(result);
+    }
+    log(`  ${store} ${scenario}: repetition ${rep + 1}/${config.reps} done`);
+  }
+  for (const entry of entries) {
+    try {
+      await entry.instance?.close();
+    } catch {
+      // a contender that fails to close has still been measured
+    }
+  }
+
+  const floor = entries.find((e) => e.contender.name === floorName[store]);
+  const floorOps = floor?.runs.map((r) => r.opsPerSec) ?? [];
+  const rows = entries.map((entry): CoreRow => {
+    const ops = entry.runs.map((r) => r.opsPerSec);
+    const row: CoreRow = {
+      name: entry.contender.name,
+      group: entry.contender.group,
+      note: entry.contender.note ?? '',
+      runs: entry.runs,
+      opsPerSec: median(ops),
+      vsFloor: pairedRatio(ops, floorOps),
+      p50Ms: median(entry.runs.map((r) => r.p50Ms)),
+      p99Ms: median(entry.runs.map((r) => r.p99Ms)),
+      admitted: median(entry.runs.map((r) => r.admitted)),
+      ops: median(entry.runs.map((r) => r.ops)),
+      errors: entry.runs.reduce((sum, r) => sum + r.errors, 0),
+    };
+    if (entry.failed) row.failed = entry.failed;
+    return row;
+  });
+  return { store, scenario, floor: floorName[store], rows };
+}
+
+const scenarioTitle: Record<CoreScenario, string> = {
+  distinct: 'distinct keys, all admitted',
+  hot: 'one hot key over its limit',
+};
+
+/** The table of one core scenario. */
+export function coreTable(result: CoreResult, config: BenchConfig): Table {
+  const admittedHeader = result.scenario === 'distinct' ? 'admitted' : `admitted (limit ${config.hotLimit})`;
+  const rows = result.rows.map((row) => {
+    if (row.failed && row.runs.length === 0) return [row.name, 'failed', '-', '-', '-', '-', row.failed];
+    const admitted =
+      result.scenario === 'distinct'
+        ? `${num((row.admitted / Math.max(1, row.ops)) * 100, 1)}%`
+        : `${num(row.admitted)} of ${num(row.ops)}`;
+    const remark = [row.note, row.errors ? `${num(row.errors)} errors` : '', row.failed ? `failed: ${row.failed}` : '']
+      .filter(Boolean)
+      .join('; ');
+    return [row.name, num(row.opsPerSec), ratio(row.vsFloor), ms(row.p50Ms), ms(row.p99Ms), admitted, remark];
+  });
+  return {
+    title: `${result.store === 'redis' ? 'Redis' : 'Memory store'}: ${scenarioTitle[result.scenario]}`,
+    columns: ['contender', 'decisions/s', `x ${result.floor}`, 'p50 ms', 'p99 ms', admittedHeader, 'note'],
+    rows,
+  };
+}
+
+/** Both core scenarios of one store, as a report section. */
+export async function runCore(
+  store: StoreKind,
+  contenders: readonly Contender[],
+  config: BenchConfig,
+  redisPort: number,
+  log: (line: string) => void,
+): Promise<{ section: Section; results: CoreResult[] }> {
+  const results: CoreResult[] = [];
+  for (const scenario of ['distinct', 'hot'] as const) {
+    results.push(await runCoreScenario(store, scenario, contenders, config, redisPort, log));
+  }
+  const window = `limit ${num(config.admittedLimit)} (distinct) or ${config.hotLimit} (hot) per ${config.windowMs / 1000} s`;
+  const bound = store === 'redis' ? config.redisRunMs : config.memoryRunMs;
+  const section: Section = {
+    id: `core-${store}`,
+    title: store === 'redis' ? 'Core decisions, Redis' : 'Core decisions, memory store',
+    intro:
+      `${config.concurrency} decisions in flight from one process; ${window}; ` +
+      `${store === 'redis' ? '' : 'no Redis; '}` +
+      `each run ${bound} ms (at most ${num(store === 'redis' ? config.redisMaxOps : config.memoryMaxOps)} decisions), ` +
+      `${config.reps} interleaved repetitions after a warm-up; medians. "distinct" cycles through ` +
+      `${num(config.distinctKeys)} fresh keys per repetition; "hot" hammers one fresh key per repetition. ` +
+      `Ratios are the median of per-repetition ratios to ${floorName[store]}.`,
+    tables: results.map((r) => coreTable(r, config)),
+  };
+  return { section, results };
+}

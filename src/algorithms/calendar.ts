@@ -1,0 +1,32 @@
+// Calendar window: a fixed window whose end is a wall-clock boundary (midnight in a zone, a cron tick).
+import type { StoreOp } from '../stores/store.js';
+import type { Algorithm } from './algorithm.js';
+import { type CounterState, evaluateCounter } from './fixed.js';
+
+/** The end of the period `nowMs` falls in: the op carries this period's end and the next one's. */
+export function periodEnd(op: StoreOp, nowMs: number): number {
+  const end = op.periodEndMs as number;
+  return nowMs < end ? end : (op.nextPeriodEndMs as number);
+}
+
+function countIn(state: CounterState | undefined, endMs: number): number {
+  return state !== undefined && state.endMs === endMs ? state.count : 0;
+}
+
+export const calendar: Algorithm<CounterState> = {
+  evaluate(state, op, nowMs, add) {
+    const endMs = periodEnd(op, nowMs);
+    return evaluateCounter(countIn(state, endMs), endMs, op, nowMs, add);
+  },
+  apply(state, op, nowMs) {
+    const endMs = periodEnd(op, nowMs);
+    return { count: countIn(state, endMs) + op.cost, endMs };
+  },
+  refund(state, op, nowMs, receipt) {
+    if (state.endMs !== receipt || nowMs >= state.endMs) return state;
+    const count = Math.max(0, state.count - op.cost);
+    return count === 0 ? undefined : { count, endMs: state.endMs };
+  },
+  expiresAt: (state) => state.endMs,
+  count: (state, op, nowMs) => countIn(state, periodEnd(op, nowMs)),
+};

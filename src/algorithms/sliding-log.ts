@@ -1,0 +1,86 @@
+// Sliding log: exact; a hit at t counts until t + size. One entry per distinct millisecond, weighted by cost.
+import type { Algorithm } from './algorithm.js';
+
+/** Entries oldest first: `ts` epoch ms, `cost` units hit at that millisecond. */
+export interface LogState {
+  entries: Array<{ ts: number; cost: number }>;
+}
+
+/** Index of the first entry still inside the window at `nowMs`. */
+function firstLive(entries: LogState['entries'], nowMs: number, sizeMs: number): number {
+  let i = 0;
+  while (i < entries.length && (entries[i] as { ts: number }).ts + sizeMs <= nowMs) i++;
+  return i;
+}
+
+/** Time never runs backwards inside the log: a clock behind the newest entry is read as that entry's time. */
+function clamp(state: LogState | undefined, nowMs: number): number {
+  const last = state?.entries[state.entries.length - 1];
+  return last !== undefined && last.ts > nowMs ? last.ts : nowMs;
+}
+
+export const slidingLog: Algorithm<LogState> = {
+  evaluate(state, op, now, add) {
+    const nowMs = clamp(state, now);
+    const { limit, sizeMs } = op.rule;
+    const entries = state?.entries ?? [];
+    const first = firstLive(entries, nowMs, sizeMs);
+    let used = 0;
+    for (let i = first; i < entries.length; i++) used += (entries[i] as { cost: number }).cost;
+    const total = used + op.cost;
+    const allowed = total <= limit;
+    const counted = allowed || add ? total : used;
+    const oldest = first < entries.length ? (entries[first] as { ts: number }).ts : counted > 0 ? nowMs : undefined;
+    let retryAfterMs = 0;
+    if (!allowed) {
+      // Walk the oldest entries until enough units have expired for this op to fit.
+      let freed = 0;
+      retryAfterMs = sizeMs;
+      for (let i = first; i < entries.length; i++) {
+        const entry = entries[i] as { ts: number; cost: number };
+        freed += entry.cost;
+        retryAfterMs = entry.ts + sizeMs - nowMs;
+        if (used - freed + op.cost <= limit) break;
+      }
+    }
+    return {
+      allowed,
+      remaining: Math.max(0, limit - counted),
+      resetMs: oldest === undefined ? 0 : oldest + sizeMs - nowMs,
+      retryAfterMs,
+      count: counted,
+      receipt: nowMs,
+    };
+  },
+  apply(state, op, now) {
+    const nowMs = clamp(state, now);
+    const entries = state?.entries ?? [];
+    const first = firstLive(entries, nowMs, op.rule.sizeMs);
+    const live = first > 0 ? entries.slice(first) : entries;
+    if (op.cost > 0) {
+      const last = live[live.length - 1];
+      if (last !== undefined && last.ts === nowMs) last.cost += op.cost;
+      else live.push({ ts: nowMs, cost: op.cost });
+    }
+    return { entries: live };
+  },
+  refund(state, op, _nowMs, receipt) {
+    const entry = state.entries.find((e) => e.ts === receipt);
+    if (entry !== undefined) {
+      entry.cost -= Math.min(entry.cost, op.cost);
+      if (entry.cost === 0) state.entries.splice(state.entries.indexOf(entry), 1);
+    }
+    return state.entries.length === 0 ? undefined : state;
+  },
+  expiresAt: (state, op) => {
+    const last = state.entries[state.entries.length - 1];
+    return last === undefined ? 0 : last.ts + op.rule.sizeMs;
+  },
+  count(state, op, now) {
+    if (state === undefined) return 0;
+    const nowMs = clamp(state, now);
+    let used = 0;
+    for (const e of state.entries) if (e.ts + op.rule.sizeMs > nowMs) used += e.cost;
+    return used;
+  },
+};

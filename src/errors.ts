@@ -1,0 +1,61 @@
+// Errors the library throws: configuration errors at construction, request errors at decision time.
+
+/** Stable codes of `RateLimitConfigError`. */
+export type ConfigErrorCode =
+  | 'ERR_RULES'
+  | 'ERR_RULE_NAME'
+  | 'ERR_DUPLICATE_RULE'
+  | 'ERR_LIMIT'
+  | 'ERR_WINDOW'
+  | 'ERR_DURATION'
+  | 'ERR_CRON'
+  | 'ERR_TIMEZONE'
+  | 'ERR_KEY'
+  | 'ERR_MATCH'
+  | 'ERR_COST'
+  | 'ERR_LOCKOUT'
+  | 'ERR_OPTION'
+  | 'ERR_UNKNOWN_RULE';
+
+/** Thrown once, at construction (or when a method names a rule that does not exist). */
+export class RateLimitConfigError extends Error {
+  override readonly name = 'RateLimitConfigError';
+  readonly code: ConfigErrorCode;
+
+  constructor(code: ConfigErrorCode, message: string) {
+    super(message);
+    this.code = code;
+  }
+}
+
+export type RequestErrorCode = 'ERR_COST' | 'ERR_KEY_FUNCTION' | 'ERR_KEY';
+
+/** Thrown at request time when a request cannot be decided (a bad cost, a key function that threw). Nothing is consumed. */
+export class RateLimitRequestError extends Error {
+  override readonly name = 'RateLimitRequestError';
+  readonly code: RequestErrorCode;
+
+  constructor(code: RequestErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.code = code;
+  }
+}
+
+/** A store did not answer in time (`storeTimeout`). */
+export class StoreTimeoutError extends Error {
+  override readonly name = 'StoreTimeoutError';
+}
+
+/** Formats a received value for an error message, short and printable. */
+export function describe(value: unknown): string {
+  if (typeof value === 'string') return `'${value.length > 60 ? `${value.slice(0, 60)}…` : value}'`;
+  if (typeof value === 'number' || typeof value === 'boolean' || value == null) return String(value);
+  if (typeof value === 'function') return 'a function';
+  if (Array.isArray(value)) return 'an array';
+  try {
+    const json = JSON.stringify(value);
+    return json.length > 60 ? `${json.slice(0, 60)}…` : json;
+  } catch {
+    return typeof value;
+  }
+}

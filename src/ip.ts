@@ -1,0 +1,32 @@
+// Client IP keys: canonical IPv4, IPv4-mapped IPv6 as IPv4, other IPv6 by prefix (/64 by default). Parsing by ipaddr.js.
+import ipaddr from 'ipaddr.js';
+
+/**
+ * The key for a client address, or undefined when it is not an IP address. Strips brackets, an IPv4
+ * port, and an IPv6 zone; parses to bytes, so `::ffff:cb00:710a` and `203.0.113.10` share a key while
+ * `2001:db8::1.2.3.4` stays IPv6.
+ */
+export function ipKey(raw: unknown, ipv6Subnet: number): string | undefined {
+  if (typeof raw !== 'string' || raw.length === 0 || raw.length > 100) return undefined;
+  let text = raw.trim();
+  if (text.startsWith('[')) {
+    const close = text.indexOf(']');
+    if (close < 0) return undefined;
+    text = text.slice(1, close);
+  } else if (/^\d{1,3}(\.\d{1,3}){3}:\d+$/.test(text)) {
+    text = text.slice(0, text.lastIndexOf(':'));
+  }
+  const zone = text.indexOf('%');
+  if (zone >= 0) text = text.slice(0, zone);
+  if (ipaddr.IPv4.isValidFourPartDecimal(text)) return ipaddr.IPv4.parse(text).toString();
+  if (!ipaddr.IPv6.isValid(text)) return undefined;
+  const v6 = ipaddr.IPv6.parse(text);
+  if (v6.isIPv4MappedAddress()) return v6.toIPv4Address().toString();
+  if (ipv6Subnet >= 128) return v6.toNormalizedString();
+  const bytes = v6.toByteArray();
+  for (let bit = ipv6Subnet; bit < 128; bit++) {
+    const index = bit >> 3;
+    bytes[index] = (bytes[index] as number) & ~(0x80 >> (bit & 7));
+  }
+  return `${ipaddr.fromByteArray(bytes).toString()}/${ipv6Subnet}`;
+}

@@ -1,0 +1,436 @@
+// The limiter: matches rules to a request, asks the store for one all-or-nothing decision, reports outcomes.
+import { EventEmitter } from 'node:events';
+import { decide, ruleResult } from './decision.js';
+import { DenyCache } from './deny-cache.js';
+import { parseDuration } from './duration.js';
+import { describe, RateLimitConfigError, RateLimitRequestError, StoreTimeoutError } from './errors.js';
+import { boundIdentity } from './keys.js';
+import { assertCost, type CompiledRule, compileRules, DEFAULTS } from './rules.js';
+import { MemoryStore } from './stores/memory-store.js';
+import type { EvalMode, EvalResult, OpResult, Store, StoreOp } from './stores/store.js';
+import type { Decision, Duration, LockInfo, Outcome, RequestInfo, Rule, RuleResult, RuleStatus } from './types.js';
+
+export interface LimiterOptions {
+  /** Where counts live. @default new MemoryStore() */
+  store?: Store;
+  rules: Rule[];
+  /**
+   * What a decision becomes when a shared store fails or is slower than `storeTimeout`: `'allow'` admits,
+   * `'deny'` refuses, `'insurance'` decides on a per-process memory store until the store answers again.
+   * @default 'insurance'
+   */
+  onStoreError?: 'allow' | 'deny' | 'insurance';
+  /** After this long a store call counts as failed. Not applied to the memory store. @default 250 */
+  storeTimeout?: Duration;
+  /** After a store failure, decisions skip the store for this long before trying it again. @default 1000 */
+  storeRetryInterval?: Duration;
+  /**
+   * Remember keys a shared store denied (locked, or no unit left) and answer them in-process until
+   * they could pass. Not used with the memory store. @default true ({ maxKeys: 10000 })
+   */
+  denyCache?: boolean | { maxKeys?: number };
+  /** IPv6 addresses are keyed by this prefix length (48-128). @default 64 */
+  ipv6Subnet?: number;
+  /** Log decisions and store failures: `true` writes to stderr, a function receives each line. Also `RATEKEEPER_DEBUG=1`. @default false */
+  debug?: boolean | ((line: string) => void);
+}
+
+export interface LimitedEvent {
+  rule: string;
+  key: string;
+  retryAfterMs: number;
+  locked: boolean;
+  /** True when answered from the local deny cache. */
+  cached: boolean;
+}
+export interface LockoutEvent {
+  rule: string;
+  key: string;
+  durationMs: number;
+  lockedUntil: number;
+  level: number;
+}
+export interface UnlockEvent {
+  rule: string;
+  key: string;
+}
+export interface StoreErrorEvent {
+  error: Error;
+  operation: string;
+  policy: 'allow' | 'deny' | 'insurance' | 'none';
+}
+
+interface Reservation {
+  store: Store;
+  items: Array<{ rule: CompiledRule; op: StoreOp; receipt: number }>;
+}
+
+export class Limiter extends EventEmitter {
+  readonly #rules: CompiledRule[];
+  readonly #byName = new Map<string, CompiledRule>();
+  readonly #store: Store;
+  readonly #policy: 'allow' | 'deny' | 'insurance';
+  readonly #timeoutMs: number;
+  readonly #retryMs: number;
+  readonly #denyCache: DenyCache | undefined;
+  readonly #reservations = new WeakMap<Decision, Reservation>();
+  readonly #log: ((line: string) => void) | undefined;
+  /** Some rule needs outcomes, so allowed decisions keep their reservations. */
+  readonly #needsOutcomes: boolean;
+  #insurance: MemoryStore | undefined;
+  #storeDownUntil = 0;
+
+  constructor(options: LimiterOptions) {
+    super();
+    if (options === null || typeof options !== 'object') {
+      throw new RateLimitConfigError('ERR_OPTION', `createLimiter: options must be an object with rules, got ${describe(options)}`);
+    }
+    const ipv6Subnet = options.ipv6Subnet ?? DEFAULTS.ipv6Subnet;
+    if (!Number.isInteger(ipv6Subnet) || ipv6Subnet < 48 || ipv6Subnet > 128) {
+      throw new RateLimitConfigError('ERR_OPTION', `ipv6Subnet must be an integer from 48 to 128, got ${describe(ipv6Subnet)}`);
+    }
+    this.#rules = compileRules(options.rules, { ipv6Subnet });
+    for (const rule of this.#rules) this.#byName.set(rule.name, rule);
+    this.#needsOutcomes = this.#rules.some((r) => r.countOn !== 'all' || r.resetOnSuccess);
+    this.#store = options.store ?? new MemoryStore();
+    const policy = options.onStoreError ?? 'insurance';
+    if (!['allow', 'deny', 'insurance'].includes(policy)) {
+      throw new RateLimitConfigError('ERR_OPTION', `onStoreError must be 'allow', 'deny' or 'insurance', got ${describe(policy)}`);
+    }
+    this.#policy = policy;
+    this.#timeoutMs = optionMs('storeTimeout', options.storeTimeout, 250);
+    this.#retryMs = optionMs('storeRetryInterval', options.storeRetryInterval, 1000);
+    const cache = options.denyCache ?? true;
+    if (cache !== false && !this.#store.local) {
+      const maxKeys = cache === true ? 10_000 : (cache.maxKeys ?? 10_000);
+      if (!Number.isSafeInteger(maxKeys) || maxKeys < 1) {
+        throw new RateLimitConfigError('ERR_OPTION', `denyCache.maxKeys must be a positive integer, got ${describe(maxKeys)}`);
+      }
+      this.#denyCache = new DenyCache(maxKeys);
+      this.#store.onReset?.((rule, key) => this.#denyCache?.delete(rule, key));
+    }
+    const debug = options.debug ?? process.env.RATEKEEPER_DEBUG === '1';
+    this.#log = debug === true ? (line) => process.stderr.write(`ratekeeper ${line}\n`) : debug || undefined;
+  }
+
+  /** The rule names, in order. */
+  get ruleNames(): string[] {
+    return this.#rules.map((r) => r.name);
+  }
+
+  /** Evaluates every rule matching the request and consumes all of them, or none. */
+  check(req: RequestInfo): Promise<Decision> {
+    return this.#decide(this.#opsFor(req), 'check');
+  }
+
+  /** The answer `check` would give, changing nothing. */
+  peek(req: RequestInfo): Promise<Decision> {
+    return this.#decide(this.#opsFor(req), 'peek');
+  }
+
+  /** Applies one rule to a key directly (no matching, no key extraction). */
+  consume(rule: string, key: string, cost = 1): Promise<Decision> {
+    return this.#decide([this.#directOp(rule, key, cost)], 'check');
+  }
+
+  /** Counting, not limiting: always adds `amount`, and reports the windowed total. */
+  record(rule: string, key: string, amount = 1): Promise<Decision> {
+    return this.#decide([this.#directOp(rule, key, amount)], 'record');
+  }
+
+  /**
+   * Tells the limiter how an admitted request ended: rules counting only failures (or successes) give
+   * the reservation back, and `resetOnSuccess` rules clear their count on success. Once per decision.
+   */
+  async report(decision: Decision, outcome: Outcome): Promise<void> {
+    if (outcome !== 'success' && outcome !== 'failure') {
+      throw new TypeError(`report: outcome must be 'success' or 'failure', got ${describe(outcome)}`);
+    }
+    const reservation = this.#reservations.get(decision);
+    if (reservation === undefined) return;
+    this.#reservations.delete(decision);
+    const { store, items } = reservation;
+    const refunds = [];
+    const clears = [];
+    for (const item of items) {
+      if (outcome === 'success' && item.rule.resetOnSuccess) clears.push(item);
+      else if (item.rule.countOn !== 'all' && item.rule.countOn !== outcome) refunds.push(item);
+    }
+    try {
+      if (refunds.length > 0) await store.refund(refunds);
+      for (const { rule, op } of clears) await store.clear(rule.store, op.key);
+    } catch (error) {
+      this.#storeError(error, 'report', 'none');
+    }
+  }
+
+  /** Clears count, lock and escalation level of a rule for a key, in every process. */
+  async reset(rule: string, key: string): Promise<void> {
+    const compiled = this.#rule(rule);
+    const identity = identityOf(key);
+    this.#denyCache?.delete(compiled.name, identity);
+    const [wasLocked, wasLockedLocally] = await Promise.all([
+      this.#store.reset(compiled.store, identity),
+      this.#insurance?.reset(compiled.store, identity) ?? false,
+    ]);
+    if (wasLocked || wasLockedLocally) this.emit('unlock', { rule: compiled.name, key: identity } satisfies UnlockEvent);
+  }
+
+  /** Count, remaining, lock and level of a rule for a key; changes nothing. */
+  async status(rule: string, key: string): Promise<RuleStatus> {
+    const compiled = this.#rule(rule);
+    const op = this.#op(compiled, identityOf(key), 0);
+    const { nowMs, results } = await this.#store.evaluate([op], 'peek');
+    const r = results[0] as OpResult;
+    return {
+      rule: compiled.name,
+      key: op.key,
+      count: r.count,
+      limit: compiled.store.limit,
+      remaining: r.remaining,
+      resetMs: Math.max(0, r.resetMs),
+      locked: r.locked,
+      lockRemainingMs: r.locked ? r.lockedUntil - nowMs : 0,
+      level: r.level,
+    };
+  }
+
+  /** Keys of a rule locked now, soonest unlock first. */
+  locked(rule: string, options: { limit?: number } = {}): Promise<LockInfo[]> {
+    const compiled = this.#rule(rule);
+    const limit = options.limit ?? 100;
+    if (!Number.isSafeInteger(limit) || limit < 1 || limit > 10_000) {
+      throw new RateLimitConfigError('ERR_OPTION', `locked: limit must be an integer from 1 to 10000, got ${describe(limit)}`);
+    }
+    return this.#store.locked(compiled.store, limit);
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([this.#store.close(), this.#insurance?.close()]);
+  }
+
+  #rule(name: string): CompiledRule {
+    const rule = this.#byName.get(name);
+    if (rule === undefined) {
+      throw new RateLimitConfigError('ERR_UNKNOWN_RULE', `no rule named ${describe(name)}; rules are ${this.ruleNames.join(', ')}`);
+    }
+    return rule;
+  }
+
+  #directOp(rule: string, key: string, cost: number): StoreOp {
+    const compiled = this.#rule(rule);
+    assertRequestCost(cost, compiled.name);
+    return this.#op(compiled, identityOf(key), cost);
+  }
+
+  #op(rule: CompiledRule, key: string, cost: number): StoreOp {
+    if (rule.periods === undefined) return { rule: rule.store, key, cost };
+    const { endMs, nextEndMs } = rule.periods(this.#store.now());
+    return { rule: rule.store, key, cost, periodEndMs: endMs, nextPeriodEndMs: nextEndMs };
+  }
+
+  /** The ops of every rule that matches the request and finds its key. Throws before anything is consumed. */
+  #opsFor(req: RequestInfo): StoreOp[] {
+    const ops: StoreOp[] = [];
+    for (const rule of this.#rules) {
+      let view = req;
+      if (rule.matcher !== undefined) {
+        const params = rule.matcher(req.method, req.path);
+        if (params === undefined) continue;
+        for (const _ in params) {
+          view = { ...req, params: { ...req.params, ...params } };
+          break;
+        }
+      }
+      let key: string | undefined;
+      try {
+        key = rule.extract(view);
+      } catch (error) {
+        throw new RateLimitRequestError('ERR_KEY_FUNCTION', `rule "${rule.name}": key function threw: ${(error as Error)?.message ?? error}`, {
+          cause: error,
+        });
+      }
+      if (key === undefined) continue;
+      let cost = rule.cost;
+      if (typeof cost === 'function') {
+        try {
+          cost = cost(view);
+        } catch (error) {
+          throw new RateLimitRequestError('ERR_COST', `rule "${rule.name}": cost function threw: ${(error as Error)?.message ?? error}`, {
+            cause: error,
+          });
+        }
+        assertRequestCost(cost, rule.name);
+      }
+      ops.push(this.#op(rule, key, cost));
+    }
+    return ops;
+  }
+
+  async #decide(ops: StoreOp[], mode: EvalMode): Promise<Decision> {
+    if (ops.length === 0) return decide([]);
+    if (mode === 'check' && this.#denyCache !== undefined) {
+      const nowMs = this.#store.now();
+      for (const op of ops) {
+        const cached = op.rule.dryRun ? undefined : this.#denyCache.get(op.rule.name, op.key, nowMs);
+        if (cached === undefined) continue;
+        const decision = decide([cached]);
+        this.#emitLimited(cached, true);
+        return decision;
+      }
+    }
+    const { store, result } = await this.#evaluate(ops, mode);
+    const rules: RuleResult[] = new Array(ops.length);
+    for (let i = 0; i < ops.length; i++) {
+      const op = ops[i] as StoreOp;
+      const r = result.results[i] as OpResult;
+      rules[i] = ruleResult(op.rule.name, op.key, op.rule.limit, op.rule.dryRun, r);
+      if (r.lockedNow) {
+        this.emit('lockout', {
+          rule: op.rule.name,
+          key: op.key,
+          durationMs: r.lockedUntil - result.nowMs,
+          lockedUntil: r.lockedUntil,
+          level: r.level,
+        } satisfies LockoutEvent);
+      }
+    }
+    const decision = decide(rules);
+    if (mode === 'peek') return decision;
+    if (decision.allowed) {
+      if (this.#needsOutcomes && mode === 'check') this.#reserve(decision, store, ops, result.results);
+    } else {
+      for (const r of rules) {
+        if (r.allowed || r.dryRun) continue;
+        this.#emitLimited(r, false);
+        // Cache only denials nothing can pass: a lock, or a rule with no unit left until resetMs.
+        if (this.#denyCache !== undefined && store === this.#store && (r.locked || r.remaining === 0)) {
+          this.#denyCache.set(r, result.nowMs + (r.locked ? (r.retryAfterMs ?? 0) : r.resetMs));
+        }
+      }
+    }
+    this.#log?.(`${mode} ${decision.allowed ? 'allowed' : 'denied'} ${rules.map((r) => `${r.rule}[${r.key}]=${r.remaining}/${r.limit}`).join(' ')}`);
+    return decision;
+  }
+
+  #reserve(decision: Decision, store: Store, ops: StoreOp[], results: OpResult[]): void {
+    const items: Reservation['items'] = [];
+    for (let i = 0; i < ops.length; i++) {
+      const op = ops[i] as StoreOp;
+      const r = results[i] as OpResult;
+      const rule = this.#byName.get(op.rule.name) as CompiledRule;
+      if (r.allowed && op.cost > 0 && (rule.countOn !== 'all' || rule.resetOnSuccess)) items.push({ rule, op, receipt: r.receipt });
+    }
+    if (items.length > 0) this.#reservations.set(decision, { store, items });
+  }
+
+  #emitLimited(r: RuleResult, cached: boolean): void {
+    if (this.listenerCount('limited') === 0) return;
+    this.emit('limited', {
+      rule: r.rule,
+      key: r.key,
+      retryAfterMs: r.retryAfterMs ?? 0,
+      locked: r.locked,
+      cached,
+    } satisfies LimitedEvent);
+  }
+
+  /** Calls the store under the timeout; on failure applies the policy. */
+  async #evaluate(ops: StoreOp[], mode: EvalMode): Promise<{ store: Store; result: EvalResult }> {
+    const store = this.#store;
+    if (store.local) return { store, result: await store.evaluate(ops, mode) };
+    if (Date.now() >= this.#storeDownUntil) {
+      try {
+        return { store, result: await withTimeout(store.evaluate(ops, mode), this.#timeoutMs) };
+      } catch (error) {
+        this.#storeDownUntil = Date.now() + this.#retryMs;
+        this.#storeError(error, mode, this.#policy);
+      }
+    }
+    return this.#fallback(ops, mode);
+  }
+
+  async #fallback(ops: StoreOp[], mode: EvalMode): Promise<{ store: Store; result: EvalResult }> {
+    if (this.#policy === 'insurance') {
+      this.#insurance ??= new MemoryStore();
+      return { store: this.#insurance, result: this.#insurance.evaluateSync(ops, mode) };
+    }
+    const allowed = this.#policy === 'allow';
+    const results = ops.map(
+      (op): OpResult => ({
+        allowed,
+        remaining: allowed ? op.rule.limit : 0,
+        resetMs: 0,
+        retryAfterMs: allowed ? 0 : this.#retryMs,
+        locked: false,
+        count: 0,
+        receipt: 0,
+        level: 0,
+        lockedUntil: 0,
+        lockedNow: false,
+      }),
+    );
+    return { store: this.#store, result: { nowMs: Date.now(), results } };
+  }
+
+  #storeError(error: unknown, operation: string, policy: StoreErrorEvent['policy']): void {
+    const err = error instanceof Error ? error : new Error(String(error));
+    this.#log?.(`store error during ${operation} (${policy}): ${err.message}`);
+    if (this.listenerCount('storeError') > 0) this.emit('storeError', { error: err, operation, policy } satisfies StoreErrorEvent);
+  }
+}
+
+export interface Limiter {
+  on(event: 'limited', listener: (event: LimitedEvent) => void): this;
+  on(event: 'lockout', listener: (event: LockoutEvent) => void): this;
+  on(event: 'unlock', listener: (event: UnlockEvent) => void): this;
+  on(event: 'storeError', listener: (event: StoreErrorEvent) => void): this;
+  once(event: 'limited', listener: (event: LimitedEvent) => void): this;
+  once(event: 'lockout', listener: (event: LockoutEvent) => void): this;
+  once(event: 'unlock', listener: (event: UnlockEvent) => void): this;
+  once(event: 'storeError', listener: (event: StoreErrorEvent) => void): this;
+}
+
+/** Builds a limiter: rules validated now (throws `RateLimitConfigError`), decisions later. */
+export function createLimiter(options: LimiterOptions): Limiter {
+  return new Limiter(options);
+}
+
+function identityOf(key: unknown): string {
+  if (typeof key === 'number' && Number.isFinite(key)) return String(key);
+  if (typeof key !== 'string' || key === '') {
+    throw new RateLimitRequestError('ERR_KEY', `key must be a non-empty string, got ${describe(key)}`);
+  }
+  return boundIdentity(key);
+}
+
+function assertRequestCost(cost: unknown, rule: string): asserts cost is number {
+  try {
+    assertCost(cost, rule);
+  } catch (error) {
+    throw new RateLimitRequestError('ERR_COST', (error as Error).message);
+  }
+}
+
+function optionMs(name: string, value: Duration | undefined, fallback: number): number {
+  if (value === undefined) return fallback;
+  return parseDuration(value) ?? (() => {
+    throw new RateLimitConfigError('ERR_DURATION', `${name} must be a duration such as '250ms' or 250, got ${describe(value)}`);
+  })();
+}
+
+function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new StoreTimeoutError(`store did not answer within ${ms} ms`)), ms);
+    promise.then(
+      (value) => {
+        clearTimeout(timer);
+        resolve(value);
+      },
+      (error: unknown) => {
+        clearTimeout(timer);
+        reject(error);
+      },
+    );
+  });
+}

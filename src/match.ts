@@ -1,0 +1,54 @@
+// Request matching: methods and path-to-regexp patterns, compiled once per rule.
+import { match as compilePath } from 'path-to-regexp';
+import type { MatchSpec } from './types.js';
+
+/** Returns the params the pattern captured, or undefined when the request does not match. */
+export type Matcher = (method: string, path: string) => Record<string, unknown> | undefined;
+
+const NO_PARAMS: Record<string, unknown> = Object.freeze({}) as Record<string, unknown>;
+
+/** Parses `'POST /login'`, `'/login'` or `{ method, path }`. Throws the parser's error for a bad pattern. */
+export function createMatcher(spec: string | MatchSpec | undefined): Matcher | undefined {
+  if (spec === undefined) return undefined;
+  let methods: string[] | undefined;
+  let paths: string[] | undefined;
+  if (typeof spec === 'string') {
+    const parts = spec.trim().split(/\s+/);
+    if (parts.length === 1) paths = [parts[0] as string];
+    else if (parts.length === 2) {
+      methods = [(parts[0] as string).toUpperCase()];
+      paths = [parts[1] as string];
+    } else throw new Error(`expected 'METHOD /path' or '/path'`);
+  } else {
+    if (spec.method !== undefined) methods = (Array.isArray(spec.method) ? spec.method : [spec.method]).map(upper);
+    if (spec.path !== undefined) paths = Array.isArray(spec.path) ? spec.path : [spec.path];
+  }
+  const methodSet = methods && !methods.includes('*') ? new Set(methods) : undefined;
+  const pathFns = paths?.map((p) => {
+    if (typeof p !== 'string' || !p.startsWith('/')) throw new Error(`path must start with '/', got ${String(p)}`);
+    return compilePath(p, { decode: safeDecode });
+  });
+  return (method, path) => {
+    if (methodSet && !methodSet.has(method.toUpperCase())) return undefined;
+    if (!pathFns) return NO_PARAMS;
+    for (const fn of pathFns) {
+      const found = fn(path);
+      if (found) return found.params as Record<string, unknown>;
+    }
+    return undefined;
+  };
+}
+
+function upper(method: unknown): string {
+  if (typeof method !== 'string' || method === '') throw new Error(`method must be a non-empty string`);
+  return method.toUpperCase();
+}
+
+// A malformed percent-escape in a request path must not throw out of the matcher: keep it as sent.
+function safeDecode(value: string): string {
+  try {
+    return decodeURIComponent(value);
+  } catch {
+    return value;
+  }
+}

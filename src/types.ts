@@ -1,0 +1,135 @@
+// Public data types: requests, rules, decisions, and the shape of operator answers.
+
+/** A duration: milliseconds, or a string such as `'500ms'`, `'1s'`, `'5m'`, `'1h'`, `'1d'`. */
+export type Duration = number | string;
+
+/** What the core needs to know about a request; adapters build it from the framework's request. */
+export interface RequestInfo {
+  method: string;
+  /** The path without the query string, e.g. `/login`. */
+  path: string;
+  /** The client address as the framework determined it (after its own proxy-trust rules). */
+  ip?: string | undefined;
+  headers: Record<string, string | string[] | undefined>;
+  query?: Record<string, unknown> | undefined;
+  /** Route params; params matched by a rule's own `match` pattern are merged in. */
+  params?: Record<string, unknown> | undefined;
+  body?: unknown;
+  user?: unknown;
+}
+
+export type KeyExtractor = (req: RequestInfo) => string | number | undefined | null;
+/** A key form: `'ip'`, `'user'`, `'header:<name>'`, `'body.<path>'`, `'query.<name>'`, `'param.<name>'`, a template such as `'sms:{body.phone}'`, a function, or an array of these (composite). */
+export type KeySpec = string | KeyExtractor | ReadonlyArray<string | KeyExtractor>;
+
+export type CalendarUnit = 'minute' | 'hour' | 'day' | 'week' | 'month';
+
+export type WindowSpec =
+  | { type: 'fixed'; size: Duration }
+  | { type: 'calendar'; unit: CalendarUnit; timezone?: string }
+  | { type: 'calendar'; cron: string; timezone?: string }
+  | { type: 'sliding-log'; size: Duration }
+  | { type: 'sliding'; size: Duration; buckets?: number }
+  | { type: 'token-bucket'; size: Duration; burst?: number }
+  | { type: 'gcra' | 'leaky-bucket'; size: Duration; burst?: number };
+
+export type WindowType = 'fixed' | 'calendar' | 'sliding-log' | 'sliding' | 'token-bucket' | 'gcra';
+
+export interface LockoutSpec {
+  /** How long the first lock lasts. */
+  duration: Duration;
+  /** Each repeated lockout multiplies the duration by this factor. @default 1 */
+  escalate?: number;
+  /** Cap on an escalated lock. @default no cap */
+  maxDuration?: Duration;
+  /** The escalation level is forgotten this long after the last lock ends. @default '24h' */
+  forgetAfter?: Duration;
+}
+
+export interface MatchSpec {
+  method?: string | string[];
+  path?: string | string[];
+}
+
+export type Outcome = 'success' | 'failure';
+
+export interface Rule {
+  /** Unique name; used in storage keys, decisions and headers. */
+  name: string;
+  /** `'POST /login'`, or `{ method, path }`; path-to-regexp syntax. No `match`: every request. */
+  match?: string | MatchSpec;
+  /** Which identity the rule counts per. */
+  key: KeySpec;
+  /** Positive integer: units admitted per window. */
+  limit: number;
+  window: WindowSpec;
+  /** Units a request costs: a non-negative integer, or a function of the request. @default 1 */
+  cost?: number | ((req: RequestInfo) => number);
+  /** Which outcomes stay counted. @default 'all' */
+  countOn?: 'all' | 'failure' | 'success';
+  lockout?: LockoutSpec;
+  /** A successful outcome clears the rule's count for that key. @default false */
+  resetOnSuccess?: boolean;
+  /** `'dry-run'` computes and reports but never denies. @default 'enforce' */
+  mode?: 'enforce' | 'dry-run';
+  /**
+   * Normalize string key material: `true` applies NFKC, trims and lower-cases (for usernames and
+   * e-mail addresses); a function does its own. IP keys are always canonical. @default false
+   */
+  normalize?: boolean | ((value: string) => string);
+}
+
+export interface RuleResult {
+  rule: string;
+  /** The identity string the rule keyed on; the same string `consume`, `record` and `reset` take. */
+  key: string;
+  allowed: boolean;
+  limit: number;
+  remaining: number;
+  /** Ms until the rule is back to full (fixed, calendar) or until one more unit is free (others). */
+  resetMs: number;
+  /** Denials only: ms until this same request would be admitted. */
+  retryAfterMs?: number;
+  locked: boolean;
+  /** True when the rule is in dry-run mode. */
+  dryRun?: boolean;
+}
+
+export interface Decision {
+  allowed: boolean;
+  limit: number;
+  remaining: number;
+  resetMs: number;
+  retryAfterMs?: number;
+  /** The denying rule, or the most restrictive matching rule when allowed. */
+  rule?: string;
+  locked: boolean;
+  /** True when a dry-run rule would have denied this request. */
+  dryRun?: boolean;
+  rules: RuleResult[];
+}
+
+export interface RuleStatus {
+  rule: string;
+  key: string;
+  /** Units counted in the current window (for token bucket and GCRA: units in use). */
+  count: number;
+  limit: number;
+  remaining: number;
+  resetMs: number;
+  locked: boolean;
+  /** Ms until the lock ends; 0 when not locked. */
+  lockRemainingMs: number;
+  /** Escalation level: how many lockouts are remembered for this key. */
+  level: number;
+}
+
+export interface LockInfo {
+  rule: string;
+  key: string;
+  /** Ms until the lock ends. */
+  remainingMs: number;
+  /** Epoch ms at which the lock ends (store clock). */
+  lockedUntil: number;
+  level: number;
+}

@@ -1,0 +1,14 @@
+// Build: ESM and CommonJS bundles with declarations for the three entry points.
+import { defineConfig } from 'tsup';
+
+export default defineConfig({
+  entry: { index: 'src/index.ts', express: 'adapters/express.ts', koa: 'adapters/koa.ts' },
+  format: ['esm', 'cjs'],
+  dts: true,
+  shims: true,
+  sourcemap: true,
+  clean: true,
+  target: 'node20',
+  splitting: true,
+  external: ['ioredis', 'express', 'koa'],
+});
