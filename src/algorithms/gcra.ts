@@ -29,7 +29,8 @@ export const gcra: Algorithm<GcraState> = {
     const next = tat + op.cost * t;
     const allowed = next - nowUs <= capUs;
     const usedUs = (allowed || add ? next : tat) - nowUs;
-    const remaining = Math.max(0, free(usedUs, op, t));
+    const freeUnits = free(usedUs, op, t);
+    const remaining = Math.max(0, freeUnits);
     // One more unit is free once used capacity drops to the next multiple of the interval below it.
     const untilUnitUs = usedUs <= 0 ? 0 : usedUs - (op.rule.burst - remaining - 1) * t;
     return {
@@ -37,7 +38,7 @@ export const gcra: Algorithm<GcraState> = {
       remaining,
       resetMs: usedUs <= 0 || remaining >= op.rule.burst ? 0 : Math.max(1, Math.ceil(untilUnitUs / 1000)),
       retryAfterMs: allowed ? 0 : Math.max(1, Math.ceil((tat + Math.min(op.cost, op.rule.burst) * t - nowUs - capUs) / 1000)),
-      count: op.rule.burst - remaining,
+      count: op.rule.burst - freeUnits,
       receipt: 0,
     };
   },
@@ -55,6 +56,6 @@ export const gcra: Algorithm<GcraState> = {
   count(state, op, nowMs) {
     const nowUs = nowMs * 1000;
     const usedUs = state !== undefined && state.tatUs > nowUs ? state.tatUs - nowUs : 0;
-    return op.rule.burst - Math.max(0, free(usedUs, op, intervalUs(op)));
+    return op.rule.burst - free(usedUs, op, intervalUs(op));
   },
 };

@@ -35,7 +35,7 @@ export const tokenBucket: Algorithm<TokenState> = {
       resetMs: after >= burst ? 0 : msFor(Math.max(1, Math.floor(after) + 1) - after, op),
       // A cost above the burst never fits; the best answer is the time until the bucket is full.
       retryAfterMs: allowed ? 0 : msFor(Math.min(op.cost, burst) - tokens, op),
-      count: burst - remaining,
+      count: burst - Math.floor(after),
       receipt: 0,
     };
   },
@@ -49,5 +49,5 @@ export const tokenBucket: Algorithm<TokenState> = {
     return tokens >= op.rule.burst ? undefined : { tokens, ts: live.ts };
   },
   expiresAt: (state, op) => state.ts + msFor(op.rule.burst - state.tokens, op),
-  count: (state, op, nowMs) => op.rule.burst - Math.max(0, Math.floor(refill(state, op, nowMs).tokens)),
+  count: (state, op, nowMs) => op.rule.burst - Math.floor(refill(state, op, nowMs).tokens),
 };

@@ -1,0 +1,95 @@
+// Rate-limit response headers: one pure function from a Decision to header fields, shared by every adapter.
+import type { Decision, RuleResult } from './types.js';
+
+/**
+ * Which fields to send: `'legacy'` the de-facto `X-RateLimit-*` trio, `'standard'` the IETF
+ * `RateLimit-Policy` and `RateLimit` fields (draft-ietf-httpapi-ratelimit-headers-11), `'both'`, or
+ * `false` for none. `Retry-After` is part of a denial, not of this choice: a 429 always carries it.
+ */
+export type HeadersMode = 'legacy' | 'standard' | 'both' | false;
+
+/** Unit of `X-RateLimit-Reset`: UTC epoch seconds (as GitHub and express-rate-limit) or seconds from now. */
+export type ResetFormat = 'epoch-seconds' | 'delta-seconds';
+
+export interface HeaderOptions {
+  /** @default 'legacy' */
+  headers?: HeadersMode;
+  /** @default 'epoch-seconds' */
+  reset?: ResetFormat;
+  /** The time `X-RateLimit-Reset` is counted from in `'epoch-seconds'`, epoch ms. @default Date.now() */
+  nowMs?: number;
+  /** Nominal window of each rule in whole seconds, for the `w` parameter; rules without one omit `w`. */
+  windows?: Readonly<Record<string, number>>;
+}
+
+/** A header field name and its value, in the order they should be written. */
+export type HeaderField = [name: string, value: string];
+
+/**
+ * List-valued fields (RFC 9651 Lists): several limiters on one response each add their members, so
+ * adapters append these instead of replacing them.
+ */
+export const LIST_FIELDS: ReadonlySet<string> = new Set(['RateLimit-Policy', 'RateLimit']);
+
+/**
+ * The rate-limit header fields for a decision. Nothing when no rule matched (`rules` is empty).
+ *
+ * - Legacy: `X-RateLimit-Limit`, `X-RateLimit-Remaining` (never negative, 0 while locked) and
+ *   `X-RateLimit-Reset` (`ceil((now + ms) / 1000)` or `ceil(ms / 1000)`), figures of the denying rule,
+ *   or of the tightest rule when allowed.
+ * - Standard: `RateLimit-Policy: "<rule>";q=<limit>;w=<seconds>` and `RateLimit: "<rule>";r=<remaining>;t=<seconds>`,
+ *   one list member per matched rule in rule order, members joined by `, ` (RFC 9651 canonical form).
+ * - Denied: `Retry-After: ceil(retryAfterMs / 1000)`, at least 1.
+ *
+ * For a rule that denies, the reset time is the later of its `resetMs` and its `retryAfterMs`, so
+ * `t` and `X-RateLimit-Reset` never point before the time `Retry-After` names.
+ *
+ * @example
+ * formatHeaders(decision, { headers: 'both' });
+ * // [['X-RateLimit-Limit', '5'], ['X-RateLimit-Remaining', '4'], ['X-RateLimit-Reset', '1767225660'],
+ * //  ['RateLimit-Policy', '"login";q=5;w=300'], ['RateLimit', '"login";r=4;t=300']]
+ */
+export function formatHeaders(decision: Decision, options: HeaderOptions = {}): HeaderField[] {
+  const fields: HeaderField[] = [];
+  const mode = options.headers ?? 'legacy';
+  if (decision.rules.length > 0 && (mode === 'legacy' || mode === 'both')) {
+    const ms = effectiveResetMs(decision);
+    const reset = options.reset === 'delta-seconds' ? seconds(ms) : Math.ceil(((options.nowMs ?? Date.now()) + ms) / 1000);
+    fields.push(
+      ['X-RateLimit-Limit', String(decision.limit)],
+      ['X-RateLimit-Remaining', String(remainingOf(decision))],
+      ['X-RateLimit-Reset', String(reset)],
+    );
+  }
+  if (decision.rules.length > 0 && (mode === 'standard' || mode === 'both')) {
+    const policies: string[] = [];
+    const states: string[] = [];
+    for (const r of decision.rules) {
+      const name = sfString(r.rule);
+      const w = options.windows?.[r.rule];
+      policies.push(`${name};q=${r.limit}${w !== undefined && Number.isSafeInteger(w) && w > 0 ? `;w=${w}` : ''}`);
+      states.push(`${name};r=${remainingOf(r)};t=${seconds(effectiveResetMs(r))}`);
+    }
+    fields.push(['RateLimit-Policy', policies.join(', ')], ['RateLimit', states.join(', ')]);
+  }
+  if (!decision.allowed) fields.push(['Retry-After', String(Math.max(1, seconds(decision.retryAfterMs ?? 0)))]);
+  return fields;
+}
+
+/** Whole seconds, rounded up, never negative. */
+function seconds(ms: number): number {
+  return Number.isFinite(ms) && ms > 0 ? Math.ceil(ms / 1000) : 0;
+}
+
+function remainingOf(r: Decision | RuleResult): number {
+  return r.locked || !(r.remaining > 0) ? 0 : Math.floor(r.remaining);
+}
+
+function effectiveResetMs(r: Decision | RuleResult): number {
+  return r.allowed ? r.resetMs : Math.max(r.resetMs, r.retryAfterMs ?? 0);
+}
+
+/** An RFC 9651 sf-string: printable ASCII only (others become `?`), `"` and `\` escaped. */
+function sfString(value: string): string {
+  return `"${value.replace(/[^\x20-\x7e]/g, '?').replace(/["\\]/g, '\\$&')}"`;
+}
