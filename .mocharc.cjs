@@ -1,7 +1,8 @@
 // mocha: TypeScript through tsx, every test file, a reporter that ends with "N passed, N failed".
 module.exports = {
   'node-option': ['import=tsx'],
-  spec: ['test/**/*.test.ts'],
+  // `npx mocha test/x.test.ts` runs just that file; plain `mocha` runs them all.
+  spec: process.argv.some((arg) => arg.endsWith('.test.ts')) ? [] : ['test/**/*.test.ts'],
   reporter: './test/support/reporter.cjs',
   timeout: 20000,
   exit: true,

@@ -54,7 +54,10 @@ export function formatHeaders(decision: Decision, options: HeaderOptions = {}): 
   const mode = options.headers ?? 'legacy';
   if (decision.rules.length > 0 && (mode === 'legacy' || mode === 'both')) {
     const ms = effectiveResetMs(decision);
-    const reset = options.reset === 'delta-seconds' ? seconds(ms) : Math.ceil(((options.nowMs ?? Date.now()) + ms) / 1000);
+    const reset =
+      options.reset === 'delta-seconds'
+        ? seconds(ms)
+        : Math.ceil(((options.nowMs ?? Date.now()) + ms) / 1000);
     fields.push(
       ['X-RateLimit-Limit', String(decision.limit)],
       ['X-RateLimit-Remaining', String(remainingOf(decision))],
@@ -67,12 +70,15 @@ export function formatHeaders(decision: Decision, options: HeaderOptions = {}): 
     for (const r of decision.rules) {
       const name = sfString(r.rule);
       const w = options.windows?.[r.rule];
-      policies.push(`${name};q=${r.limit}${w !== undefined && Number.isSafeInteger(w) && w > 0 ? `;w=${w}` : ''}`);
+      policies.push(
+        `${name};q=${r.limit}${w !== undefined && Number.isSafeInteger(w) && w > 0 ? `;w=${w}` : ''}`,
+      );
       states.push(`${name};r=${remainingOf(r)};t=${seconds(effectiveResetMs(r))}`);
     }
     fields.push(['RateLimit-Policy', policies.join(', ')], ['RateLimit', states.join(', ')]);
   }
-  if (!decision.allowed) fields.push(['Retry-After', String(Math.max(1, seconds(decision.retryAfterMs ?? 0)))]);
+  if (!decision.allowed)
+    fields.push(['Retry-After', String(Math.max(1, seconds(decision.retryAfterMs ?? 0)))]);
   return fields;
 }
 

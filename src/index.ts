@@ -1,8 +1,8 @@
 // ratekeeper: the public entry point.
 export { RateLimitConfigError, RateLimitRequestError, StoreTimeoutError } from './errors.js';
 export type { ConfigErrorCode, RequestErrorCode } from './errors.js';
-// HEADERS export { formatHeaders } from './headers.js';
-// HEADERS export type { HeaderOptions, HeadersMode, ResetFormat } from './headers.js';
+export { formatHeaders } from './headers.js';
+export type { HeaderOptions, HeadersMode, ResetFormat } from './headers.js';
 export { ipKey } from './ip.js';
 export { normalizeIdentity } from './keys.js';
 export { createLimiter, Limiter } from './limiter.js';

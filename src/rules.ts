@@ -124,6 +124,10 @@ function compileRule(input: unknown, index: number, options: CompileOptions): Co
   if (type === 'token-bucket' || type === 'gcra') {
     burst = (w.burst as number | undefined) ?? rule.limit;
     if (!Number.isSafeInteger(burst) || burst < 1) fail('ERR_WINDOW', 'window.burst', 'a positive integer', w.burst);
+    // Bucket state is exact integer arithmetic in units of 1/limit µs; keep it below 2^53.
+    if (Math.max(burst, rule.limit) * sizeMs * 1000 > Number.MAX_SAFE_INTEGER) {
+      fail('ERR_WINDOW', 'window.size', `small enough that max(limit, burst) × size in µs stays below 2^53`, w.size);
+    }
   }
 
   let cost: number | ((req: RequestInfo) => number) = DEFAULTS.cost;

@@ -1,61 +1,55 @@
 // GCRA (leaky bucket as a meter): one number per key, the theoretical arrival time (TAT) in whole microseconds.
 import type { StoreOp } from '../stores/store.js';
 import type { Algorithm } from './algorithm.js';
+import { ceilDiv, floorDiv } from './int-math.js';
 
 /**
- * `tatUs`: epoch microseconds at which the bucket would be empty again. Stored as an integer
- * (rounded to the nearest µs after each op: at most 0.5 µs of error per admitted unit).
+ * `tatUs`: epoch µs at which the bucket would be empty again. It advances by cost × size/limit per
+ * op, rounded to the nearest µs (at most 0.5 µs of error per op; none when size×1000 is a multiple of
+ * limit). Decisions compare in units of 1/limit µs relative to now, which are exact integers.
  */
 export interface GcraState {
   tatUs: number;
 }
 
-/** Emission interval: µs per unit. */
-function intervalUs(op: StoreOp): number {
-  return (op.rule.sizeMs * 1000) / op.rule.limit;
-}
-
-/** Units free when `usedUs` of the bucket's capacity is taken; the small slack absorbs the µs rounding. */
-function free(usedUs: number, op: StoreOp, t: number): number {
-  return Math.floor((op.rule.burst * t - usedUs) / t + 0.001);
+/** Backlog (TAT − now) in µs, never negative; time never runs backwards (a TAT ahead of now stays). */
+function backlogUs(state: GcraState | undefined, nowMs: number): number {
+  const nowUs = nowMs * 1000;
+  return state !== undefined && state.tatUs > nowUs ? state.tatUs - nowUs : 0;
 }
 
 export const gcra: Algorithm<GcraState> = {
   evaluate(state, op, nowMs, add) {
-    const t = intervalUs(op);
-    const capUs = op.rule.burst * t;
-    const nowUs = nowMs * 1000;
-    const tat = state !== undefined && state.tatUs > nowUs ? state.tatUs : nowUs;
-    const next = tat + op.cost * t;
-    const allowed = next - nowUs <= capUs;
-    const usedUs = (allowed || add ? next : tat) - nowUs;
-    const freeUnits = free(usedUs, op, t);
-    const remaining = Math.max(0, freeUnits);
-    // One more unit is free once used capacity drops to the next multiple of the interval below it.
-    const untilUnitUs = usedUs <= 0 ? 0 : usedUs - (op.rule.burst - remaining - 1) * t;
+    const { burst, limit, sizeMs } = op.rule;
+    // Scaled units: 1 = 1/limit µs, so one request unit is exactly sizeMs × 1000.
+    const unit = sizeMs * 1000;
+    const capacity = burst * unit;
+    const base = backlogUs(state, nowMs) * limit;
+    const allowed = base + op.cost * unit <= capacity;
+    const used = allowed || add ? base + op.cost * unit : base;
+    const free = floorDiv(capacity - used, unit);
+    const remaining = Math.max(0, free);
+    // One more unit is free once the backlog drops to the multiple of a unit below it.
+    const untilUnit = used - (burst - remaining - 1) * unit;
     return {
       allowed,
       remaining,
-      resetMs: usedUs <= 0 || remaining >= op.rule.burst ? 0 : Math.max(1, Math.ceil(untilUnitUs / 1000)),
-      retryAfterMs: allowed ? 0 : Math.max(1, Math.ceil((tat + Math.min(op.cost, op.rule.burst) * t - nowUs - capUs) / 1000)),
-      count: op.rule.burst - freeUnits,
+      resetMs: used <= 0 || remaining >= burst ? 0 : ceilDiv(untilUnit, limit * 1000),
+      retryAfterMs: allowed ? 0 : Math.max(1, ceilDiv(base + Math.min(op.cost, burst) * unit - capacity, limit * 1000)),
+      count: burst - free,
       receipt: 0,
     };
   },
   apply(state, op, nowMs) {
     const nowUs = nowMs * 1000;
     const tat = state !== undefined && state.tatUs > nowUs ? state.tatUs : nowUs;
-    return { tatUs: Math.round(tat + op.cost * intervalUs(op)) };
+    return { tatUs: tat + Math.round((op.cost * op.rule.sizeMs * 1000) / op.rule.limit) };
   },
   refund(state, op, nowMs) {
-    const nowUs = nowMs * 1000;
-    const tatUs = Math.round(state.tatUs - op.cost * intervalUs(op));
-    return tatUs <= nowUs ? undefined : { tatUs };
+    const tatUs = state.tatUs - Math.round((op.cost * op.rule.sizeMs * 1000) / op.rule.limit);
+    return tatUs <= nowMs * 1000 ? undefined : { tatUs };
   },
   expiresAt: (state) => Math.ceil(state.tatUs / 1000),
-  count(state, op, nowMs) {
-    const nowUs = nowMs * 1000;
-    const usedUs = state !== undefined && state.tatUs > nowUs ? state.tatUs - nowUs : 0;
-    return op.rule.burst - free(usedUs, op, intervalUs(op));
-  },
+  count: (state, op, nowMs) =>
+    op.rule.burst - floorDiv(op.rule.burst * op.rule.sizeMs * 1000 - backlogUs(state, nowMs) * op.rule.limit, op.rule.sizeMs * 1000),
 };
