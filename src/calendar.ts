@@ -25,7 +25,10 @@ export function assertCron(expression: string, timezone: string): void {
 
 function unitEnd(unit: CalendarUnit, zone: string, fromMs: number): number {
   // luxon's weeks start on Monday (ISO), as DESIGN.md asks; DST days are 23 or 25 hours long.
-  return DateTime.fromMillis(fromMs, { zone }).startOf(unit).plus({ [unit]: 1 }).toMillis();
+  return DateTime.fromMillis(fromMs, { zone })
+    .startOf(unit)
+    .plus({ [unit]: 1 })
+    .toMillis();
 }
 
 function cronEnd(expression: string, zone: string, fromMs: number): number {

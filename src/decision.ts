@@ -2,7 +2,13 @@
 import type { OpResult } from './stores/store.js';
 import type { Decision, RuleResult } from './types.js';
 
-export function ruleResult(rule: string, key: string, limit: number, dryRun: boolean, r: OpResult): RuleResult {
+export function ruleResult(
+  rule: string,
+  key: string,
+  limit: number,
+  dryRun: boolean,
+  r: OpResult,
+): RuleResult {
   const out: RuleResult = {
     rule,
     key,
@@ -23,7 +29,8 @@ export function ruleResult(rule: string, key: string, limit: number, dryRun: boo
  * When allowed, the figures are those of the rule with the least remaining.
  */
 export function decide(results: RuleResult[]): Decision {
-  if (results.length === 0) return { allowed: true, limit: 0, remaining: 0, resetMs: 0, locked: false, rules: results };
+  if (results.length === 0)
+    return { allowed: true, limit: 0, remaining: 0, resetMs: 0, locked: false, rules: results };
   let denying: RuleResult | undefined;
   let retryAfterMs = 0;
   let tightest: RuleResult | undefined;

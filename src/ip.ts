@@ -22,7 +22,7 @@ export function ipKey(raw: unknown, ipv6Subnet: number): string | undefined {
   if (!ipaddr.IPv6.isValid(text)) return undefined;
   const v6 = ipaddr.IPv6.parse(text);
   if (v6.isIPv4MappedAddress()) return v6.toIPv4Address().toString();
-  if (ipv6Subnet >= 128) return v6.toNormalizedString();
+  if (ipv6Subnet >= 128) return v6.toString();
   const bytes = v6.toByteArray();
   for (let bit = ipv6Subnet; bit < 128; bit++) {
     const index = bit >> 3;

@@ -49,7 +49,8 @@ export function createExtractor(spec: KeySpec, options: KeyOptions): Extractor {
 
 function single(spec: string | KeyExtractor, options: KeyOptions): Extractor {
   if (typeof spec === 'function') return fromFunction(spec, options);
-  if (typeof spec !== 'string' || spec === '') throw new Error('a key form must be a non-empty string or a function');
+  if (typeof spec !== 'string' || spec === '')
+    throw new Error('a key form must be a non-empty string or a function');
   if (spec.includes('{')) return template(spec, options);
   return field(spec, options);
 }
@@ -110,15 +111,20 @@ function template(spec: string, options: KeyOptions): Extractor {
     last = m.index + m[0].length;
   }
   if (last < spec.length) pieces.push(spec.slice(last));
-  if (pieces.some((p) => typeof p === 'string' && /[{}]/.test(p))) throw new Error(`'${spec}' has unbalanced braces`);
+  if (pieces.some((p) => typeof p === 'string' && /[{}]/.test(p)))
+    throw new Error(`'${spec}' has unbalanced braces`);
   // Values are escaped for every character the template itself uses between them, so two
   // placeholders can never be shifted into one another ('{body.a}:{body.b}').
   const placeholders = pieces.filter((p) => typeof p !== 'string').length;
-  const literal = new Set(`${pieces.filter((p): p is string => typeof p === 'string').join('')}%`.replace(/[\p{L}\p{N}]/gu, ''));
-  const escape = (value: string): string =>
+  const literal = new Set(
+    `${pieces.filter((p): p is string => typeof p === 'string').join('')}%`.replace(/[\p{L}\p{N}]/gu, ''),
+  );
+  const escapeValue = (value: string): string =>
     placeholders < 2
       ? value
-      : Array.from(value, (c) => (literal.has(c) ? `%${c.charCodeAt(0).toString(16).padStart(2, '0')}` : c)).join('');
+      : Array.from(value, (c) =>
+          literal.has(c) ? `%${c.charCodeAt(0).toString(16).padStart(2, '0')}` : c,
+        ).join('');
   return (req) => {
     let out = '';
     for (const piece of pieces) {
@@ -126,7 +132,7 @@ function template(spec: string, options: KeyOptions): Extractor {
       else {
         const value = piece(req);
         if (value === undefined) return undefined;
-        out += escape(value);
+        out += escapeValue(value);
       }
     }
     return out;

@@ -8,7 +8,16 @@ import { boundIdentity } from './keys.js';
 import { assertCost, type CompiledRule, compileRules, DEFAULTS } from './rules.js';
 import { MemoryStore } from './stores/memory-store.js';
 import type { EvalMode, EvalResult, OpResult, Store, StoreOp } from './stores/store.js';
-import type { Decision, Duration, LockInfo, Outcome, RequestInfo, Rule, RuleResult, RuleStatus } from './types.js';
+import type {
+  Decision,
+  Duration,
+  LockInfo,
+  Outcome,
+  RequestInfo,
+  Rule,
+  RuleResult,
+  RuleStatus,
+} from './types.js';
 
 export interface LimiterOptions {
   /** Where counts live. @default new MemoryStore() */
@@ -60,12 +69,20 @@ export interface StoreErrorEvent {
   policy: 'allow' | 'deny' | 'insurance' | 'none';
 }
 
+/** The events a limiter emits; none carries the request body. */
+export interface LimiterEvents {
+  limited: [LimitedEvent];
+  lockout: [LockoutEvent];
+  unlock: [UnlockEvent];
+  storeError: [StoreErrorEvent];
+}
+
 interface Reservation {
   store: Store;
   items: Array<{ rule: CompiledRule; op: StoreOp; receipt: number }>;
 }
 
-export class Limiter extends EventEmitter {
+export class Limiter extends EventEmitter<LimiterEvents> {
   readonly #rules: CompiledRule[];
   readonly #byName = new Map<string, CompiledRule>();
   readonly #store: Store;
@@ -83,11 +100,17 @@ export class Limiter extends EventEmitter {
   constructor(options: LimiterOptions) {
     super();
     if (options === null || typeof options !== 'object') {
-      throw new RateLimitConfigError('ERR_OPTION', `createLimiter: options must be an object with rules, got ${describe(options)}`);
+      throw new RateLimitConfigError(
+        'ERR_OPTION',
+        `createLimiter: options must be an object with rules, got ${describe(options)}`,
+      );
     }
     const ipv6Subnet = options.ipv6Subnet ?? DEFAULTS.ipv6Subnet;
     if (!Number.isInteger(ipv6Subnet) || ipv6Subnet < 48 || ipv6Subnet > 128) {
-      throw new RateLimitConfigError('ERR_OPTION', `ipv6Subnet must be an integer from 48 to 128, got ${describe(ipv6Subnet)}`);
+      throw new RateLimitConfigError(
+        'ERR_OPTION',
+        `ipv6Subnet must be an integer from 48 to 128, got ${describe(ipv6Subnet)}`,
+      );
     }
     this.#rules = compileRules(options.rules, { ipv6Subnet });
     for (const rule of this.#rules) this.#byName.set(rule.name, rule);
@@ -95,7 +118,10 @@ export class Limiter extends EventEmitter {
     this.#store = options.store ?? new MemoryStore();
     const policy = options.onStoreError ?? 'insurance';
     if (!['allow', 'deny', 'insurance'].includes(policy)) {
-      throw new RateLimitConfigError('ERR_OPTION', `onStoreError must be 'allow', 'deny' or 'insurance', got ${describe(policy)}`);
+      throw new RateLimitConfigError(
+        'ERR_OPTION',
+        `onStoreError must be 'allow', 'deny' or 'insurance', got ${describe(policy)}`,
+      );
     }
     this.#policy = policy;
     this.#timeoutMs = optionMs('storeTimeout', options.storeTimeout, 250);
@@ -104,7 +130,10 @@ export class Limiter extends EventEmitter {
     if (cache !== false && !this.#store.local) {
       const maxKeys = cache === true ? 10_000 : (cache.maxKeys ?? 10_000);
       if (!Number.isSafeInteger(maxKeys) || maxKeys < 1) {
-        throw new RateLimitConfigError('ERR_OPTION', `denyCache.maxKeys must be a positive integer, got ${describe(maxKeys)}`);
+        throw new RateLimitConfigError(
+          'ERR_OPTION',
+          `denyCache.maxKeys must be a positive integer, got ${describe(maxKeys)}`,
+        );
       }
       this.#denyCache = new DenyCache(maxKeys);
       this.#store.onReset?.((rule, key) => this.#denyCache?.delete(rule, key));
@@ -119,22 +148,22 @@ export class Limiter extends EventEmitter {
   }
 
   /** Evaluates every rule matching the request and consumes all of them, or none. */
-  check(req: RequestInfo): Promise<Decision> {
+  async check(req: RequestInfo): Promise<Decision> {
     return this.#decide(this.#opsFor(req), 'check');
   }
 
   /** The answer `check` would give, changing nothing. */
-  peek(req: RequestInfo): Promise<Decision> {
+  async peek(req: RequestInfo): Promise<Decision> {
     return this.#decide(this.#opsFor(req), 'peek');
   }
 
   /** Applies one rule to a key directly (no matching, no key extraction). */
-  consume(rule: string, key: string, cost = 1): Promise<Decision> {
+  async consume(rule: string, key: string, cost = 1): Promise<Decision> {
     return this.#decide([this.#directOp(rule, key, cost)], 'check');
   }
 
   /** Counting, not limiting: always adds `amount`, and reports the windowed total. */
-  record(rule: string, key: string, amount = 1): Promise<Decision> {
+  async record(rule: string, key: string, amount = 1): Promise<Decision> {
     return this.#decide([this.#directOp(rule, key, amount)], 'record');
   }
 
@@ -173,7 +202,8 @@ export class Limiter extends EventEmitter {
       this.#store.reset(compiled.store, identity),
       this.#insurance?.reset(compiled.store, identity) ?? false,
     ]);
-    if (wasLocked || wasLockedLocally) this.emit('unlock', { rule: compiled.name, key: identity } satisfies UnlockEvent);
+    if (wasLocked || wasLockedLocally)
+      this.emit('unlock', { rule: compiled.name, key: identity } satisfies UnlockEvent);
   }
 
   /** Count, remaining, lock and level of a rule for a key; changes nothing. */
@@ -196,11 +226,14 @@ export class Limiter extends EventEmitter {
   }
 
   /** Keys of a rule locked now, soonest unlock first. */
-  locked(rule: string, options: { limit?: number } = {}): Promise<LockInfo[]> {
+  async locked(rule: string, options: { limit?: number } = {}): Promise<LockInfo[]> {
     const compiled = this.#rule(rule);
     const limit = options.limit ?? 100;
     if (!Number.isSafeInteger(limit) || limit < 1 || limit > 10_000) {
-      throw new RateLimitConfigError('ERR_OPTION', `locked: limit must be an integer from 1 to 10000, got ${describe(limit)}`);
+      throw new RateLimitConfigError(
+        'ERR_OPTION',
+        `locked: limit must be an integer from 1 to 10000, got ${describe(limit)}`,
+      );
     }
     return this.#store.locked(compiled.store, limit);
   }
@@ -212,7 +245,10 @@ export class Limiter extends EventEmitter {
   #rule(name: string): CompiledRule {
     const rule = this.#byName.get(name);
     if (rule === undefined) {
-      throw new RateLimitConfigError('ERR_UNKNOWN_RULE', `no rule named ${describe(name)}; rules are ${this.ruleNames.join(', ')}`);
+      throw new RateLimitConfigError(
+        'ERR_UNKNOWN_RULE',
+        `no rule named ${describe(name)}; rules are ${this.ruleNames.join(', ')}`,
+      );
     }
     return rule;
   }
@@ -246,9 +282,13 @@ export class Limiter extends EventEmitter {
       try {
         key = rule.extract(view);
       } catch (error) {
-        throw new RateLimitRequestError('ERR_KEY_FUNCTION', `rule "${rule.name}": key function threw: ${(error as Error)?.message ?? error}`, {
-          cause: error,
-        });
+        throw new RateLimitRequestError(
+          'ERR_KEY_FUNCTION',
+          `rule "${rule.name}": key function threw: ${(error as Error)?.message ?? error}`,
+          {
+            cause: error,
+          },
+        );
       }
       if (key === undefined) continue;
       let cost = rule.cost;
@@ -256,9 +296,13 @@ export class Limiter extends EventEmitter {
         try {
           cost = cost(view);
         } catch (error) {
-          throw new RateLimitRequestError('ERR_COST', `rule "${rule.name}": cost function threw: ${(error as Error)?.message ?? error}`, {
-            cause: error,
-          });
+          throw new RateLimitRequestError(
+            'ERR_COST',
+            `rule "${rule.name}": cost function threw: ${(error as Error)?.message ?? error}`,
+            {
+              cause: error,
+            },
+          );
         }
         assertRequestCost(cost, rule.name);
       }
@@ -309,7 +353,9 @@ export class Limiter extends EventEmitter {
         }
       }
     }
-    this.#log?.(`${mode} ${decision.allowed ? 'allowed' : 'denied'} ${rules.map((r) => `${r.rule}[${r.key}]=${r.remaining}/${r.limit}`).join(' ')}`);
+    this.#log?.(
+      `${mode} ${decision.allowed ? 'allowed' : 'denied'} ${rules.map((r) => `${r.rule}[${r.key}]=${r.remaining}/${r.limit}`).join(' ')}`,
+    );
     return decision;
   }
 
@@ -319,7 +365,8 @@ export class Limiter extends EventEmitter {
       const op = ops[i] as StoreOp;
       const r = results[i] as OpResult;
       const rule = this.#byName.get(op.rule.name) as CompiledRule;
-      if (r.allowed && op.cost > 0 && (rule.countOn !== 'all' || rule.resetOnSuccess)) items.push({ rule, op, receipt: r.receipt });
+      if (r.allowed && op.cost > 0 && (rule.countOn !== 'all' || rule.resetOnSuccess))
+        items.push({ rule, op, receipt: r.receipt });
     }
     if (items.length > 0) this.#reservations.set(decision, { store, items });
   }
@@ -376,19 +423,9 @@ export class Limiter extends EventEmitter {
   #storeError(error: unknown, operation: string, policy: StoreErrorEvent['policy']): void {
     const err = error instanceof Error ? error : new Error(String(error));
     this.#log?.(`store error during ${operation} (${policy}): ${err.message}`);
-    if (this.listenerCount('storeError') > 0) this.emit('storeError', { error: err, operation, policy } satisfies StoreErrorEvent);
+    if (this.listenerCount('storeError') > 0)
+      this.emit('storeError', { error: err, operation, policy } satisfies StoreErrorEvent);
   }
-}
-
-export interface Limiter {
-  on(event: 'limited', listener: (event: LimitedEvent) => void): this;
-  on(event: 'lockout', listener: (event: LockoutEvent) => void): this;
-  on(event: 'unlock', listener: (event: UnlockEvent) => void): this;
-  on(event: 'storeError', listener: (event: StoreErrorEvent) => void): this;
-  once(event: 'limited', listener: (event: LimitedEvent) => void): this;
-  once(event: 'lockout', listener: (event: LockoutEvent) => void): this;
-  once(event: 'unlock', listener: (event: UnlockEvent) => void): this;
-  once(event: 'storeError', listener: (event: StoreErrorEvent) => void): this;
 }
 
 /** Builds a limiter: rules validated now (throws `RateLimitConfigError`), decisions later. */
@@ -414,9 +451,15 @@ function assertRequestCost(cost: unknown, rule: string): asserts cost is number 
 
 function optionMs(name: string, value: Duration | undefined, fallback: number): number {
   if (value === undefined) return fallback;
-  return parseDuration(value) ?? (() => {
-    throw new RateLimitConfigError('ERR_DURATION', `${name} must be a duration such as '250ms' or 250, got ${describe(value)}`);
-  })();
+  return (
+    parseDuration(value) ??
+    (() => {
+      throw new RateLimitConfigError(
+        'ERR_DURATION',
+        `${name} must be a duration such as '250ms' or 250, got ${describe(value)}`,
+      );
+    })()
+  );
 }
 
 function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {

@@ -20,12 +20,14 @@ export function createMatcher(spec: string | MatchSpec | undefined): Matcher | u
       paths = [parts[1] as string];
     } else throw new Error(`expected 'METHOD /path' or '/path'`);
   } else {
-    if (spec.method !== undefined) methods = (Array.isArray(spec.method) ? spec.method : [spec.method]).map(upper);
+    if (spec.method !== undefined)
+      methods = (Array.isArray(spec.method) ? spec.method : [spec.method]).map(upper);
     if (spec.path !== undefined) paths = Array.isArray(spec.path) ? spec.path : [spec.path];
   }
   const methodSet = methods && !methods.includes('*') ? new Set(methods) : undefined;
   const pathFns = paths?.map((p) => {
-    if (typeof p !== 'string' || !p.startsWith('/')) throw new Error(`path must start with '/', got ${String(p)}`);
+    if (typeof p !== 'string' || !p.startsWith('/'))
+      throw new Error(`path must start with '/', got ${String(p)}`);
     return compilePath(p, { decode: safeDecode });
   });
   return (method, path) => {

@@ -36,7 +36,13 @@ export const DEFAULTS = {
 } as const;
 
 /** Nominal length of calendar units, for the `w` of `RateLimit-Policy` (a month as 30 days). */
-const UNIT_SECONDS: Record<string, number> = { minute: 60, hour: 3600, day: 86400, week: 604800, month: 2592000 };
+const UNIT_SECONDS: Record<string, number> = {
+  minute: 60,
+  hour: 3600,
+  day: 86400,
+  week: 604800,
+  month: 2592000,
+};
 
 const WINDOW_TYPES = ['fixed', 'calendar', 'sliding-log', 'sliding', 'token-bucket', 'gcra', 'leaky-bucket'];
 
@@ -47,13 +53,19 @@ export interface CompileOptions {
 /** Validates and compiles a rule set. Throws `RateLimitConfigError` naming the rule, field and value. */
 export function compileRules(rules: unknown, options: CompileOptions): CompiledRule[] {
   if (!Array.isArray(rules)) {
-    throw new RateLimitConfigError('ERR_RULES', `rules must be an array of rule objects, got ${describe(rules)}`);
+    throw new RateLimitConfigError(
+      'ERR_RULES',
+      `rules must be an array of rule objects, got ${describe(rules)}`,
+    );
   }
   const seen = new Set<string>();
   return rules.map((rule, index) => {
     const compiled = compileRule(rule, index, options);
     if (seen.has(compiled.name)) {
-      throw new RateLimitConfigError('ERR_DUPLICATE_RULE', `rule "${compiled.name}": name must be unique, it is used twice`);
+      throw new RateLimitConfigError(
+        'ERR_DUPLICATE_RULE',
+        `rule "${compiled.name}": name must be unique, it is used twice`,
+      );
     }
     seen.add(compiled.name);
     return compiled;
@@ -62,7 +74,10 @@ export function compileRules(rules: unknown, options: CompileOptions): CompiledR
 
 function compileRule(input: unknown, index: number, options: CompileOptions): CompiledRule {
   if (input === null || typeof input !== 'object') {
-    throw new RateLimitConfigError('ERR_RULES', `rules[${index}] must be a rule object, got ${describe(input)}`);
+    throw new RateLimitConfigError(
+      'ERR_RULES',
+      `rules[${index}] must be a rule object, got ${describe(input)}`,
+    );
   }
   const rule = input as Rule;
   const name = rule.name;
@@ -73,13 +88,18 @@ function compileRule(input: unknown, index: number, options: CompileOptions): Co
     );
   }
   const fail = (code: ConfigErrorCode, field: string, allowed: string, value: unknown): never => {
-    throw new RateLimitConfigError(code, `rule "${name}": ${field} must be ${allowed}, got ${describe(value)}`);
+    throw new RateLimitConfigError(
+      code,
+      `rule "${name}": ${field} must be ${allowed}, got ${describe(value)}`,
+    );
   };
 
-  if (!Number.isSafeInteger(rule.limit) || rule.limit < 1) fail('ERR_LIMIT', 'limit', 'a positive integer', rule.limit);
+  if (!Number.isSafeInteger(rule.limit) || rule.limit < 1)
+    fail('ERR_LIMIT', 'limit', 'a positive integer', rule.limit);
 
   const window = rule.window as unknown as Record<string, unknown> | undefined;
-  if (window === null || typeof window !== 'object') fail('ERR_WINDOW', 'window', 'an object with a type', window);
+  if (window === null || typeof window !== 'object')
+    fail('ERR_WINDOW', 'window', 'an object with a type', window);
   const w = window as Record<string, unknown>;
   if (typeof w.type !== 'string' || !WINDOW_TYPES.includes(w.type)) {
     fail('ERR_WINDOW', 'window.type', `one of ${WINDOW_TYPES.map((t) => `'${t}'`).join(', ')}`, w.type);
@@ -99,16 +119,27 @@ function compileRule(input: unknown, index: number, options: CompileOptions): Co
       fail('ERR_TIMEZONE', 'window.timezone', `an IANA time zone such as 'Asia/Shanghai'`, zone);
     }
     if (w.cron !== undefined) {
-      if (typeof w.cron !== 'string') fail('ERR_CRON', 'window.cron', 'a cron expression such as "0 0 * * *"', w.cron);
+      if (typeof w.cron !== 'string')
+        fail('ERR_CRON', 'window.cron', 'a cron expression such as "0 0 * * *"', w.cron);
       try {
         assertCron(w.cron as string, zone as string);
       } catch (error) {
-        fail('ERR_CRON', 'window.cron', `a cron expression such as "0 0 * * *" (${(error as Error).message})`, w.cron);
+        fail(
+          'ERR_CRON',
+          'window.cron',
+          `a cron expression such as "0 0 * * *" (${(error as Error).message})`,
+          w.cron,
+        );
       }
       periods = createPeriodFn({ cron: w.cron as string }, zone as string);
     } else {
       if (!CALENDAR_UNITS.includes(w.unit as never)) {
-        fail('ERR_WINDOW', 'window.unit', `one of ${CALENDAR_UNITS.map((u) => `'${u}'`).join(', ')} (or give window.cron)`, w.unit);
+        fail(
+          'ERR_WINDOW',
+          'window.unit',
+          `one of ${CALENDAR_UNITS.map((u) => `'${u}'`).join(', ')} (or give window.cron)`,
+          w.unit,
+        );
       }
       periods = createPeriodFn({ unit: w.unit as never }, zone as string);
     }
@@ -123,10 +154,16 @@ function compileRule(input: unknown, index: number, options: CompileOptions): Co
   }
   if (type === 'token-bucket' || type === 'gcra') {
     burst = (w.burst as number | undefined) ?? rule.limit;
-    if (!Number.isSafeInteger(burst) || burst < 1) fail('ERR_WINDOW', 'window.burst', 'a positive integer', w.burst);
+    if (!Number.isSafeInteger(burst) || burst < 1)
+      fail('ERR_WINDOW', 'window.burst', 'a positive integer', w.burst);
     // Bucket state is exact integer arithmetic in units of 1/limit µs; keep it below 2^53.
     if (Math.max(burst, rule.limit) * sizeMs * 1000 > Number.MAX_SAFE_INTEGER) {
-      fail('ERR_WINDOW', 'window.size', `small enough that max(limit, burst) × size in µs stays below 2^53`, w.size);
+      fail(
+        'ERR_WINDOW',
+        'window.size',
+        `small enough that max(limit, burst) × size in µs stays below 2^53`,
+        w.size,
+      );
     }
   }
 
@@ -140,7 +177,8 @@ function compileRule(input: unknown, index: number, options: CompileOptions): Co
   }
 
   const countOn = rule.countOn ?? DEFAULTS.countOn;
-  if (!['all', 'failure', 'success'].includes(countOn)) fail('ERR_OPTION', 'countOn', `'all', 'failure' or 'success'`, countOn);
+  if (!['all', 'failure', 'success'].includes(countOn))
+    fail('ERR_OPTION', 'countOn', `'all', 'failure' or 'success'`, countOn);
   const mode = rule.mode ?? DEFAULTS.mode;
   if (mode !== 'enforce' && mode !== 'dry-run') fail('ERR_OPTION', 'mode', `'enforce' or 'dry-run'`, mode);
   if (rule.resetOnSuccess !== undefined && typeof rule.resetOnSuccess !== 'boolean') {
@@ -160,7 +198,9 @@ function compileRule(input: unknown, index: number, options: CompileOptions): Co
       escalate: escalate as number,
       maxDurationMs: l.maxDuration === undefined ? 0 : duration('lockout.maxDuration', l.maxDuration),
       forgetAfterMs:
-        l.forgetAfter === undefined ? DEFAULTS.lockoutForgetAfterMs : duration('lockout.forgetAfter', l.forgetAfter),
+        l.forgetAfter === undefined
+          ? DEFAULTS.lockoutForgetAfterMs
+          : duration('lockout.forgetAfter', l.forgetAfter),
     };
   }
 
@@ -181,7 +221,12 @@ function compileRule(input: unknown, index: number, options: CompileOptions): Co
   try {
     matcher = createMatcher(rule.match);
   } catch (error) {
-    return fail('ERR_MATCH', 'match', `'METHOD /path' or { method, path } in path-to-regexp syntax (${(error as Error).message})`, rule.match);
+    return fail(
+      'ERR_MATCH',
+      'match',
+      `'METHOD /path' or { method, path } in path-to-regexp syntax (${(error as Error).message})`,
+      rule.match,
+    );
   }
 
   return {
@@ -201,6 +246,9 @@ function compileRule(input: unknown, index: number, options: CompileOptions): Co
 /** A cost must be a non-negative safe integer. Throws a message naming the rule and the value. */
 export function assertCost(cost: unknown, rule: string): asserts cost is number {
   if (typeof cost !== 'number' || !Number.isSafeInteger(cost) || cost < 0) {
-    throw new RateLimitConfigError('ERR_COST', `rule "${rule}": cost must be a non-negative integer, got ${describe(cost)}`);
+    throw new RateLimitConfigError(
+      'ERR_COST',
+      `rule "${rule}": cost must be a non-negative integer, got ${describe(cost)}`,
+    );
   }
 }

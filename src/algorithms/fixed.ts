@@ -8,7 +8,13 @@ export interface CounterState {
 }
 
 /** Counting against a window that ends at `endMs`; shared with calendar windows, which only choose the end differently. */
-export function evaluateCounter(count: number, endMs: number, op: StoreOp, nowMs: number, add: boolean): Verdict {
+export function evaluateCounter(
+  count: number,
+  endMs: number,
+  op: StoreOp,
+  nowMs: number,
+  add: boolean,
+): Verdict {
   const limit = op.rule.limit;
   const total = count + op.cost;
   const allowed = total <= limit;

@@ -1,5 +1,4 @@
 // GCRA (leaky bucket as a meter): one number per key, the theoretical arrival time (TAT) in whole microseconds.
-import type { StoreOp } from '../stores/store.js';
 import type { Algorithm } from './algorithm.js';
 import { ceilDiv, floorDiv } from './int-math.js';
 
@@ -35,7 +34,9 @@ export const gcra: Algorithm<GcraState> = {
       allowed,
       remaining,
       resetMs: used <= 0 || remaining >= burst ? 0 : ceilDiv(untilUnit, limit * 1000),
-      retryAfterMs: allowed ? 0 : Math.max(1, ceilDiv(base + Math.min(op.cost, burst) * unit - capacity, limit * 1000)),
+      retryAfterMs: allowed
+        ? 0
+        : Math.max(1, ceilDiv(base + Math.min(op.cost, burst) * unit - capacity, limit * 1000)),
       count: burst - free,
       receipt: 0,
     };
@@ -51,5 +52,9 @@ export const gcra: Algorithm<GcraState> = {
   },
   expiresAt: (state) => Math.ceil(state.tatUs / 1000),
   count: (state, op, nowMs) =>
-    op.rule.burst - floorDiv(op.rule.burst * op.rule.sizeMs * 1000 - backlogUs(state, nowMs) * op.rule.limit, op.rule.sizeMs * 1000),
+    op.rule.burst -
+    floorDiv(
+      op.rule.burst * op.rule.sizeMs * 1000 - backlogUs(state, nowMs) * op.rule.limit,
+      op.rule.sizeMs * 1000,
+    ),
 };

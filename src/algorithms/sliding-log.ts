@@ -30,7 +30,8 @@ export const slidingLog: Algorithm<LogState> = {
     const total = used + op.cost;
     const allowed = total <= limit;
     const counted = allowed || add ? total : used;
-    const oldest = first < entries.length ? (entries[first] as { ts: number }).ts : counted > 0 ? nowMs : undefined;
+    const oldest =
+      first < entries.length ? (entries[first] as { ts: number }).ts : counted > 0 ? nowMs : undefined;
     let retryAfterMs = 0;
     if (!allowed) {
       // Walk the oldest entries until enough units have expired for this op to fit.

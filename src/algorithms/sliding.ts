@@ -46,7 +46,8 @@ export const sliding: Algorithm<BucketState> = {
     const total = used + op.cost;
     const allowed = total <= limit;
     const counted = allowed || add ? total : used;
-    const oldest = first < list.length ? (list[first] as { index: number }).index : counted > 0 ? current : undefined;
+    const oldest =
+      first < list.length ? (list[first] as { index: number }).index : counted > 0 ? current : undefined;
     let retryAfterMs = 0;
     if (!allowed) {
       let freed = 0;

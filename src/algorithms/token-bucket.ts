@@ -18,7 +18,7 @@ function refill(state: TokenState | undefined, op: StoreOp, nowMs: number): Toke
   const { burst, limit, sizeMs } = op.rule;
   const capacity = burst * sizeMs;
   if (state === undefined) return { scaled: capacity, ts: nowMs };
-  const ts = nowMs > state.ts ? nowMs : state.ts;
+  const ts = Math.max(nowMs, state.ts);
   // Past capacity/limit ms the bucket is full anyway; the cap keeps elapsed × limit small.
   const elapsed = Math.min(ts - state.ts, ceilDiv(capacity, limit));
   return { scaled: Math.min(capacity, state.scaled + elapsed * limit), ts };

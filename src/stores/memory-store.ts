@@ -52,7 +52,10 @@ export class MemoryStore implements Store {
   constructor(options: MemoryStoreOptions = {}) {
     const maxKeys = options.maxKeys ?? 100_000;
     if (!Number.isSafeInteger(maxKeys) || maxKeys < 1) {
-      throw new RateLimitConfigError('ERR_OPTION', `MemoryStore: maxKeys must be a positive integer, got ${maxKeys}`);
+      throw new RateLimitConfigError(
+        'ERR_OPTION',
+        `MemoryStore: maxKeys must be a positive integer, got ${maxKeys}`,
+      );
     }
     this.#maxKeys = maxKeys;
     this.#clock = options.clock ?? Date.now;
@@ -99,7 +102,8 @@ export class MemoryStore implements Store {
       results.push(result);
     }
     if (mode === 'peek') {
-      for (let i = 0; i < ops.length; i++) this.#lockIfExceeded(ops[i] as StoreOp, results, i, nowMs, false, undefined);
+      for (let i = 0; i < ops.length; i++)
+        this.#lockIfExceeded(ops[i] as StoreOp, results, i, nowMs, false, undefined);
       return { nowMs, results };
     }
     // Phase 2: all consume, or none does; exceeded lockout rules lock.
@@ -118,7 +122,13 @@ export class MemoryStore implements Store {
       } else if (result.allowed) {
         // Admitted by its own rule but not consumed (another rule denied): report the state as it is.
         const now = algorithms[op.rule.type].evaluate(entries[i]?.state, { ...op, cost: 0 }, nowMs, false);
-        results[i] = { ...result, remaining: now.remaining, resetMs: now.resetMs, count: now.count, receipt: 0 };
+        results[i] = {
+          ...result,
+          remaining: now.remaining,
+          resetMs: now.resetMs,
+          count: now.count,
+          receipt: 0,
+        };
       } else result.receipt = 0;
       this.#lockIfExceeded(op, results, i, nowMs, true, entries[i]);
     }
@@ -186,7 +196,13 @@ export class MemoryStore implements Store {
     for (const entry of this.#locks.values()) {
       const lock = entry.lock;
       if (entry.rule !== rule.name || lock === undefined || lock.untilMs <= nowMs) continue;
-      out.push({ rule: entry.rule, key: entry.key, remainingMs: lock.untilMs - nowMs, lockedUntil: lock.untilMs, level: lock.level });
+      out.push({
+        rule: entry.rule,
+        key: entry.key,
+        remainingMs: lock.untilMs - nowMs,
+        lockedUntil: lock.untilMs,
+        level: lock.level,
+      });
     }
     out.sort((a, b) => a.lockedUntil - b.lockedUntil);
     return out.slice(0, limit);

@@ -1,6 +1,13 @@
 // The conformance suite: every store must give these exact answers. Written once, run per store.
 import { expect } from 'chai';
-import { createLimiter, type Limiter, type LimiterOptions, RateLimitRequestError, type Rule, type Store } from '../../src/index.js';
+import {
+  createLimiter,
+  type Limiter,
+  type LimiterOptions,
+  RateLimitRequestError,
+  type Rule,
+  type Store,
+} from '../../src/index.js';
 
 export interface FakeClock {
   now: number;
@@ -99,7 +106,15 @@ export function conformanceSuite(target: StoreUnderTest): void {
         });
 
         it('charges a weighted cost and refuses a cost that does not fit', async () => {
-          const l = await limiter([{ name: 'pts', key: 'ip', limit: 1000, window, cost: (r) => Number((r.body as { pts: number }).pts) }]);
+          const l = await limiter([
+            {
+              name: 'pts',
+              key: 'ip',
+              limit: 1000,
+              window,
+              cost: (r) => Number((r.body as { pts: number }).pts),
+            },
+          ]);
           expect((await l.check(req({ body: { pts: 400 } }))).remaining).to.equal(600);
           expect((await l.check(req({ body: { pts: 400 } }))).remaining).to.equal(200);
           const tooMuch = await l.check(req({ body: { pts: 300 } }));
@@ -151,7 +166,9 @@ export function conformanceSuite(target: StoreUnderTest): void {
       });
 
       it('sliding-log: a hit counts until exactly t + size', async () => {
-        const l = await limiter([{ name: 'r', key: 'ip', limit: 3, window: { type: 'sliding-log', size: '10s' } }]);
+        const l = await limiter([
+          { name: 'r', key: 'ip', limit: 3, window: { type: 'sliding-log', size: '10s' } },
+        ]);
         await l.check(req());
         clock.advance(1000);
         await l.check(req());
@@ -166,7 +183,9 @@ export function conformanceSuite(target: StoreUnderTest): void {
       });
 
       it('sliding counter: a hit counts for at least size and at most size + one bucket', async () => {
-        const l = await limiter([{ name: 'r', key: 'ip', limit: 2, window: { type: 'sliding', size: '10s', buckets: 10 } }]);
+        const l = await limiter([
+          { name: 'r', key: 'ip', limit: 2, window: { type: 'sliding', size: '10s', buckets: 10 } },
+        ]);
         clock.advance(500);
         await l.check(req());
         await l.check(req());
@@ -196,7 +215,9 @@ export function conformanceSuite(target: StoreUnderTest): void {
 
       it('token bucket and gcra: burst sets the capacity', async () => {
         for (const type of ['token-bucket', 'gcra'] as const) {
-          const l = await limiter([{ name: 'r', key: 'ip', limit: 1, window: { type, size: '1s', burst: 3 } }]);
+          const l = await limiter([
+            { name: 'r', key: 'ip', limit: 1, window: { type, size: '1s', burst: 3 } },
+          ]);
           const results = [];
           for (let i = 0; i < 4; i++) results.push((await l.check(req())).allowed);
           expect(results, type).to.deep.equal([true, true, true, false]);
@@ -207,7 +228,14 @@ export function conformanceSuite(target: StoreUnderTest): void {
     describe('calendar windows', () => {
       it('resets at midnight in Asia/Shanghai', async () => {
         clock.set('2026-03-10T15:59:00Z'); // 23:59 in Shanghai
-        const l = await limiter([{ name: 'day', key: 'ip', limit: 10, window: { type: 'calendar', unit: 'day', timezone: 'Asia/Shanghai' } }]);
+        const l = await limiter([
+          {
+            name: 'day',
+            key: 'ip',
+            limit: 10,
+            window: { type: 'calendar', unit: 'day', timezone: 'Asia/Shanghai' },
+          },
+        ]);
         for (let i = 0; i < 10; i++) expect((await l.check(req())).allowed).to.equal(true);
         const denied = await l.check(req());
         expect(denied.allowed).to.equal(false);
@@ -221,7 +249,14 @@ export function conformanceSuite(target: StoreUnderTest): void {
       });
 
       it('a day in America/New_York lasts 23 hours when DST starts and 25 when it ends', async () => {
-        const l = await limiter([{ name: 'day', key: 'ip', limit: 5, window: { type: 'calendar', unit: 'day', timezone: 'America/New_York' } }]);
+        const l = await limiter([
+          {
+            name: 'day',
+            key: 'ip',
+            limit: 5,
+            window: { type: 'calendar', unit: 'day', timezone: 'America/New_York' },
+          },
+        ]);
         clock.set('2026-03-08T05:00:00Z'); // midnight EST, the day clocks spring forward
         expect((await l.check(req())).resetMs).to.equal(23 * 3600_000);
         clock.set('2026-11-01T04:00:00Z'); // midnight EDT, the day clocks fall back
@@ -232,7 +267,9 @@ export function conformanceSuite(target: StoreUnderTest): void {
 
       it('resets on each cron tick', async () => {
         clock.set('2026-01-05T10:07:30Z');
-        const l = await limiter([{ name: 'q', key: 'ip', limit: 1, window: { type: 'calendar', cron: '*/15 * * * *' } }]);
+        const l = await limiter([
+          { name: 'q', key: 'ip', limit: 1, window: { type: 'calendar', cron: '*/15 * * * *' } },
+        ]);
         await l.check(req());
         const denied = await l.check(req());
         expect(denied.retryAfterMs).to.equal(7.5 * 60_000);
@@ -243,8 +280,18 @@ export function conformanceSuite(target: StoreUnderTest): void {
       it('weeks start on Monday and months at the first, in the zone given', async () => {
         clock.set('2026-01-07T12:00:00Z'); // a Wednesday
         const l = await limiter([
-          { name: 'w', key: 'ip', limit: 1, window: { type: 'calendar', unit: 'week', timezone: 'Europe/Berlin' } },
-          { name: 'm', key: 'ip', limit: 5, window: { type: 'calendar', unit: 'month', timezone: 'Europe/Berlin' } },
+          {
+            name: 'w',
+            key: 'ip',
+            limit: 1,
+            window: { type: 'calendar', unit: 'week', timezone: 'Europe/Berlin' },
+          },
+          {
+            name: 'm',
+            key: 'ip',
+            limit: 5,
+            window: { type: 'calendar', unit: 'month', timezone: 'Europe/Berlin' },
+          },
         ]);
         const d = await l.check(req());
         const byRule = Object.fromEntries(d.rules.map((r) => [r.rule, r.resetMs]));
@@ -279,7 +326,8 @@ export function conformanceSuite(target: StoreUnderTest): void {
         const status = await l.status('login', 'bob');
         expect(status).to.include({ locked: true, lockRemainingMs: 60_000, level: 1, count: 0 });
         clock.advance(60_000);
-        for (let i = 0; i < 3; i++) expect((await l.check(attempt())).allowed, `after lock ${i}`).to.equal(true);
+        for (let i = 0; i < 3; i++)
+          expect((await l.check(attempt())).allowed, `after lock ${i}`).to.equal(true);
         const again = await l.check(attempt());
         expect(again.locked).to.equal(true);
         expect(again.retryAfterMs).to.equal(30 * 60_000);
@@ -302,7 +350,11 @@ export function conformanceSuite(target: StoreUnderTest): void {
 
       it('caps an escalated lock at maxDuration and forgets the level after forgetAfter', async () => {
         const l = await limiter([
-          { ...loginRule, limit: 1, lockout: { duration: '1m', escalate: 10, maxDuration: '5m', forgetAfter: '1h' } },
+          {
+            ...loginRule,
+            limit: 1,
+            lockout: { duration: '1m', escalate: 10, maxDuration: '5m', forgetAfter: '1h' },
+          },
         ]);
         const lock = async () => {
           await l.check(attempt());
@@ -331,7 +383,9 @@ export function conformanceSuite(target: StoreUnderTest): void {
 
     describe('outcomes', () => {
       it("countOn 'failure': 50 parallel checks admit 10, and successes give their reservation back", async () => {
-        const l = await limiter([{ name: 'r', key: 'ip', limit: 10, window: { type: 'fixed', size: '1h' }, countOn: 'failure' }]);
+        const l = await limiter([
+          { name: 'r', key: 'ip', limit: 10, window: { type: 'fixed', size: '1h' }, countOn: 'failure' },
+        ]);
         const decisions = await Promise.all(Array.from({ length: 50 }, () => l.check(req())));
         const admitted = decisions.filter((d) => d.allowed);
         expect(admitted).to.have.length(10);
@@ -342,7 +396,15 @@ export function conformanceSuite(target: StoreUnderTest): void {
       });
 
       it("countOn 'success': failures are not charged", async () => {
-        const l = await limiter([{ name: 'sms', key: 'ip', limit: 2, window: { type: 'sliding-log', size: '1h' }, countOn: 'success' }]);
+        const l = await limiter([
+          {
+            name: 'sms',
+            key: 'ip',
+            limit: 2,
+            window: { type: 'sliding-log', size: '1h' },
+            countOn: 'success',
+          },
+        ]);
         for (let i = 0; i < 5; i++) {
           const d = await l.check(req());
           expect(d.allowed).to.equal(true);
@@ -353,7 +415,9 @@ export function conformanceSuite(target: StoreUnderTest): void {
       });
 
       it('report gives a reservation back once only', async () => {
-        const l = await limiter([{ name: 'r', key: 'ip', limit: 3, window: { type: 'gcra', size: '1h' }, countOn: 'failure' }]);
+        const l = await limiter([
+          { name: 'r', key: 'ip', limit: 3, window: { type: 'gcra', size: '1h' }, countOn: 'failure' },
+        ]);
         const d = await l.check(req());
         await l.check(req());
         await l.report(d, 'success');
@@ -362,7 +426,16 @@ export function conformanceSuite(target: StoreUnderTest): void {
       });
 
       it('resetOnSuccess clears the count on a success', async () => {
-        const l = await limiter([{ name: 'r', key: 'ip', limit: 3, window: { type: 'fixed', size: '1h' }, countOn: 'failure', resetOnSuccess: true }]);
+        const l = await limiter([
+          {
+            name: 'r',
+            key: 'ip',
+            limit: 3,
+            window: { type: 'fixed', size: '1h' },
+            countOn: 'failure',
+            resetOnSuccess: true,
+          },
+        ]);
         await l.report(await l.check(req()), 'failure');
         await l.report(await l.check(req()), 'failure');
         expect((await l.status('r', '10.0.0.1')).count).to.equal(2);
@@ -375,7 +448,12 @@ export function conformanceSuite(target: StoreUnderTest): void {
       it('a passing 1/min rule is not spent when the 10/day rule denies', async () => {
         const l = await limiter([
           { name: 'sms-min', key: 'ip', limit: 1, window: { type: 'fixed', size: '1m' } },
-          { name: 'sms-day', key: 'ip', limit: 10, window: { type: 'calendar', unit: 'day', timezone: 'Asia/Shanghai' } },
+          {
+            name: 'sms-day',
+            key: 'ip',
+            limit: 10,
+            window: { type: 'calendar', unit: 'day', timezone: 'Asia/Shanghai' },
+          },
         ]);
         for (let i = 0; i < 10; i++) {
           expect((await l.check(req())).allowed).to.equal(true);
@@ -423,7 +501,9 @@ export function conformanceSuite(target: StoreUnderTest): void {
       });
 
       it('a request that matches no rule is allowed with no rules', async () => {
-        const l = await limiter([{ name: 'login', match: 'POST /login', key: 'ip', limit: 1, window: { type: 'fixed', size: '1m' } }]);
+        const l = await limiter([
+          { name: 'login', match: 'POST /login', key: 'ip', limit: 1, window: { type: 'fixed', size: '1m' } },
+        ]);
         const d = await l.check(req({ path: '/other' }));
         expect(d.allowed).to.equal(true);
         expect(d.rules).to.deep.equal([]);
@@ -435,7 +515,13 @@ export function conformanceSuite(target: StoreUnderTest): void {
         it(`a cost of ${String(bad)} is a clear error and consumes nothing`, async () => {
           const l = await limiter([
             { name: 'ok', key: 'ip', limit: 5, window: { type: 'fixed', size: '1m' } },
-            { name: 'weighted', key: 'ip', limit: 5, window: { type: 'fixed', size: '1m' }, cost: () => bad as number },
+            {
+              name: 'weighted',
+              key: 'ip',
+              limit: 5,
+              window: { type: 'fixed', size: '1m' },
+              cost: () => bad as number,
+            },
           ]);
           let error: unknown;
           try {
