@@ -179,15 +179,18 @@ export class Limiter extends EventEmitter<LimiterEvents> {
     if (reservation === undefined) return;
     this.#reservations.delete(decision);
     const { store, items } = reservation;
-    const refunds = [];
-    const clears = [];
+    const refunds: Reservation['items'] = [];
+    const clears: Reservation['items'] = [];
     for (const item of items) {
       if (outcome === 'success' && item.rule.resetOnSuccess) clears.push(item);
       else if (item.rule.countOn !== 'all' && item.rule.countOn !== outcome) refunds.push(item);
     }
     try {
-      if (refunds.length > 0) await store.refund(refunds);
-      for (const { rule, op } of clears) await store.clear(rule.store, op.key);
+      const work = async () => {
+        if (refunds.length > 0) await store.refund(refunds);
+        for (const { rule, op } of clears) await store.clear(rule.store, op.key);
+      };
+      await this.#timed(work());
     } catch (error) {
       this.#storeError(error, 'report', 'none');
     }
@@ -199,7 +202,7 @@ export class Limiter extends EventEmitter<LimiterEvents> {
     const identity = identityOf(key);
     this.#denyCache?.delete(compiled.name, identity);
     const [wasLocked, wasLockedLocally] = await Promise.all([
-      this.#store.reset(compiled.store, identity),
+      this.#timed(this.#store.reset(compiled.store, identity)),
       this.#insurance?.reset(compiled.store, identity) ?? false,
     ]);
     if (wasLocked || wasLockedLocally)
@@ -210,7 +213,7 @@ export class Limiter extends EventEmitter<LimiterEvents> {
   async status(rule: string, key: string): Promise<RuleStatus> {
     const compiled = this.#rule(rule);
     const op = this.#op(compiled, identityOf(key), 0);
-    const { nowMs, results } = await this.#store.evaluate([op], 'peek');
+    const { nowMs, results } = await this.#timed(this.#store.evaluate([op], 'peek'));
     const r = results[0] as OpResult;
     return {
       rule: compiled.name,
@@ -235,11 +238,16 @@ export class Limiter extends EventEmitter<LimiterEvents> {
         `locked: limit must be an integer from 1 to 10000, got ${describe(limit)}`,
       );
     }
-    return this.#store.locked(compiled.store, limit);
+    return this.#timed(this.#store.locked(compiled.store, limit));
   }
 
   async close(): Promise<void> {
     await Promise.all([this.#store.close(), this.#insurance?.close()]);
+  }
+
+  /** A shared store's call under `storeTimeout`; the memory store answers in the same turn anyway. */
+  #timed<T>(promise: Promise<T>): Promise<T> {
+    return this.#store.local ? promise : withTimeout(promise, this.#timeoutMs);
   }
 
   #rule(name: string): CompiledRule {
@@ -388,7 +396,7 @@ export class Limiter extends EventEmitter<LimiterEvents> {
     if (store.local) return { store, result: await store.evaluate(ops, mode) };
     if (Date.now() >= this.#storeDownUntil) {
       try {
-        return { store, result: await withTimeout(store.evaluate(ops, mode), this.#timeoutMs) };
+        return { store, result: await this.#timed(store.evaluate(ops, mode)) };
       } catch (error) {
         this.#storeDownUntil = Date.now() + this.#retryMs;
         this.#storeError(error, mode, this.#policy);
