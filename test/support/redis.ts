@@ -58,6 +58,8 @@ export interface SentinelSetup {
 
 const HOST = '127.0.0.1';
 const BASE_ARGS = ['--save', '', '--appendonly', 'no', '--enable-debug-command', 'yes'];
+// Replicas sync at once rather than after the default 5 s wait for more replicas to join.
+const REPLICATION_ARGS = ['--repl-diskless-sync', 'yes', '--repl-diskless-sync-delay', '0'];
 const CONTAINER_IMAGE = 'redis:7.2-alpine';
 const HOW_TO_GET_REDIS =
   'install redis-server (Debian/Ubuntu: apt-get install -y redis-server) or set REDIS_URL=redis://host:port';
@@ -295,7 +297,7 @@ class Fleet {
     this.procs.delete(port);
   }
 
-  /** Clients under test must not crash the run with "Unhandled error event" while servers die. */
+  /** Swallows client errors, else ioredis prints "Unhandled error event" each time a server dies. */
   track<T extends Redis | Cluster>(client: T): T {
     client.on('error', () => {});
     this.clients.add(client);
@@ -343,8 +345,7 @@ class Server implements RedisServer {
   }
 
   async stop(): Promise<void> {
-    this.proc('stop()');
-    await this.fleet?.stop();
+    await this.ownFleet('stop()').stop();
   }
 
   kill(): Promise<void> {
@@ -452,7 +453,7 @@ export function getRedis(): Promise<RedisServer> {
 async function findSharedRedis(): Promise<RedisServer> {
   const url = process.env.REDIS_URL;
   if (url) return connectUrl(url);
-  let containerError = '';
+  let containerError = '; no Docker engine answered for testcontainers';
   if (await dockerAnswers()) {
     try {
       return await startContainer();
@@ -464,7 +465,9 @@ async function findSharedRedis(): Promise<RedisServer> {
     const own = await startRedis();
     return new Server(own.host, own.port);
   } catch (error) {
-    throw new Error(`no Redis for the tests: ${(error as Error).message}${containerError}`);
+    throw new Error(
+      `no Redis for the tests (REDIS_URL is unset${containerError}): ${(error as Error).message}`,
+    );
   }
 }
 
@@ -496,6 +499,7 @@ export async function startCluster(opts: { replicas?: 0 | 1 } = {}): Promise<Red
     ...['--cluster-enabled', 'yes', '--cluster-config-file', join(fleet.dir, `nodes-${port}.conf`)],
     // Fail over after 1 s, and let a replica take over however long ago it last heard its master.
     ...['--cluster-node-timeout', '1000', '--cluster-replica-validity-factor', '0'],
+    ...REPLICATION_ARGS,
   ];
   const refreshRoles = async () => {
     nodes = await Promise.all(
@@ -591,8 +595,6 @@ export async function startSentinel(): Promise<SentinelSetup> {
   const fleet = new Fleet('sentinel');
   const sentinels: { host: string; port: number }[] = [];
   const masterName = 'mymaster';
-  // Replication starts at once rather than after the default 5 s wait for more replicas.
-  const replArgs = ['--repl-diskless-sync', 'yes', '--repl-diskless-sync-delay', '0'];
   const askSentinel = <T>(port: number, ...args: string[]) =>
     withConnection(port, (conn) => conn.call('SENTINEL', ...args) as Promise<T>);
   const masterSeenBy = async (port: number) => {
@@ -621,8 +623,13 @@ export async function startSentinel(): Promise<SentinelSetup> {
   };
 
   try {
-    const masterPort = await fleet.launch(() => replArgs);
-    const replicaPort = await fleet.launch(() => [...replArgs, '--replicaof', HOST, String(masterPort)]);
+    const masterPort = await fleet.launch(() => REPLICATION_ARGS);
+    const replicaPort = await fleet.launch(() => [
+      ...REPLICATION_ARGS,
+      '--replicaof',
+      HOST,
+      String(masterPort),
+    ]);
     // Sentinels learn replicas from the master's INFO, polled every 10 s: start them once the replica is in.
     await waitFor('the replica to sync with the master', 15_000, async () => {
       const info = await withConnection(replicaPort, (conn) => conn.info('replication'));

@@ -9,7 +9,9 @@ class PassedFailedReporter extends Spec {
     super(runner, options);
     runner.once(EVENT_RUN_END, () => {
       const { passes, failures, pending } = runner.stats;
-      process.stdout.write(`\n${passes} passed, ${failures} failed${pending ? `, ${pending} skipped` : ''}\n`);
+      process.stdout.write(
+        `\n${passes} passed, ${failures} failed${pending ? `, ${pending} skipped` : ''}\n`,
+      );
     });
   }
 }
