@@ -147,6 +147,11 @@ export class Limiter extends EventEmitter<LimiterEvents> {
     return this.#rules.map((r) => r.name);
   }
 
+  /** Each rule's nominal window in whole seconds (0 when it has none, as a cron calendar), for `RateLimit-Policy`'s `w`. */
+  get ruleWindows(): Record<string, number> {
+    return Object.fromEntries(this.#rules.map((r) => [r.name, r.windowSeconds]));
+  }
+
   /** Evaluates every rule matching the request and consumes all of them, or none. */
   async check(req: RequestInfo): Promise<Decision> {
     return this.#decide(this.#opsFor(req), 'check');

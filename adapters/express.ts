@@ -1,0 +1,99 @@
+// Express middleware: request to RequestInfo, one limiter decision, headers or a 429, outcome reported after the response.
+import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import { LIST_FIELDS } from '../src/headers.js';
+import type { Decision, Limiter, RequestInfo, Rule } from '../src/index.js';
+import { pathOf, type RateLimitOptions, setup } from './common.js';
+
+export type { RateLimitOptions } from './common.js';
+export { SPOOFABLE_IP_WARNING } from './common.js';
+
+declare global {
+  namespace Express {
+    interface Request {
+      /** The rate-limit decision for this request, set by `rateLimit` before the next handler runs. */
+      rateLimit?: Decision;
+    }
+  }
+}
+
+export interface ExpressRateLimitOptions extends RateLimitOptions<Request> {
+  /**
+   * Sends the denial instead of the default JSON body; the rate-limit headers and `Retry-After` are
+   * already set, the status is not. @default res.status(statusCode).json(message)
+   */
+  handler?: (req: Request, res: Response, next: NextFunction, decision: Decision) => void | Promise<void>;
+}
+
+/**
+ * Express middleware limiting requests by `rules` (a limiter on the memory store is built for them)
+ * or by an existing `limiter`. Works app-wide (`app.use`) or on one route.
+ *
+ * - Client address: `req.ip`, so Express's `trust proxy` setting decides whether `X-Forwarded-For`
+ *   is believed; `trust proxy = true` (spoofable) draws a one-time warning.
+ * - Admitted requests are judged when the response finishes (`finish`), by `isFailure(res.statusCode)`,
+ *   including error responses from `next(err)`. A connection closed before the response finished is
+ *   not reported: its reservation stays counted on every rule and nothing is reset.
+ * - Limiter errors (a key function that threw, a bad cost) go to `next(err)`; nothing is consumed.
+ *
+ * @example
+ * app.post('/login', express.json(), rateLimit([{ name: 'login', match: 'POST /login',
+ *   key: ['body.username', 'ip'], limit: 5, window: { type: 'fixed', size: '15m' },
+ *   countOn: 'failure', resetOnSuccess: true, lockout: { duration: '15m', escalate: 2 } }]), login);
+ */
+export function rateLimit(
+  rulesOrLimiter: Rule[] | Limiter,
+  options: ExpressRateLimitOptions = {},
+): RequestHandler {
+  const s = setup(rulesOrLimiter, options);
+  const handler = options.handler;
+
+  return async function rateLimitMiddleware(req: Request, res: Response, next: NextFunction): Promise<void> {
+    let decision: Decision;
+    try {
+      if (s.skip !== undefined && (await s.skip(req))) return next();
+      if (req.app?.get('trust proxy') === true) s.warnSpoofable("Express 'trust proxy' is true");
+      decision = await s.limiter.check(toRequestInfo(req));
+      req.rateLimit = decision;
+      if (!res.headersSent) {
+        for (const [name, value] of s.headerFields(decision)) {
+          if (LIST_FIELDS.has(name)) res.append(name, value);
+          else res.setHeader(name, value);
+        }
+      }
+      if (!decision.allowed || decision.dryRun) s.onLimited?.(decision, req);
+      if (!decision.allowed) {
+        if (handler !== undefined) return await handler(req, res, next, decision);
+        if (res.headersSent) return void res.end();
+        const body = s.body(decision);
+        res.status(s.statusCode);
+        if (typeof body === 'string') res.type('text/plain').send(body);
+        else res.json(body);
+        return;
+      }
+    } catch (error) {
+      return next(error);
+    }
+    if (decision.rules.length > 0) {
+      res.once('finish', () => {
+        s.limiter.report(decision, s.outcome(res.statusCode)).catch(() => {
+          // The limiter reports store faults through its 'storeError' event; the response is gone.
+        });
+      });
+    }
+    next();
+  };
+}
+
+/** The request as the core sees it; `ip` is Express's own notion (after `trust proxy`). */
+function toRequestInfo(req: Request): RequestInfo {
+  return {
+    method: req.method,
+    path: pathOf(req.originalUrl ?? req.url),
+    ip: req.ip,
+    headers: req.headers,
+    query: req.query as Record<string, unknown>,
+    params: req.params,
+    body: req.body,
+    user: (req as { user?: unknown }).user,
+  };
+}

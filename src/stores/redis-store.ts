@@ -1,0 +1,307 @@
+// The Redis store: limits shared by every process through Redis (standalone, Sentinel or Cluster), decided in Lua.
+import type { Cluster, Redis } from 'ioredis';
+import { RateLimitConfigError } from '../errors.js';
+import type { LockInfo } from '../types.js';
+import { decodeResult, encodeOp, integers, REFUND_FIELDS, RESULT_FIELDS } from './redis-codec.js';
+import { lockIndexKey, opKeys, resetChannel, tagSlot } from './redis-keys.js';
+import { loadScripts, type RedisScripts, runScript } from './redis-scripts.js';
+import type { EvalMode, EvalResult, OpResult, Refund, Store, StoreOp, StoreRule } from './store.js';
+
+export interface RedisStoreOptions {
+  /**
+   * An ioredis client: `Redis` (standalone, or Sentinel through its `sentinels` option) or `Cluster`.
+   * The store never closes it. Fail-fast settings (`enableOfflineQueue: false`, a `commandTimeout`)
+   * let the limiter's `onStoreError` policy act quickly during an outage.
+   */
+  client: Redis | Cluster;
+  /** Prefix of every key and of the reset channel; must not contain `{` or `}`. @default 'rk' */
+  prefix?: string;
+  /** Replaces the Redis server's clock (epoch ms), for tests; sent to every script. @default the server's TIME */
+  clock?: () => number;
+  /** How often the offset to the server's clock (for calendar periods) is read again. @default 60000 */
+  clockSyncIntervalMs?: number;
+}
+
+/** One script call: the indexes of the ops whose keys share a slot. */
+type Group = number[];
+
+export class RedisStore implements Store {
+  readonly local = false;
+  readonly #client: Redis | Cluster;
+  readonly #cluster: boolean;
+  readonly #prefix: string;
+  readonly #clock: (() => number) | undefined;
+  readonly #scripts: RedisScripts;
+  readonly #timer: NodeJS.Timeout | undefined;
+  readonly #listeners = new Set<(rule: string, key: string) => void>();
+  #subscriber: Redis | Cluster | undefined;
+  /** Server time minus local time, ms, from the last TIME. */
+  #offsetMs = 0;
+  /** Last time handed out: the store's clock never runs backwards. */
+  #lastNow = 0;
+
+  constructor(options: RedisStoreOptions) {
+    const client = options?.client as (Redis | Cluster) | undefined;
+    if (typeof client?.evalsha !== 'function') {
+      throw new RateLimitConfigError(
+        'ERR_OPTION',
+        'RedisStore: client must be an ioredis Redis or Cluster instance',
+      );
+    }
+    const prefix = options.prefix ?? 'rk';
+    if (typeof prefix !== 'string' || prefix === '' || /[{}]/.test(prefix)) {
+      throw new RateLimitConfigError(
+        'ERR_OPTION',
+        `RedisStore: prefix must be a non-empty string without '{' or '}', got ${JSON.stringify(prefix)}`,
+      );
+    }
+    this.#client = client;
+    this.#cluster = (client as { isCluster?: boolean }).isCluster === true;
+    this.#prefix = prefix;
+    this.#clock = options.clock;
+    this.#scripts = loadScripts();
+    if (this.#clock === undefined) {
+      void this.#syncClock();
+      this.#timer = setInterval(() => void this.#syncClock(), options.clockSyncIntervalMs ?? 60_000);
+      this.#timer.unref();
+    }
+  }
+
+  now(): number {
+    const now = this.#clock !== undefined ? this.#clock() : Date.now() + this.#offsetMs;
+    if (now > this.#lastNow) this.#lastNow = now;
+    return this.#lastNow;
+  }
+
+  /**
+   * One round trip when every op's keys share a slot (always on a standalone server). On a Cluster,
+   * groups are decided one by one in op order; when one denies, what the groups before it consumed
+   * is refunded, so nothing is over-admitted and the answer is all-or-nothing overall.
+   */
+  async evaluate(ops: readonly StoreOp[], mode: EvalMode): Promise<EvalResult> {
+    if (ops.length === 0) return { nowMs: this.now(), results: [] };
+    const groups = this.#groups(ops);
+    const results: OpResult[] = new Array(ops.length);
+    let nowMs: number | undefined;
+    const decide = async (group: Group, groupMode: EvalMode, consumeNothing: boolean) => {
+      const out = await this.#check(ops, group, groupMode, consumeNothing);
+      nowMs ??= out.nowMs;
+      group.forEach((i, k) => {
+        results[i] = out.results[k] as OpResult;
+      });
+    };
+    if (groups.length === 1 || mode !== 'check') {
+      await Promise.all(groups.map((group) => decide(group, mode, false)));
+    } else {
+      for (let g = 0; g < groups.length; g++) {
+        const group = groups[g] as Group;
+        await decide(group, 'check', false);
+        if (!group.some((i) => denies(ops[i] as StoreOp, results[i] as OpResult))) continue;
+        // Decide the later groups without consuming (their lockouts still lock) and undo the earlier ones.
+        await Promise.all([
+          ...groups.slice(0, g).map((done) => this.#undo(ops, done, results)),
+          ...groups.slice(g + 1).map((later) => decide(later, 'check', true)),
+        ]);
+        break;
+      }
+    }
+    await this.#indexLocks(ops, results);
+    return { nowMs: this.#clock !== undefined ? this.now() : (nowMs as number), results };
+  }
+
+  async refund(refunds: readonly Refund[]): Promise<void> {
+    if (refunds.length === 0) return;
+    const ops = refunds.map((r) => r.op);
+    await Promise.all(
+      this.#groups(ops).map((group) => this.#refundGroup(group.map((i) => refunds[i] as Refund))),
+    );
+  }
+
+  async clear(rule: StoreRule, key: string): Promise<void> {
+    await this.#client.del(opKeys(this.#prefix, rule.name, key).count);
+  }
+
+  async reset(rule: StoreRule, key: string): Promise<boolean> {
+    const keys = opKeys(this.#prefix, rule.name, key);
+    const reply = await runScript(
+      this.#client,
+      this.#scripts.reset,
+      [keys.count, keys.lock],
+      [this.#nowArg()],
+    );
+    const [wasLocked, level] = integers(reply, 2, 'reset');
+    await Promise.all([
+      level !== undefined && level > 0
+        ? this.#client.zrem(lockIndexKey(this.#prefix, rule.name), `${level}:${key}`)
+        : undefined,
+      this.#client.publish(resetChannel(this.#prefix), JSON.stringify([rule.name, key])),
+    ]);
+    return wasLocked === 1;
+  }
+
+  async locked(rule: StoreRule, limit: number): Promise<LockInfo[]> {
+    if (!(limit > 0)) return [];
+    const nowMs = this.now();
+    const count = Number.isFinite(limit) ? Math.floor(limit) : -1;
+    const flat = await this.#client.zrangebyscore(
+      lockIndexKey(this.#prefix, rule.name),
+      `(${nowMs}`,
+      '+inf',
+      'WITHSCORES',
+      'LIMIT',
+      0,
+      count,
+    );
+    const out: LockInfo[] = [];
+    for (let i = 0; i + 1 < flat.length; i += 2) {
+      const member = flat[i] as string;
+      const lockedUntil = Number(flat[i + 1]);
+      const colon = member.indexOf(':');
+      out.push({
+        rule: rule.name,
+        key: member.slice(colon + 1),
+        remainingMs: lockedUntil - nowMs,
+        lockedUntil,
+        level: Number(member.slice(0, colon)),
+      });
+    }
+    return out;
+  }
+
+  /** Subscribes (once, lazily, on a duplicate connection) to resets announced by any process. */
+  onReset(listener: (rule: string, key: string) => void): void {
+    this.#listeners.add(listener);
+    if (this.#subscriber !== undefined) return;
+    const subscriber = this.#client.duplicate();
+    // It reconnects by itself; an 'error' without a listener would crash the process.
+    subscriber.on('error', () => {});
+    subscriber.on('message', (_channel: string, message: string) => {
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(message);
+      } catch {
+        return;
+      }
+      if (!Array.isArray(parsed) || typeof parsed[0] !== 'string' || typeof parsed[1] !== 'string') return;
+      for (const notify of this.#listeners) notify(parsed[0], parsed[1]);
+    });
+    subscriber.subscribe(resetChannel(this.#prefix)).catch(() => {});
+    this.#subscriber = subscriber;
+  }
+
+  /** Stops the clock sync and the reset subscriber; the client passed in stays open (it is the caller's). */
+  async close(): Promise<void> {
+    if (this.#timer !== undefined) clearInterval(this.#timer);
+    this.#listeners.clear();
+    this.#subscriber?.disconnect();
+    this.#subscriber = undefined;
+  }
+
+  /** One script call for the ops of `group`: results in group order. */
+  async #check(ops: readonly StoreOp[], group: Group, mode: EvalMode, consumeNothing: boolean) {
+    const keys: string[] = [];
+    const argv = [mode, consumeNothing ? '1' : '0', this.#nowArg(), String(group.length)];
+    for (const i of group) {
+      const op = ops[i] as StoreOp;
+      const { count, lock } = opKeys(this.#prefix, op.rule.name, op.key);
+      keys.push(count, lock);
+      encodeOp(op, argv);
+    }
+    const reply = integers(
+      await runScript(this.#client, this.#scripts.check, keys, argv),
+      1 + group.length * RESULT_FIELDS,
+      'check',
+    );
+    return { nowMs: reply[0] as number, results: group.map((_, k) => decodeResult(reply, k)) };
+  }
+
+  /** Refunds what an admitted group consumed and reports its state as it is now (cost 0, receipt 0). */
+  async #undo(ops: readonly StoreOp[], group: Group, results: OpResult[]): Promise<void> {
+    const consumed = group.filter((i) => {
+      const result = results[i] as OpResult;
+      return result.allowed && !result.locked && (ops[i] as StoreOp).cost > 0;
+    });
+    if (consumed.length === 0) return;
+    const refunds = consumed.map((i) => ({
+      op: ops[i] as StoreOp,
+      receipt: (results[i] as OpResult).receipt,
+    }));
+    const after = await this.#refundGroup(refunds);
+    consumed.forEach((i, k) => {
+      const at = k * REFUND_FIELDS;
+      const [remaining, resetMs, count] = after.slice(at, at + REFUND_FIELDS) as [number, number, number];
+      results[i] = { ...(results[i] as OpResult), remaining, resetMs, count, receipt: 0 };
+    });
+  }
+
+  async #refundGroup(refunds: readonly Refund[]): Promise<number[]> {
+    const keys: string[] = [];
+    const argv = [this.#nowArg(), String(refunds.length)];
+    for (const { op, receipt } of refunds) {
+      keys.push(opKeys(this.#prefix, op.rule.name, op.key).count);
+      encodeOp(op, argv);
+      argv.push(String(receipt));
+    }
+    const reply = await runScript(this.#client, this.#scripts.refund, keys, argv);
+    return integers(reply, refunds.length * REFUND_FIELDS, 'refund');
+  }
+
+  /**
+   * Adds the locks this evaluation placed to their rules' lock indexes. The index lives in another
+   * slot than the keys, hence a separate call; it runs only when a lock was placed (rare). It only
+   * feeds `locked()`: a failure here must not turn a decision already made into a store error.
+   */
+  async #indexLocks(ops: readonly StoreOp[], results: readonly OpResult[]): Promise<void> {
+    const byRule = new Map<string, string[]>();
+    results.forEach((result, i) => {
+      if (!result.lockedNow) return;
+      const op = ops[i] as StoreOp;
+      const args = byRule.get(op.rule.name) ?? [this.#nowArg()];
+      args.push(String(result.lockedUntil), `${result.level}:${op.key}`);
+      byRule.set(op.rule.name, args);
+    });
+    if (byRule.size === 0) return;
+    await Promise.all(
+      [...byRule].map(([rule, args]) =>
+        runScript(this.#client, this.#scripts.lockIndex, [lockIndexKey(this.#prefix, rule)], args).catch(
+          () => {},
+        ),
+      ),
+    );
+  }
+
+  /** Standalone and Sentinel: one group, whatever the identities. Cluster: one per slot, in op order. */
+  #groups(ops: readonly StoreOp[]): Group[] {
+    if (!this.#cluster) return [ops.map((_, i) => i)];
+    const bySlot = new Map<number, Group>();
+    ops.forEach((op, i) => {
+      const slot = tagSlot(opKeys(this.#prefix, op.rule.name, op.key).tag);
+      const group = bySlot.get(slot);
+      if (group === undefined) bySlot.set(slot, [i]);
+      else group.push(i);
+    });
+    return [...bySlot.values()];
+  }
+
+  /** The time a script uses: the injected clock's, or '' for the server's own TIME. */
+  #nowArg(): string {
+    return this.#clock !== undefined ? String(this.now()) : '';
+  }
+
+  /** Reads the server's clock, so calendar periods computed here follow it. Failures keep the last offset. */
+  async #syncClock(): Promise<void> {
+    try {
+      const before = Date.now();
+      const [seconds, micros] = await this.#client.time();
+      const local = (before + Date.now()) / 2;
+      this.#offsetMs = Math.round(Number(seconds) * 1000 + Number(micros) / 1000 - local);
+    } catch {
+      // The next sync tries again; until then the local clock plus the last offset stands in.
+    }
+  }
+}
+
+/** An enforced op that denies (dry-run ops never do). */
+function denies(op: StoreOp, result: OpResult): boolean {
+  return !result.allowed && !op.rule.dryRun;
+}
