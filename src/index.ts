@@ -17,8 +17,16 @@ export type {
 export { createLimiter, Limiter } from './limiter.js';
 export type { MemoryStoreOptions } from './stores/memory-store.js';
 export { MemoryStore } from './stores/memory-store.js';
-// REDIS export { RedisStore } from './stores/redis-store.js';
-// REDIS export type { RedisStoreOptions } from './stores/redis-store.js';
+export type { LoginRulesOptions, VerificationCodeRulesOptions } from './recipes/index.js';
+export {
+  LOGIN_DEFAULTS,
+  loginRules,
+  normalizeDestination,
+  VERIFICATION_CODE_DEFAULTS,
+  verificationCodeRules,
+} from './recipes/index.js';
+export { RedisStore } from './stores/redis-store.js';
+export type { RedisStoreOptions } from './stores/redis-store.js';
 export type {
   EvalMode,
   EvalResult,

@@ -360,8 +360,13 @@ export class Limiter extends EventEmitter<LimiterEvents> {
       for (const r of rules) {
         if (r.allowed || r.dryRun) continue;
         this.#emitLimited(r, false);
-        // Cache only denials nothing can pass: a lock, or a rule with no unit left until resetMs.
-        if (this.#denyCache !== undefined && store === this.#store && (r.locked || r.remaining === 0)) {
+        // Cache only denials nothing can pass: a lock, or a rule with no unit left until resetMs whose
+        // count only time or reset can lower (outcome reports give reservations back).
+        if (
+          this.#denyCache !== undefined &&
+          store === this.#store &&
+          (r.locked || (r.remaining === 0 && this.#settled(r.rule)))
+        ) {
           this.#denyCache.set(r, result.nowMs + (r.locked ? (r.retryAfterMs ?? 0) : r.resetMs));
         }
       }
@@ -382,6 +387,12 @@ export class Limiter extends EventEmitter<LimiterEvents> {
         items.push({ rule, op, receipt: r.receipt });
     }
     if (items.length > 0) this.#reservations.set(decision, { store, items });
+  }
+
+  /** True when a rule's count never shrinks through outcome reports. */
+  #settled(rule: string): boolean {
+    const compiled = this.#byName.get(rule);
+    return compiled !== undefined && compiled.countOn === 'all' && !compiled.resetOnSuccess;
   }
 
   #emitLimited(r: RuleResult, cached: boolean): void {

@@ -2,8 +2,8 @@
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { type ExpressRateLimitOptions, rateLimit } from '../adapters/express.js';
 import { createExpressApp } from '../examples/express-app.js';
-import { MemoryStore } from '../src/index.js';
 import { exampleSuite, type Harness, httpSuite, type SuiteOptions } from './http-suite.js';
+import { memoryStores, redisStores } from './support/stores.js';
 
 function expressOptions(o: SuiteOptions = {}): ExpressRateLimitOptions {
   const { onLimited, skip, customHandler, ...rest } = o;
@@ -58,6 +58,7 @@ export const expressHarness: Harness = {
   },
 };
 
-const memory = { name: 'memory', makeStore: (clock: () => number) => new MemoryStore({ clock }) };
-httpSuite(expressHarness, memory);
-exampleSuite(expressHarness, memory);
+for (const stores of [memoryStores, redisStores]) {
+  httpSuite(expressHarness, stores);
+  exampleSuite(expressHarness, stores);
+}

@@ -3,8 +3,8 @@ import Router from '@koa/router';
 import Koa from 'koa';
 import { type KoaRateLimitOptions, rateLimit } from '../adapters/koa.js';
 import { createKoaApp } from '../examples/koa-app.js';
-import { MemoryStore } from '../src/index.js';
 import { exampleSuite, type Harness, httpSuite, type SuiteOptions } from './http-suite.js';
+import { memoryStores, redisStores } from './support/stores.js';
 
 function koaOptions(o: SuiteOptions = {}): KoaRateLimitOptions {
   const { onLimited, skip, customHandler, ...rest } = o;
@@ -80,6 +80,7 @@ export const koaHarness: Harness = {
   },
 };
 
-const memory = { name: 'memory', makeStore: (clock: () => number) => new MemoryStore({ clock }) };
-httpSuite(koaHarness, memory);
-exampleSuite(koaHarness, memory);
+for (const stores of [memoryStores, redisStores]) {
+  httpSuite(koaHarness, stores);
+  exampleSuite(koaHarness, stores);
+}

@@ -25,6 +25,14 @@ export interface RedisStoreOptions {
 /** One script call: the indexes of the ops whose keys share a slot. */
 type Group = number[];
 
+/**
+ * Keeps limits in Redis so that every process and machine shares them. Each request is one EVALSHA
+ * of lua/check.lua (all its rules, all-or-nothing) when its keys share a slot; the Redis server's
+ * clock is the time unless `clock` is given.
+ * @example
+ * const store = new RedisStore({ client: new Redis(process.env.REDIS_URL) });
+ * const limiter = createLimiter({ store, rules });
+ */
 export class RedisStore implements Store {
   readonly local = false;
   readonly #client: Redis | Cluster;
@@ -82,9 +90,11 @@ export class RedisStore implements Store {
     if (ops.length === 0) return { nowMs: this.now(), results: [] };
     const groups = this.#groups(ops);
     const results: OpResult[] = new Array(ops.length);
+    // An injected clock is read once, so every group of a Cluster request decides at the same time.
+    const nowArg = this.#nowArg();
     let nowMs: number | undefined;
     const decide = async (group: Group, groupMode: EvalMode, consumeNothing: boolean) => {
-      const out = await this.#check(ops, group, groupMode, consumeNothing);
+      const out = await this.#check(ops, group, groupMode, consumeNothing, nowArg);
       nowMs ??= out.nowMs;
       group.forEach((i, k) => {
         results[i] = out.results[k] as OpResult;
@@ -99,21 +109,26 @@ export class RedisStore implements Store {
         if (!group.some((i) => denies(ops[i] as StoreOp, results[i] as OpResult))) continue;
         // Decide the later groups without consuming (their lockouts still lock) and undo the earlier ones.
         await Promise.all([
-          ...groups.slice(0, g).map((done) => this.#undo(ops, done, results)),
+          ...groups.slice(0, g).map((done) => this.#undo(ops, done, results, nowArg)),
           ...groups.slice(g + 1).map((later) => decide(later, 'check', true)),
         ]);
         break;
       }
     }
-    await this.#indexLocks(ops, results);
-    return { nowMs: this.#clock !== undefined ? this.now() : (nowMs as number), results };
+    await this.#indexLocks(ops, results, nowArg);
+    return { nowMs: nowArg !== '' ? Number(nowArg) : (nowMs as number), results };
   }
 
   async refund(refunds: readonly Refund[]): Promise<void> {
     if (refunds.length === 0) return;
     const ops = refunds.map((r) => r.op);
     await Promise.all(
-      this.#groups(ops).map((group) => this.#refundGroup(group.map((i) => refunds[i] as Refund))),
+      this.#groups(ops).map((group) =>
+        this.#refundGroup(
+          group.map((i) => refunds[i] as Refund),
+          this.#nowArg(),
+        ),
+      ),
     );
   }
 
@@ -198,9 +213,15 @@ export class RedisStore implements Store {
   }
 
   /** One script call for the ops of `group`: results in group order. */
-  async #check(ops: readonly StoreOp[], group: Group, mode: EvalMode, consumeNothing: boolean) {
+  async #check(
+    ops: readonly StoreOp[],
+    group: Group,
+    mode: EvalMode,
+    consumeNothing: boolean,
+    nowArg: string,
+  ) {
     const keys: string[] = [];
-    const argv = [mode, consumeNothing ? '1' : '0', this.#nowArg(), String(group.length)];
+    const argv = [mode, consumeNothing ? '1' : '0', nowArg, String(group.length)];
     for (const i of group) {
       const op = ops[i] as StoreOp;
       const { count, lock } = opKeys(this.#prefix, op.rule.name, op.key);
@@ -216,7 +237,7 @@ export class RedisStore implements Store {
   }
 
   /** Refunds what an admitted group consumed and reports its state as it is now (cost 0, receipt 0). */
-  async #undo(ops: readonly StoreOp[], group: Group, results: OpResult[]): Promise<void> {
+  async #undo(ops: readonly StoreOp[], group: Group, results: OpResult[], nowArg: string): Promise<void> {
     const consumed = group.filter((i) => {
       const result = results[i] as OpResult;
       return result.allowed && !result.locked && (ops[i] as StoreOp).cost > 0;
@@ -226,7 +247,7 @@ export class RedisStore implements Store {
       op: ops[i] as StoreOp,
       receipt: (results[i] as OpResult).receipt,
     }));
-    const after = await this.#refundGroup(refunds);
+    const after = await this.#refundGroup(refunds, nowArg);
     consumed.forEach((i, k) => {
       const at = k * REFUND_FIELDS;
       const [remaining, resetMs, count] = after.slice(at, at + REFUND_FIELDS) as [number, number, number];
@@ -234,9 +255,9 @@ export class RedisStore implements Store {
     });
   }
 
-  async #refundGroup(refunds: readonly Refund[]): Promise<number[]> {
+  async #refundGroup(refunds: readonly Refund[], nowArg: string): Promise<number[]> {
     const keys: string[] = [];
-    const argv = [this.#nowArg(), String(refunds.length)];
+    const argv = [nowArg, String(refunds.length)];
     for (const { op, receipt } of refunds) {
       keys.push(opKeys(this.#prefix, op.rule.name, op.key).count);
       encodeOp(op, argv);
@@ -251,12 +272,12 @@ export class RedisStore implements Store {
    * slot than the keys, hence a separate call; it runs only when a lock was placed (rare). It only
    * feeds `locked()`: a failure here must not turn a decision already made into a store error.
    */
-  async #indexLocks(ops: readonly StoreOp[], results: readonly OpResult[]): Promise<void> {
+  async #indexLocks(ops: readonly StoreOp[], results: readonly OpResult[], nowArg: string): Promise<void> {
     const byRule = new Map<string, string[]>();
     results.forEach((result, i) => {
       if (!result.lockedNow) return;
       const op = ops[i] as StoreOp;
-      const args = byRule.get(op.rule.name) ?? [this.#nowArg()];
+      const args = byRule.get(op.rule.name) ?? [nowArg];
       args.push(String(result.lockedUntil), `${result.level}:${op.key}`);
       byRule.set(op.rule.name, args);
     });

@@ -1,0 +1,91 @@
+-- Fixed window (src/algorithms/fixed.ts): starts at the first counted hit, lasts sizeMs.
+-- Not a script by itself: ALG['fixed'] is called by check.lua and refund.lua with an op's count key
+-- (their KEYS) and the op decoded from their ARGV (prelude.lua readOp); it returns Lua tables, not replies.
+-- State: one string at the count key. Usually the integer endRel * 10^7 + count, where
+-- endRel = endMs - 1577836800000 (ms since 2020-01-01) and count < 10^7, so Redis stores it as an
+-- int-encoded string; when that does not fit (count >= 10^7, a fractional or far-away end),
+-- the text "<endMs>:<count>". The window end lives in the value, never only in the TTL.
+-- Also holds the counter shared with calendar.lua, which must be concatenated after this file.
+
+local EPOCH_2020_MS = 1577836800000
+local PACK = 10000000
+
+local counter = {}
+
+function counter.load(key)
+  local s = redis.call('GET', key)
+  if not s then return nil end
+  local colon = string.find(s, ':', 1, true)
+  if colon then
+    return { endMs = tonumber(string.sub(s, 1, colon - 1)), count = tonumber(string.sub(s, colon + 1)) }
+  end
+  -- The packed value exceeds 2^53, so it is read as two pieces of text, never as one number.
+  local n = #s
+  local rel = 0
+  if n > 7 then rel = tonumber(string.sub(s, 1, n - 7)) end
+  return { endMs = rel + EPOCH_2020_MS, count = tonumber(string.sub(s, -7)) }
+end
+
+function counter.save(key, state, _, nowMs)
+  local rel = state.endMs - EPOCH_2020_MS
+  local value
+  if state.count < PACK and state.count == math.floor(state.count) and rel == math.floor(rel)
+    and math.abs(rel) < 900000000000 then
+    value = string.format('%.0f', rel) .. string.format('%07d', state.count)
+  else
+    value = num(state.endMs) .. ':' .. num(state.count)
+  end
+  redis.call('SET', key, value, 'PX', ttlMs(state.endMs, nowMs))
+end
+
+-- evaluateCounter of fixed.ts: counting against a window that ends at endMs.
+function counter.evaluate(count, endMs, op, nowMs, add)
+  local total = count + op.cost
+  local allowed = total <= op.limit
+  local counted = count
+  if allowed or add then counted = total end
+  local untilEnd = endMs - nowMs
+  local resetMs, retryAfterMs = 0, 0
+  if counted > 0 then resetMs = untilEnd end
+  if not allowed then retryAfterMs = untilEnd end
+  return {
+    allowed = allowed,
+    remaining = math.max(0, op.limit - counted),
+    resetMs = resetMs,
+    retryAfterMs = retryAfterMs,
+    count = counted,
+    receipt = endMs,
+  }
+end
+
+-- Only the window the reservation was made in can give it back.
+function counter.refund(state, op, nowMs, receipt)
+  if state.endMs ~= receipt or nowMs >= state.endMs then return state end
+  local count = math.max(0, state.count - op.cost)
+  if count == 0 then return nil end
+  return { count = count, endMs = state.endMs }
+end
+
+function counter.expiresAt(state)
+  return state.endMs
+end
+
+local function fixedCurrent(state, op, nowMs)
+  if state ~= nil and nowMs < state.endMs then return state end
+  return { count = 0, endMs = nowMs + op.sizeMs }
+end
+
+ALG['fixed'] = {
+  load = counter.load,
+  save = counter.save,
+  evaluate = function(state, op, nowMs, add)
+    local live = fixedCurrent(state, op, nowMs)
+    return counter.evaluate(live.count, live.endMs, op, nowMs, add)
+  end,
+  apply = function(state, op, nowMs)
+    local live = fixedCurrent(state, op, nowMs)
+    return { count = live.count + op.cost, endMs = live.endMs }
+  end,
+  refund = counter.refund,
+  expiresAt = counter.expiresAt,
+}

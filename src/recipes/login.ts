@@ -1,0 +1,183 @@
+// Login recipe: the four rules that throttle password guessing per OWASP and NIST SP 800-63B §5.2.2.
+import { describe, RateLimitConfigError } from '../errors.js';
+import { createExtractor, normalizeIdentity } from '../keys.js';
+import type { Duration, KeyExtractor, LockoutSpec, MatchSpec, RequestInfo, Rule } from '../types.js';
+
+/** Options of `loginRules`. Every figure has a default; the rule names are `<prefix>-pair` and so on. */
+export interface LoginRulesOptions {
+  /**
+   * Requests that are login attempts. Every endpoint that checks a password must be matched (an
+   * attacker uses whichever is not), e.g. `{ method: 'POST', path: ['/login', '/api/login'] }`. `null`:
+   * every request the middleware sees, for a middleware mounted on the login route itself.
+   * @default 'POST /login'
+   */
+  match?: string | MatchSpec | null;
+  /**
+   * Where the username is: a key form (`'body.username'`, `'body.email'`, `'header:x-user'`, a
+   * function, or an array such as `['body.tenant', 'body.username']`). Its value is normalized (NFKC,
+   * trimmed, lower-cased, as `normalizeIdentity`); objects and arrays in the body never become keys,
+   * and a request without a username falls under the per-IP rule only.
+   * @default 'body.username'
+   */
+  username?: string | KeyExtractor | ReadonlyArray<string | KeyExtractor>;
+  /** Rule names are `<prefix>-pair`, `<prefix>-ip`, `<prefix>-account`, `<prefix>-account-cap`. @default 'login' */
+  prefix?: string;
+  /** Failed attempts per username + IP that lock the pair. @default 5 */
+  pairLimit?: number;
+  /** The pair's fixed window, from its first counted failure. @default '15m' */
+  pairWindow?: Duration;
+  /** How long the pair stays locked: doubling on each repeated lockout up to an hour, forgotten a day after the last. @default { duration: '1m', escalate: 2, maxDuration: '1h', forgetAfter: '24h' } */
+  pairLockout?: LockoutSpec;
+  /** Failed attempts per client IP (IPv6 per /64) before that IP is blocked. @default 100 */
+  ipLimit?: number;
+  /** The per-IP window (sliding: never more than `ipLimit` failures in any such span), also how long the block lasts. @default '1d' */
+  ipWindow?: Duration;
+  /** Failed attempts per account (all IPs) admitted per `accountWindow` once the burst is spent (GCRA). @default 10 */
+  accountLimit?: number;
+  /** @default '1h' */
+  accountWindow?: Duration;
+  /** Failed attempts per account admitted at once before the slowdown starts. @default 10 */
+  accountBurst?: number;
+  /** Consecutive failed attempts per account after which it is locked until reset (NIST: at most 100). @default 100 */
+  accountCap?: number;
+  /** The cap's fixed window from the first failure (a success clears it), and the length of the cap's lock. @default '30d' */
+  accountCapWindow?: Duration;
+  /**
+   * True when the request comes from a device the account's owner logged in from before (OWASP device
+   * cookie). Such requests skip `<prefix>-account`, so an attacker elsewhere cannot slow the owner down;
+   * the pair, IP and cap rules still apply. `username` is the normalized username the rules key on.
+   * A throw fails the request (nothing is counted). @default () => false
+   */
+  isTrustedDevice?: (req: RequestInfo, username: string) => boolean;
+}
+
+/** The recipe's figures when no option is given. */
+export const LOGIN_DEFAULTS = {
+  match: 'POST /login',
+  username: 'body.username',
+  prefix: 'login',
+  pairLimit: 5,
+  pairWindow: '15m',
+  pairLockout: { duration: '1m', escalate: 2, maxDuration: '1h', forgetAfter: '24h' },
+  ipLimit: 100,
+  ipWindow: '1d',
+  accountLimit: 10,
+  accountWindow: '1h',
+  accountBurst: 10,
+  accountCap: 100,
+  accountCapWindow: '30d',
+} as const;
+
+/** NIST SP 800-63B §5.2.2: "no more than 100" consecutive failed attempts on a single account. */
+const NIST_MAX_CONSECUTIVE_FAILURES = 100;
+
+/**
+ * Rules that throttle password guessing on a login route, to give `createLimiter` (alone or with other
+ * rules). Every rule counts failures only (`countOn: 'failure'`: a 4xx/5xx answer, or
+ * `limiter.report(decision, 'failure')`), and none looks at whether the account exists, so an unknown
+ * username is counted, answered and timed exactly like a real one.
+ *
+ * - `login-pair` (username + IP): 5 failures in 15 minutes lock that pair for 1 minute, doubling on
+ *   each repeated lockout up to 1 hour; a success clears the count (NIST: "disregard any previous
+ *   failed attempts for that user from the same IP address").
+ * - `login-ip`: 100 failures per IP in any day block that IP for a day (password spraying); also for
+ *   requests without a usable username.
+ * - `login-account` (username, all IPs): failures beyond a burst of 10 are slowed to 10 an hour (one
+ *   every 6 minutes), never locked, so a stranger cannot lock the owner out (OWASP: lockout DoS).
+ *   Requests from the owner's trusted devices (`isTrustedDevice`) skip it.
+ * - `login-account-cap`: at most 100 consecutive failures per account (NIST SP 800-63B §5.2.2); the
+ *   next attempt locks the account for 30 days, until an operator or the password-reset flow calls
+ *   `limiter.reset('login-account-cap', normalizeIdentity(username))`. A success clears the count.
+ *
+ * What an attacker can do to the owner: from a trusted device, nothing but the cap, which takes at
+ * least 10 + 90 × 6 min = 9 hours of failures without the owner logging in; from a new device, each
+ * attempt waits at most one slowdown interval (6 minutes, `Retry-After` ≤ 360 s).
+ *
+ * Sources: OWASP Authentication Cheat Sheet (account lockout, generic errors) and Credential Stuffing
+ * Prevention Cheat Sheet; OWASP "Slow Down Online Guessing Attacks with Device Cookies"; NIST SP
+ * 800-63B §5.2.2 "Rate Limiting (Throttling)".
+ *
+ * @example
+ * const limiter = createLimiter({ store, rules: loginRules({ isTrustedDevice: devices.isTrusted }) });
+ * app.use(rateLimit(limiter, { headers: false }));
+ */
+export function loginRules(options: LoginRulesOptions = {}): Rule[] {
+  const o = { ...LOGIN_DEFAULTS, ...definedOnly(options) };
+  if (
+    !Number.isSafeInteger(o.accountCap) ||
+    o.accountCap < 1 ||
+    o.accountCap > NIST_MAX_CONSECUTIVE_FAILURES
+  ) {
+    throw new RateLimitConfigError(
+      'ERR_OPTION',
+      `loginRules: accountCap must be an integer from 1 to ${NIST_MAX_CONSECUTIVE_FAILURES} (NIST SP 800-63B §5.2.2), got ${describe(o.accountCap)}`,
+    );
+  }
+  const trusted = options.isTrustedDevice ?? (() => false);
+  if (typeof trusted !== 'function') {
+    throw new RateLimitConfigError(
+      'ERR_OPTION',
+      `loginRules: isTrustedDevice must be a function (req, username) => boolean, got ${describe(trusted)}`,
+    );
+  }
+  const usernameKey = o.username as Rule['key'];
+  let username: (req: RequestInfo) => string | undefined;
+  try {
+    username = createExtractor(usernameKey, { ipv6Subnet: 64, normalize: normalizeIdentity });
+  } catch (error) {
+    throw new RateLimitConfigError(
+      'ERR_KEY',
+      `loginRules: username must be a key form such as 'body.username' (${(error as Error).message}), got ${describe(o.username)}`,
+    );
+  }
+  const match = o.match === null ? {} : { match: o.match };
+  const failures = { countOn: 'failure', ...match } as const;
+
+  return [
+    {
+      name: `${o.prefix}-pair`,
+      ...failures,
+      key: [...(Array.isArray(usernameKey) ? usernameKey : [usernameKey]), 'ip'],
+      normalize: true,
+      limit: o.pairLimit,
+      window: { type: 'fixed', size: o.pairWindow },
+      resetOnSuccess: true,
+      lockout: o.pairLockout,
+    },
+    {
+      name: `${o.prefix}-ip`,
+      ...failures,
+      key: 'ip',
+      limit: o.ipLimit,
+      window: { type: 'sliding', size: o.ipWindow },
+      lockout: { duration: o.ipWindow },
+    },
+    {
+      name: `${o.prefix}-account`,
+      ...failures,
+      // The username exactly as the cap keys it (normalized, then length-bounded), unless the device is
+      // trusted for it. No `normalize` here: the digest of a long name must not be lower-cased again.
+      key: (req) => {
+        const name = username(req);
+        return name === undefined || trusted(req, name) === true ? undefined : name;
+      },
+      limit: o.accountLimit,
+      window: { type: 'gcra', size: o.accountWindow, burst: o.accountBurst },
+    },
+    {
+      name: `${o.prefix}-account-cap`,
+      ...failures,
+      key: usernameKey,
+      normalize: true,
+      limit: o.accountCap,
+      window: { type: 'fixed', size: o.accountCapWindow },
+      resetOnSuccess: true,
+      lockout: { duration: o.accountCapWindow },
+    },
+  ];
+}
+
+/** Drops keys whose value is undefined, so `{ pairLimit: undefined }` keeps the default. */
+export function definedOnly<T extends object>(options: T): Partial<T> {
+  return Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)) as Partial<T>;
+}
