@@ -27,8 +27,13 @@ export interface BenchConfig {
   httpDeniedSeconds: number;
   httpWarmupSeconds: number;
   /** Identities whose Redis cost is measured, and hits per identity. */
+  /** Distinct keys created to measure a memory store's heap per key. */
+  heapKeys: number;
   costKeys: number;
   costHits: number;
+  /** Limit and window of the cost measurement: every hit admitted, no state expiring meanwhile. */
+  costLimit: number;
+  costWindowMs: number;
   costHotDecisions: number;
   exactProcesses: number;
   exactLimit: number;
@@ -39,29 +44,33 @@ export interface BenchConfig {
   stallTimeoutMs: number;
 }
 
-/** Reads BENCH_QUICK from the environment. */
+/** Reads BENCH_QUICK (short smoke run) and BENCH_REPS (repetitions, 1-20) from the environment. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): BenchConfig {
   const quick = env.BENCH_QUICK === '1' || env.BENCH_QUICK === 'true';
+  const reps = Number(env.BENCH_REPS);
   return {
     quick,
-    reps: quick ? 1 : 3,
+    reps: Number.isInteger(reps) && reps >= 1 && reps <= 20 ? reps : quick ? 1 : 3,
     concurrency: 64,
     distinctKeys: 10_000,
     admittedLimit: 1_000_000,
     hotLimit: 100,
     windowMs: 60_000,
-    redisRunMs: quick ? 250 : 800,
+    redisRunMs: quick ? 250 : 600,
     redisMaxOps: 2_000_000,
-    memoryRunMs: quick ? 150 : 400,
+    memoryRunMs: quick ? 150 : 300,
     memoryMaxOps: 2_000_000,
-    warmupMs: quick ? 100 : 300,
+    warmupMs: quick ? 100 : 200,
     httpConnections: 64,
-    httpSeconds: quick ? 1 : 3,
-    httpDeniedSeconds: quick ? 1 : 2,
-    httpWarmupSeconds: quick ? 0.5 : 1,
-    costKeys: 200,
+    httpSeconds: quick ? 0.5 : 2.5,
+    httpDeniedSeconds: quick ? 0.5 : 1,
+    httpWarmupSeconds: quick ? 0 : 0.5,
+    heapKeys: quick ? 20_000 : 50_000,
+    costKeys: quick ? 100 : 200,
     costHits: 5,
-    costHotDecisions: 1000,
+    costLimit: 1000,
+    costWindowMs: 3_600_000,
+    costHotDecisions: quick ? 300 : 1000,
     exactProcesses: 4,
     exactLimit: 1000,
     exactAttempts: 2000,

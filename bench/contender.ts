@@ -18,8 +18,13 @@ export interface LimitSpec {
 export interface ContenderContext {
   /** Port of the benchmark's Redis on 127.0.0.1 (redis contenders only). */
   redisPort: number;
-  /** Key prefix of this instance: unique per instance, shared by the processes of one exactness race. */
-  prefix: string;
+  /**
+   * Key prefix of this instance, ending in ':': unique per instance, shared by the processes of one
+   * exactness race. Libraries that add their own separator get it without the ':' (see namespace()).
+   * Absent: the library's default prefix, where one instance at a time uses the server (so that
+   * bytes per key are those of the keys the library writes by default).
+   */
+  prefix?: string;
 }
 
 /** One configured limiter. `decide` resolves true when admitted; it rejects only on a real fault. */
@@ -41,10 +46,10 @@ export interface Contender {
 }
 
 /** Opens an ioredis client for a contender; errors surface through the commands, not as 'error' events. */
-export function openRedis(ctx: ContenderContext, options: { enableAutoPipelining?: boolean } = {}): Redis {
+export function openRedis(redisPort: number, options: { enableAutoPipelining?: boolean } = {}): Redis {
   const client = new Redis({
     host: '127.0.0.1',
-    port: ctx.redisPort,
+    port: redisPort,
     enableAutoPipelining: options.enableAutoPipelining ?? false,
     maxRetriesPerRequest: 1,
   });
@@ -60,6 +65,24 @@ export async function closeRedis(client: Redis): Promise<void> {
     // already closed
   }
   client.disconnect();
+}
+
+/** The prefix without its trailing ':' for libraries that add their own separator. */
+export function namespace(prefix: string): string {
+  return prefix.endsWith(':') ? prefix.slice(0, -1) : prefix;
+}
+
+/** Rejects when `promise` has not settled after `ms`: a contender that hangs must not hang the run. */
+export async function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} did not finish within ${ms} ms`)), ms);
+  });
+  try {
+    return await Promise.race([promise, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /** Message of anything thrown, for reports. */

@@ -2,10 +2,11 @@
 
 import type { BenchConfig } from './config.js';
 import type { Contender, ContenderInstance, CoreScenario, LimitSpec, StoreKind } from './contender.js';
-import { errorMessage } from './contender.js';
+import { errorMessage, withTimeout } from './contender.js';
+import { measureHeap } from './heap.js';
 import { type LoadResult, runLoad } from './load.js';
-import { ms, num, ratio, type Section, type Table } from './report.js';
-import { median, pairedRatio } from './stats.js';
+import { ms, num, pct, ratio, type Section, type Table } from './report.js';
+import { median, pairedRatio, spread } from './stats.js';
 
 /** Figures of one contender in one scenario; medians over the repetitions. */
 export interface CoreRow {
@@ -14,6 +15,8 @@ export interface CoreRow {
   note: string;
   runs: LoadResult[];
   opsPerSec: number;
+  /** Half-range of decisions/s over the repetitions, relative to the median. */
+  spread: number;
   /** Median of the per-repetition ratios to the floor's decisions/s. */
   vsFloor: number;
   p50Ms: number;
@@ -46,7 +49,13 @@ function keysFor(scenario: CoreScenario, label: string, count: number): string[]
   return Array.from({ length: count }, (_, i) => `u${label}-${i}`);
 }
 
-async function measure(entry: Entry, keys: readonly string[], maxMs: number, config: BenchConfig, store: StoreKind) {
+async function measure(
+  entry: Entry,
+  keys: readonly string[],
+  maxMs: number,
+  config: BenchConfig,
+  store: StoreKind,
+) {
   if (!entry.instance || entry.failed) return undefined;
   try {
     const result = await runLoad(entry.instance.decide, {
@@ -85,12 +94,17 @@ export async function runCoreScenario(
 
   for (const [index, entry] of entries.entries()) {
     try {
-      entry.instance = await entry.contender.create(spec, { redisPort, prefix: `core-${scenario}-${index}:` });
+      entry.instance = await withTimeout(
+        entry.contender.create(spec, { redisPort, prefix: `core-${scenario}-${index}:` }),
+        config.stallTimeoutMs,
+        'setup',
+      );
     } catch (error) {
       entry.failed = `setup: ${errorMessage(error)}`;
     }
   }
-  for (const entry of entries) await measure(entry, keysFor(scenario, 'warm', 1000), config.warmupMs, config, store);
+  for (const entry of entries)
+    await measure(entry, keysFor(scenario, 'warm', 1000), config.warmupMs, config, store);
   for (let rep = 0; rep < config.reps; rep++) {
     const keys = keysFor(scenario, `r${rep}`, config.distinctKeys);
     for (const entry of entries) {
@@ -101,7 +115,7 @@ export async function runCoreScenario(
   }
   for (const entry of entries) {
     try {
-      await entry.instance?.close();
+      if (entry.instance) await withTimeout(entry.instance.close(), config.stallTimeoutMs, 'close');
     } catch {
       // a contender that fails to close has still been measured
     }
@@ -117,6 +131,7 @@ export async function runCoreScenario(
       note: entry.contender.note ?? '',
       runs: entry.runs,
       opsPerSec: median(ops),
+      spread: spread(ops),
       vsFloor: pairedRatio(ops, floorOps),
       p50Ms: median(entry.runs.map((r) => r.p50Ms)),
       p99Ms: median(entry.runs.map((r) => r.p99Ms)),
@@ -139,19 +154,50 @@ const scenarioTitle: Record<CoreScenario, string> = {
 export function coreTable(result: CoreResult, config: BenchConfig): Table {
   const admittedHeader = result.scenario === 'distinct' ? 'admitted' : `admitted (limit ${config.hotLimit})`;
   const rows = result.rows.map((row) => {
-    if (row.failed && row.runs.length === 0) return [row.name, 'failed', '-', '-', '-', '-', row.failed];
+    if (row.failed && row.runs.length === 0) return [row.name, 'failed', '-', '-', '-', '-', '-', row.failed];
     const admitted =
       result.scenario === 'distinct'
         ? `${num((row.admitted / Math.max(1, row.ops)) * 100, 1)}%`
         : `${num(row.admitted)} of ${num(row.ops)}`;
-    const remark = [row.note, row.errors ? `${num(row.errors)} errors` : '', row.failed ? `failed: ${row.failed}` : '']
+    const remark = [
+      row.note,
+      row.errors ? `${num(row.errors)} errors` : '',
+      row.failed ? `failed: ${row.failed}` : '',
+    ]
       .filter(Boolean)
       .join('; ');
-    return [row.name, num(row.opsPerSec), ratio(row.vsFloor), ms(row.p50Ms), ms(row.p99Ms), admitted, remark];
+    return [
+      row.name,
+      num(row.opsPerSec),
+      pct(row.spread),
+      ratio(row.vsFloor),
+      ms(row.p50Ms),
+      ms(row.p99Ms),
+      admitted,
+      remark,
+    ];
   });
+  const under = result.rows.filter((r) => r.runs.length > 0 && r.admitted < config.hotLimit * 0.95);
+  const notes =
+    result.scenario === 'hot' && under.length > 0
+      ? [
+          `Fewer than ${config.hotLimit} admitted (${under.map((r) => r.name).join(', ')}): the decision reads a ` +
+            'count that later in-flight decisions had already changed (a store returning its live counter object).',
+        ]
+      : [];
   return {
+    notes,
     title: `${result.store === 'redis' ? 'Redis' : 'Memory store'}: ${scenarioTitle[result.scenario]}`,
-    columns: ['contender', 'decisions/s', `x ${result.floor}`, 'p50 ms', 'p99 ms', admittedHeader, 'note'],
+    columns: [
+      'contender',
+      'decisions/s',
+      'spread',
+      `x ${result.floor}`,
+      'p50 ms',
+      'p99 ms',
+      admittedHeader,
+      'note',
+    ],
     rows,
   };
 }
@@ -170,6 +216,8 @@ export async function runCore(
   }
   const window = `limit ${num(config.admittedLimit)} (distinct) or ${config.hotLimit} (hot) per ${config.windowMs / 1000} s`;
   const bound = store === 'redis' ? config.redisRunMs : config.memoryRunMs;
+  const tables = results.map((r) => coreTable(r, config));
+  if (store === 'memory') tables.push((await measureHeap(contenders, config, config.heapKeys)).table);
   const section: Section = {
     id: `core-${store}`,
     title: store === 'redis' ? 'Core decisions, Redis' : 'Core decisions, memory store',
@@ -180,7 +228,7 @@ export async function runCore(
       `${config.reps} interleaved repetitions after a warm-up; medians. "distinct" cycles through ` +
       `${num(config.distinctKeys)} fresh keys per repetition; "hot" hammers one fresh key per repetition. ` +
       `Ratios are the median of per-repetition ratios to ${floorName[store]}.`,
-    tables: results.map((r) => coreTable(r, config)),
+    tables,
   };
   return { section, results };
 }

@@ -37,7 +37,10 @@ export interface LoadResult {
 let latencies = new Float64Array(0);
 
 /** Runs `decide` in a closed loop and measures throughput and per-decision latency. */
-export async function runLoad(decide: (key: string) => Promise<boolean>, options: LoadOptions): Promise<LoadResult> {
+export async function runLoad(
+  decide: (key: string) => Promise<boolean>,
+  options: LoadOptions,
+): Promise<LoadResult> {
   if (latencies.length < options.maxOps) latencies = new Float64Array(options.maxOps);
   const samples = latencies;
   const { keys, maxOps } = options;
@@ -52,6 +55,8 @@ export async function runLoad(decide: (key: string) => Promise<boolean>, options
   const sampleEvery = Math.max(1, options.sampleEvery ?? 1);
   let sampled = 0;
   let stopped = false;
+  // Set when the run is abandoned: lanes still waiting must not write into the next run's samples.
+  let abandoned = false;
 
   async function lane(): Promise<void> {
     while (!stopped && issued < maxOps) {
@@ -64,8 +69,11 @@ export async function runLoad(decide: (key: string) => Promise<boolean>, options
       const key = keys[issued % keys.length] as string;
       issued++;
       try {
-        if (await decide(key)) admitted++;
+        const allowed = await decide(key);
+        if (abandoned) return;
+        if (allowed) admitted++;
       } catch (error) {
+        if (abandoned) return;
         errors++;
         firstError ??= errorMessage(error);
       }
@@ -84,6 +92,10 @@ export async function runLoad(decide: (key: string) => Promise<boolean>, options
   });
   try {
     await Promise.race([Promise.all(lanes), stalled]);
+  } catch (error) {
+    abandoned = true;
+    stopped = true;
+    throw error;
   } finally {
     clearTimeout(timer);
   }

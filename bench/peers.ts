@@ -1,11 +1,11 @@
 // The peers' limiters in core form: each called the way its own middleware calls it, once per decision.
 
 import { createRequire } from 'node:module';
-import { MemoryStore, type Options as ExpressRateLimitOptions } from 'express-rate-limit';
+import { type Options as ExpressRateLimitOptions, MemoryStore } from 'express-rate-limit';
 import type { Redis } from 'ioredis';
-import { RedisStore, type RedisReply } from 'rate-limit-redis';
+import { type RedisReply, RedisStore } from 'rate-limit-redis';
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
-import { type Contender, closeRedis, openRedis } from './contender.js';
+import { type Contender, closeRedis, namespace, openRedis } from './contender.js';
 
 const require = createRequire(import.meta.url);
 
@@ -45,12 +45,12 @@ export const flexibleRedis: Contender = {
   group: 'peer',
   note: 'consume(key)',
   async create(spec, ctx) {
-    const client = openRedis(ctx);
+    const client = openRedis(ctx.redisPort);
     const limiter = new RateLimiterRedis({
       storeClient: client,
       points: spec.limit,
       duration: Math.max(1, Math.round(spec.windowMs / 1000)),
-      keyPrefix: ctx.prefix,
+      keyPrefix: namespace(ctx.prefix ?? 'rlflx:'),
     });
     return { decide: (key) => consumeFlexible(limiter, key), close: () => closeRedis(client) };
   },
@@ -65,7 +65,7 @@ export const flexibleMemory: Contender = {
     const limiter = new RateLimiterMemory({
       points: spec.limit,
       duration: Math.max(1, Math.round(spec.windowMs / 1000)),
-      keyPrefix: ctx.prefix,
+      keyPrefix: namespace(ctx.prefix ?? 'rlflx:'),
     });
     return { decide: (key) => consumeFlexible(limiter, key), close: async () => {} };
   },
@@ -77,10 +77,11 @@ export const expressRedis: Contender = {
   group: 'peer',
   note: 'store.increment(key)',
   async create(spec, ctx) {
-    const client = openRedis(ctx);
+    const client = openRedis(ctx.redisPort);
     const store = new RedisStore({
-      sendCommand: (command: string, ...args: string[]) => client.call(command, ...args) as Promise<RedisReply>,
-      prefix: ctx.prefix,
+      sendCommand: (command: string, ...args: string[]) =>
+        client.call(command, ...args) as Promise<RedisReply>,
+      prefix: ctx.prefix ?? 'rl:',
     });
     await store.init(storeOptions(spec.windowMs));
     return {
@@ -111,8 +112,13 @@ export const koaRedis: Contender = {
   group: 'peer',
   note: 'new limiter + get() per request, as its middleware',
   async create(spec, ctx) {
-    const client = openRedis(ctx);
-    const options = { db: client, max: spec.limit, duration: spec.windowMs, namespace: ctx.prefix };
+    const client = openRedis(ctx.redisPort);
+    const options = {
+      db: client,
+      max: spec.limit,
+      duration: spec.windowMs,
+      namespace: namespace(ctx.prefix ?? 'limit:'),
+    };
     return {
       decide: async (id) => (await new KoaRedisLimiter({ ...options, id }).get()).remaining > 0,
       close: () => closeRedis(client),
@@ -127,7 +133,12 @@ export const koaMemory: Contender = {
   note: 'new limiter + get() per request, as its middleware',
   async create(spec, ctx) {
     const db = new Map<string, unknown>();
-    const options = { db, max: spec.limit, duration: spec.windowMs, namespace: ctx.prefix };
+    const options = {
+      db,
+      max: spec.limit,
+      duration: spec.windowMs,
+      namespace: namespace(ctx.prefix ?? 'limit:'),
+    };
     return {
       decide: async (id) => (await new KoaMemoryLimiter({ ...options, id }).get()).remaining > 0,
       close: async () => db.clear(),

@@ -1,8 +1,17 @@
 // Our limiter as contenders: every window type on both stores, multi-rule checks and the deny cache.
 // Loaded with a dynamic import so that the benchmark runs, peers only, before src/ exists.
 
+import { resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import type { Redis } from 'ioredis';
-import { type Contender, type ContenderContext, closeRedis, type LimitSpec, openRedis } from './contender.js';
+import {
+  type Contender,
+  type ContenderContext,
+  closeRedis,
+  type LimitSpec,
+  namespace,
+  openRedis,
+} from './contender.js';
 
 /** The slice of ratekeeper's public API the benchmark uses (DESIGN.md's contract). */
 export interface RatekeeperDecision {
@@ -37,24 +46,38 @@ export interface RatekeeperModule {
 
 let loaded: Promise<RatekeeperModule> | undefined;
 
-/** Imports `src/index.ts` once; rejects while it does not exist yet. */
+/** Which module stands for ratekeeper in this run, for the report. */
+export function ratekeeperSource(): string {
+  return process.env.BENCH_RATEKEEPER_MODULE ?? 'src/index.ts (through tsx)';
+}
+
+/**
+ * Imports `src/index.ts` once (or the module at BENCH_RATEKEEPER_MODULE, a path from the working
+ * directory, e.g. a built `dist/index.js`); rejects while it does not exist yet.
+ */
 export function loadRatekeeper(): Promise<RatekeeperModule> {
+  const override = process.env.BENCH_RATEKEEPER_MODULE;
   // A computed specifier: the compiler does not resolve it, so bench/ compiles before src/ exists.
-  loaded ??= import(new URL('../src/index.js', import.meta.url).href) as Promise<RatekeeperModule>;
+  const url = override
+    ? pathToFileURL(resolve(override)).href
+    : new URL('../src/index.js', import.meta.url).href;
+  loaded ??= import(url) as Promise<RatekeeperModule>;
   return loaded;
 }
 
 /** Our window types, each configured for a window of `windowMs`. */
-export const windowTypes: ReadonlyArray<{ type: string; window: (windowMs: number) => Record<string, unknown> }> =
-  [
-    { type: 'fixed', window: (size) => ({ type: 'fixed', size }) },
-    // A day: a calendar boundary inside a run would refill the window and blur the exactness count.
-    { type: 'calendar', window: () => ({ type: 'calendar', unit: 'day' }) },
-    { type: 'sliding-log', window: (size) => ({ type: 'sliding-log', size }) },
-    { type: 'sliding', window: (size) => ({ type: 'sliding', size, buckets: 10 }) },
-    { type: 'token-bucket', window: (size) => ({ type: 'token-bucket', size }) },
-    { type: 'gcra', window: (size) => ({ type: 'gcra', size }) },
-  ];
+export const windowTypes: ReadonlyArray<{
+  type: string;
+  window: (windowMs: number) => Record<string, unknown>;
+}> = [
+  { type: 'fixed', window: (size) => ({ type: 'fixed', size }) },
+  // A day: a calendar boundary inside a run would refill the window and blur the exactness count.
+  { type: 'calendar', window: () => ({ type: 'calendar', unit: 'day' }) },
+  { type: 'sliding-log', window: (size) => ({ type: 'sliding-log', size }) },
+  { type: 'sliding', window: (size) => ({ type: 'sliding', size, buckets: 10 }) },
+  { type: 'token-bucket', window: (size) => ({ type: 'token-bucket', size }) },
+  { type: 'gcra', window: (size) => ({ type: 'gcra', size }) },
+];
 
 interface Setup {
   store: 'redis' | 'memory';
@@ -69,21 +92,25 @@ async function createOurs(setup: Setup, spec: LimitSpec, ctx: ContenderContext) 
   let client: Redis | undefined;
   let store: unknown;
   if (setup.store === 'redis') {
-    client = openRedis(ctx);
-    store = new rk.RedisStore({ client, prefix: ctx.prefix });
+    if (typeof rk.RedisStore !== 'function') throw new Error('src/index.ts exports no RedisStore yet');
+    client = openRedis(ctx.redisPort);
+    store = new rk.RedisStore(
+      ctx.prefix === undefined ? { client } : { client, prefix: namespace(ctx.prefix) },
+    );
   } else {
     store = new rk.MemoryStore();
   }
   const rules = setup.rules(spec);
-  const options: RatekeeperOptions = { store, rules };
-  if (setup.denyCache) options.denyCache = true;
+  // Explicit either way: the plain contenders measure the Redis path even on a hot denied key.
+  const options: RatekeeperOptions = { store, rules, denyCache: setup.denyCache === true };
   const limiter = rk.createLimiter(options);
   const ruleName = rules[0]?.name ?? 'r1';
   const headers: Record<string, string> = {};
   const decide =
     setup.via === 'consume'
       ? async (key: string) => (await limiter.consume(ruleName, key)).allowed
-      : async (key: string) => (await limiter.check({ method: 'GET', path: '/', headers, user: key })).allowed;
+      : async (key: string) =>
+          (await limiter.check({ method: 'GET', path: '/', headers, user: key })).allowed;
   return {
     decide,
     async close() {
@@ -124,13 +151,17 @@ export async function ratekeeperContenders(): Promise<Contender[]> {
   const list: Contender[] = [];
   for (const store of ['redis', 'memory'] as const) {
     for (const { type, window } of windowTypes) {
-      const rules = (spec: LimitSpec) => [{ name: 'r1', key: 'user', limit: spec.limit, window: window(spec.windowMs) }];
+      const rules = (spec: LimitSpec) => [
+        { name: 'r1', key: 'user', limit: spec.limit, window: window(spec.windowMs) },
+      ];
       list.push(ours(`ratekeeper ${store} ${type}`, { store, rules, via: 'consume' }, `consume(), ${type}`));
     }
   }
   for (const count of [1, 3, 5]) {
     const setup: Setup = { store: 'redis', rules: fixedRules(count), via: 'check' };
-    list.push(ours(`ratekeeper redis fixed x${count} rules`, setup, `check(), ${count} rule(s) of one identity`));
+    list.push(
+      ours(`ratekeeper redis fixed x${count} rules`, setup, `check(), ${count} rule(s) of one identity`),
+    );
   }
   list.push(
     ours(

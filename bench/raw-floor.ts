@@ -17,13 +17,14 @@ return 0
 `;
 
 async function createRawRedis(spec: LimitSpec, ctx: ContenderContext, enableAutoPipelining: boolean) {
-  const client: Redis = openRedis(ctx, { enableAutoPipelining });
+  const client: Redis = openRedis(ctx.redisPort, { enableAutoPipelining });
+  const prefix = ctx.prefix ?? 'rl:';
   const limit = String(spec.limit);
   const windowMs = String(spec.windowMs);
   let sha = (await client.script('LOAD', fixedWindowLua)) as string;
   return {
     async decide(key: string): Promise<boolean> {
-      const redisKey = ctx.prefix + key;
+      const redisKey = prefix + key;
       try {
         return (await client.evalsha(sha, 1, redisKey, limit, windowMs)) === 1;
       } catch (error) {

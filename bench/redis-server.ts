@@ -39,7 +39,13 @@ function connect(port: number, enableAutoPipelining = false): Redis {
 async function waitReady(port: number, deadlineMs: number): Promise<string> {
   let lastError: unknown;
   while (Date.now() < deadlineMs) {
-    const probe = new Redis({ host, port, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    const probe = new Redis({
+      host,
+      port,
+      lazyConnect: true,
+      maxRetriesPerRequest: 0,
+      retryStrategy: () => null,
+    });
     probe.on('error', () => {});
     try {
       await probe.connect();

@@ -14,6 +14,19 @@ export interface Table {
   notes?: string[];
 }
 
+/** Columns holding words rather than figures: left-aligned. */
+const textColumns = new Set([
+  'note',
+  'target',
+  'measured',
+  'verdict',
+  'commands per decision [inside scripts]',
+]);
+
+function leftAligned(table: Table, index: number): boolean {
+  return index === 0 || textColumns.has(table.columns[index] ?? '');
+}
+
 /** What a scenario hands back: its tables, plus structured figures for the target checks. */
 export interface Section {
   id: string;
@@ -33,6 +46,11 @@ export function ratio(value: number | undefined): string {
   return value === undefined || !Number.isFinite(value) ? '-' : `${value.toFixed(2)}x`;
 }
 
+/** A relative spread such as `±8%`; '-' with fewer than two repetitions. */
+export function pct(value: number | undefined): string {
+  return value === undefined || !Number.isFinite(value) ? '-' : `±${Math.round(value * 100)}%`;
+}
+
 /** Milliseconds with a precision that suits their size. */
 export function ms(value: number | undefined): string {
   if (value === undefined || !Number.isFinite(value)) return '-';
@@ -47,7 +65,7 @@ function escapeCell(cell: string): string {
 export function markdownTable(table: Table): string {
   const lines = [`### ${table.title}`, ''];
   lines.push(`| ${table.columns.map(escapeCell).join(' | ')} |`);
-  lines.push(`| ${table.columns.map((_, i) => (i === 0 ? '---' : '---:')).join(' | ')} |`);
+  lines.push(`| ${table.columns.map((_, i) => (leftAligned(table, i) ? '---' : '---:')).join(' | ')} |`);
   for (const row of table.rows) lines.push(`| ${row.map(escapeCell).join(' | ')} |`);
   for (const note of table.notes ?? []) lines.push('', note);
   return lines.join('\n');
@@ -55,9 +73,13 @@ export function markdownTable(table: Table): string {
 
 /** Fixed-width text for the terminal. */
 export function textTable(table: Table): string {
-  const widths = table.columns.map((c, i) => Math.max(c.length, ...table.rows.map((r) => (r[i] ?? '').length)));
+  const widths = table.columns.map((c, i) =>
+    Math.max(c.length, ...table.rows.map((r) => (r[i] ?? '').length)),
+  );
   const line = (cells: string[]) =>
-    cells.map((cell, i) => (i === 0 ? cell.padEnd(widths[i] ?? 0) : cell.padStart(widths[i] ?? 0))).join('  ');
+    cells
+      .map((cell, i) => (i === 0 ? cell.padEnd(widths[i] ?? 0) : cell.padStart(widths[i] ?? 0)))
+      .join('  ');
   const out = ['', `== ${table.title}`, line(table.columns), widths.map((w) => '-'.repeat(w)).join('  ')];
   for (const row of table.rows) out.push(line(row));
   for (const note of table.notes ?? []) out.push(`   ${note}`);
@@ -100,7 +122,9 @@ export function describeMachine(redisVersion: string): Machine {
   const cpus = os.cpus();
   const versions: Record<string, string> = { ratekeeper: '?' };
   try {
-    const own = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version?: string };
+    const own = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
+      version?: string;
+    };
     versions.ratekeeper = own.version ?? '?';
   } catch {
     // keep the fallback

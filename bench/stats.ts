@@ -27,3 +27,10 @@ export function pairedRatio(values: readonly number[], baselines: readonly numbe
   }
   return median(ratios);
 }
+
+/** Half the range of the values relative to their median, e.g. 0.08 for "within +-8%". */
+export function spread(values: readonly number[]): number {
+  const finite = values.filter(Number.isFinite);
+  if (finite.length < 2) return Number.NaN;
+  return (Math.max(...finite) - Math.min(...finite)) / 2 / median(finite);
+}
