@@ -53,7 +53,8 @@ export function rateLimit(
       if (s.skip !== undefined && (await s.skip(req))) return next();
       if (req.app?.get('trust proxy') === true) s.warnSpoofable("Express 'trust proxy' is true");
       decision = await s.limiter.check(toRequestInfo(req));
-      req.rateLimit = decision;
+      // A limiter that matched no rule leaves the decision of an earlier one in place.
+      if (decision.rules.length > 0) req.rateLimit = decision;
       if (!res.headersSent) {
         for (const [name, value] of s.headerFields(decision)) {
           if (LIST_FIELDS.has(name)) res.append(name, value);

@@ -39,7 +39,8 @@ export function rateLimit(rulesOrLimiter: Rule[] | Limiter, options: KoaRateLimi
     if (ctx.app.proxy && !(ctx.app.maxIpsCount > 0))
       s.warnSpoofable('Koa app.proxy is on with maxIpsCount 0');
     const decision = await s.limiter.check(toRequestInfo(ctx));
-    ctx.state.rateLimit = decision;
+    // A limiter that matched no rule leaves the decision of an earlier one in place.
+    if (decision.rules.length > 0) ctx.state.rateLimit = decision;
     if (!ctx.headerSent) {
       for (const [name, value] of s.headerFields(decision)) {
         if (LIST_FIELDS.has(name)) ctx.append(name, value);

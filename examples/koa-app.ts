@@ -1,50 +1,115 @@
-// Example Koa app: login lockout, SMS-code limits and a general API limit. Run: npx tsx examples/koa-app.ts
+// Example Koa app: login throttling with device cookies, verification codes, an API limit. Run: npx tsx examples/koa-app.ts
 import type { AddressInfo } from 'node:net';
 import { pathToFileURL } from 'node:url';
 import Router from '@koa/router';
 import Koa, { type Context, type Next } from 'koa';
 import { rateLimit } from '../adapters/koa.js';
-import { createLimiter, type Limiter } from '../src/index.js';
-import { checkPassword, type ExampleAppOptions, exampleRules, isPhone } from './rules.js';
+import {
+  createLimiter,
+  loginRules,
+  MemoryStore,
+  normalizeDestination,
+  normalizeIdentity,
+  verificationCodeRules,
+} from '../src/index.js';
+import { deviceCookies } from './device-cookie.js';
+import {
+  apiRules,
+  createAccounts,
+  type ExampleApp,
+  type ExampleAppOptions,
+  isEmail,
+  isPhone,
+  LOGIN_FAILED,
+  LOGIN_ROUTES,
+} from './rules.js';
 
-export type { ExampleAppOptions } from './rules.js';
+export type { ExampleApp, ExampleAppOptions } from './rules.js';
 
-export function createKoaApp(options: ExampleAppOptions = {}): { app: Koa; limiter: Limiter } {
-  const limiter = createLimiter(
-    options.store ? { store: options.store, rules: exampleRules(options) } : { rules: exampleRules(options) },
-  );
+export function createKoaApp(options: ExampleAppOptions = {}): ExampleApp<Koa> {
+  const store = options.store ?? new MemoryStore();
+  const clock = options.clock ?? Date.now;
+  const accounts = createAccounts(options.scryptCost);
+  const timeZone = options.timeZone ?? 'Asia/Shanghai';
   const trustProxy = options.trustProxy ?? 0;
   // maxIpsCount = number of proxies: only the entries they appended are believed.
   const app = new Koa({ proxy: trustProxy > 0, maxIpsCount: trustProxy });
   app.use(errorHandler);
   app.use(jsonBody);
-  // One middleware for every rule: each rule's `match` picks its routes.
-  app.use(rateLimit(limiter, { headers: 'both', ...(options.clock ? { clock: options.clock } : {}) }));
-
   const router = new Router();
-  router.post('/login', (ctx) => {
-    const body = ctx.request.body as { username?: unknown; password?: unknown } | undefined;
-    if (checkPassword(body?.username, body?.password)) ctx.body = { ok: true };
-    else {
-      ctx.status = 401;
-      ctx.body = { error: 'invalid username or password' };
+
+  // Verification codes by SMS and by e-mail, and the API: one limiter, every rate-limit header.
+  const limiter = createLimiter({
+    store,
+    rules: [
+      ...verificationCodeRules({ prefix: 'sms', match: 'POST /sms/code', timeZone }),
+      ...verificationCodeRules({
+        prefix: 'email',
+        match: 'POST /email/code',
+        destination: 'body.email',
+        timeZone,
+      }),
+      ...apiRules(options.apiPerMinute),
+    ],
+  });
+  app.use(rateLimit(limiter, { headers: 'both', clock }));
+
+  // Login: the recipe's rules, on both login endpoints. No rate-limit headers here: an account's
+  // remaining count would tell anyone who asks when its owner last logged in. A 429 has Retry-After.
+  const devices = deviceCookies({ secret: options.deviceSecret, clock });
+  const loginLimiter = createLimiter({
+    store,
+    rules: loginRules({ match: LOGIN_ROUTES, isTrustedDevice: devices.isTrusted }),
+  });
+  // An account held at the cap reopens when the password-reset flow (or an operator) calls
+  // loginLimiter.reset('login-account-cap', normalizeIdentity(username)).
+  const limitLogin = rateLimit(loginLimiter, { headers: false, clock });
+
+  router.post('/login', limitLogin, async (ctx) => {
+    const { username, password } = (ctx.request.body ?? {}) as Credentials;
+    if (await accounts.verify(username, password)) {
+      ctx.set('Set-Cookie', devices.issue(normalizeIdentity(username as string)));
+      ctx.body = { ok: true };
+    } else {
+      ctx.status = 401; // unknown user or wrong password: the same answer
+      ctx.body = LOGIN_FAILED;
     }
   });
-  router.post('/sms/code', async (ctx) => {
-    const phone = (ctx.request.body as { phone?: unknown } | undefined)?.phone;
-    if (!isPhone(phone)) return ctx.throw(400, 'phone must be an E.164 number such as +8613800138000');
-    try {
-      await (options.sendCode ?? (() => {}))(phone);
-    } catch (error) {
-      ctx.throw(503, 'could not send the code', { cause: error });
-    }
-    ctx.body = { sent: true };
+
+  // Answers 200 either way, so it reports the outcome itself (the adapter would judge a 200 a success).
+  router.post('/rpc/login', limitLogin, async (ctx) => {
+    const { username, password } = (ctx.request.body ?? {}) as Credentials;
+    const ok = await accounts.verify(username, password);
+    if (ctx.state.rateLimit) await loginLimiter.report(ctx.state.rateLimit, ok ? 'success' : 'failure');
+    if (ok) ctx.set('Set-Cookie', devices.issue(normalizeIdentity(username as string)));
+    ctx.body = ok ? { ok: true } : { ok: false, ...LOGIN_FAILED };
   });
+
+  const sendCode =
+    (field: 'phone' | 'email', valid: (value: unknown) => value is string) => async (ctx: Context) => {
+      const raw = (ctx.request.body as Record<string, unknown> | undefined)?.[field];
+      // Send to the form the rules count: '+86 138-0013-8000' is '+8613800138000'.
+      const to = typeof raw === 'string' ? normalizeDestination(raw) : undefined;
+      if (!valid(to)) return ctx.throw(400, `${field} is missing or not valid`);
+      try {
+        await (options.sendCode ?? (() => {}))(to);
+      } catch (error) {
+        ctx.throw(503, 'could not send the code', { cause: error });
+      }
+      ctx.body = { sent: true };
+    };
+  router.post('/sms/code', sendCode('phone', isPhone));
+  router.post('/email/code', sendCode('email', isEmail));
   router.get('/api/items', (ctx) => {
     ctx.body = [{ id: 1, name: 'tea' }];
   });
   app.use(router.routes()).use(router.allowedMethods());
-  return { app, limiter };
+  return { app, limiter, loginLimiter };
+}
+
+interface Credentials {
+  username?: unknown;
+  password?: unknown;
 }
 
 declare module 'koa' {
@@ -64,7 +129,7 @@ async function errorHandler(ctx: Context, next: Next): Promise<void> {
   }
 }
 
-/** A small JSON body reader (what `@koa/bodyparser` does): at most 10 kB, JSON objects only. */
+/** A small JSON body reader (what `@koa/bodyparser` does): at most 10 kB. */
 async function jsonBody(ctx: Context, next: Next): Promise<void> {
   if (ctx.is('application/json')) {
     ctx.req.setEncoding('utf8');

@@ -15,8 +15,6 @@ export type {
   UnlockEvent,
 } from './limiter.js';
 export { createLimiter, Limiter } from './limiter.js';
-export type { MemoryStoreOptions } from './stores/memory-store.js';
-export { MemoryStore } from './stores/memory-store.js';
 export type { LoginRulesOptions, VerificationCodeRulesOptions } from './recipes/index.js';
 export {
   LOGIN_DEFAULTS,
@@ -25,8 +23,10 @@ export {
   VERIFICATION_CODE_DEFAULTS,
   verificationCodeRules,
 } from './recipes/index.js';
-export { RedisStore } from './stores/redis-store.js';
+export type { MemoryStoreOptions } from './stores/memory-store.js';
+export { MemoryStore } from './stores/memory-store.js';
 export type { RedisStoreOptions } from './stores/redis-store.js';
+export { RedisStore } from './stores/redis-store.js';
 export type {
   EvalMode,
   EvalResult,

@@ -34,7 +34,7 @@ export interface LoginRulesOptions {
   ipWindow?: Duration;
   /** Failed attempts per account (all IPs) admitted per `accountWindow` once the burst is spent (GCRA). @default 10 */
   accountLimit?: number;
-  /** @default '1h' */
+  /** The span in which `accountLimit` failures are admitted: one every `accountWindow / accountLimit`. @default '1h' */
   accountWindow?: Duration;
   /** Failed attempts per account admitted at once before the slowdown starts. @default 10 */
   accountBurst?: number;
@@ -142,7 +142,7 @@ export function loginRules(options: LoginRulesOptions = {}): Rule[] {
       limit: o.pairLimit,
       window: { type: 'fixed', size: o.pairWindow },
       resetOnSuccess: true,
-      lockout: o.pairLockout,
+      lockout: { ...o.pairLockout },
     },
     {
       name: `${o.prefix}-ip`,
