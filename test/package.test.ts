@@ -1,0 +1,105 @@
+// The package as users get it: `npm pack`, unpacked into node_modules, imported from ESM and CommonJS.
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { expect } from 'chai';
+
+const root = new URL('..', import.meta.url).pathname;
+// Inside the project, so the unpacked package finds its dependencies in the project's node_modules.
+const sandbox = join(root, '.pkgtest');
+const installed = join(sandbox, 'node_modules', 'ratekeeper');
+
+function run(file: string, code: string): string {
+  writeFileSync(join(sandbox, file), code);
+  return execFileSync(process.execPath, [join(sandbox, file)], {
+    cwd: sandbox,
+    encoding: 'utf8',
+    timeout: 30_000,
+  });
+}
+
+describe('the packed package', function () {
+  this.timeout(180_000);
+  let files: string[] = [];
+
+  before(() => {
+    rmSync(sandbox, { recursive: true, force: true });
+    mkdirSync(installed, { recursive: true });
+    // `npm pack` runs `prepack` (the build) first.
+    const tarball = execFileSync('npm', ['pack', '--silent', '--pack-destination', sandbox], {
+      cwd: root,
+      encoding: 'utf8',
+    })
+      .trim()
+      .split('\n')
+      .pop() as string;
+    execFileSync('tar', ['-xzf', join(sandbox, tarball), '-C', installed, '--strip-components=1']);
+    files = readdirSync(installed, { recursive: true }) as string[];
+  });
+  after(() => rmSync(sandbox, { recursive: true, force: true }));
+
+  it('ships lua/, dist/ and the README, and no tests or sources', () => {
+    for (const lua of [
+      'check.lua',
+      'fixed.lua',
+      'calendar.lua',
+      'sliding-log.lua',
+      'sliding.lua',
+      'token-bucket.lua',
+      'gcra.lua',
+    ]) {
+      expect(files).to.include(join('lua', lua));
+    }
+    expect(files).to.include.members([
+      join('dist', 'index.js'),
+      join('dist', 'index.cjs'),
+      join('dist', 'index.d.ts'),
+      'README.md',
+    ]);
+    expect(files.some((f) => f.startsWith('test') || f.startsWith('src'))).to.equal(false);
+  });
+
+  const program = (load: string) => `${load}
+    const limiter = createLimiter({ rules: [{ name: 'r', key: 'ip', limit: 1, window: { type: 'gcra', size: '1s' } }] });
+    const req = { method: 'GET', path: '/', ip: '203.0.113.9', headers: {} };
+    const a = await limiter.check(req);
+    const b = await limiter.check(req);
+    const store = new RedisStore({ client: { evalsha() {}, time: async () => ['0', '0'] }, clock: () => 0 });
+    console.log(JSON.stringify([a.allowed, b.allowed, typeof rateLimit, typeof koaRateLimit, typeof store.evaluate]));
+    await limiter.close();
+    await store.close();`;
+
+  it('imports from ESM', () => {
+    const out = run(
+      'esm.mjs',
+      program(`import { createLimiter, RedisStore } from 'ratekeeper';
+        import { rateLimit } from 'ratekeeper/express';
+        import { rateLimit as koaRateLimit } from 'ratekeeper/koa';`),
+    );
+    expect(JSON.parse(out)).to.deep.equal([true, false, 'function', 'function', 'function']);
+  });
+
+  it('requires from CommonJS', () => {
+    const out = run(
+      'cjs.cjs',
+      `(async () => {
+        const { createLimiter, RedisStore } = require('ratekeeper');
+        const { rateLimit } = require('ratekeeper/express');
+        const { rateLimit: koaRateLimit } = require('ratekeeper/koa');
+        ${program('')}
+      })();`,
+    );
+    expect(JSON.parse(out)).to.deep.equal([true, false, 'function', 'function', 'function']);
+  });
+
+  it('finds its Lua scripts from the built files, in both formats', () => {
+    // The constructor reads and hashes the scripts: it throws when lua/ cannot be found.
+    const probe = `
+      const store = new RedisStore({ client: { evalsha() {}, time: async () => ['0', '0'] }, clock: () => 0 });
+      console.log(typeof store);`;
+    expect(run('lua-esm.mjs', `import { RedisStore } from 'ratekeeper';${probe}`).trim()).to.equal('object');
+    expect(run('lua-cjs.cjs', `const { RedisStore } = require('ratekeeper');${probe}`).trim()).to.equal(
+      'object',
+    );
+  });
+});
