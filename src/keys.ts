@@ -19,10 +19,14 @@ export function normalizeIdentity(value: string): string {
   return value.normalize('NFKC').trim().toLowerCase();
 }
 
-/** Bounds an identity's length; long identities become `#` + a SHA-256 digest (base64url). */
+/**
+ * Bounds an identity's length: long identities become `#` + a SHA-256 digest (base64url) of their UTF-16
+ * code units (so lone surrogates cannot collide), and so does any identity that itself starts with `#`,
+ * so no short identity can pose as another's digest.
+ */
 export function boundIdentity(identity: string): string {
-  if (identity.length <= MAX_IDENTITY_LENGTH) return identity;
-  return `#${createHash('sha256').update(identity).digest('base64url')}`;
+  if (identity.length <= MAX_IDENTITY_LENGTH && identity.charCodeAt(0) !== 35) return identity;
+  return `#${createHash('sha256').update(identity, 'utf16le').digest('base64url')}`;
 }
 
 /** Builds the extractor for a key form; throws an Error (with the reason) for an unknown form. */

@@ -79,6 +79,8 @@ export interface LimiterEvents {
 
 interface Reservation {
   store: Store;
+  /** False when the failure policy admitted the request: nothing was consumed, so nothing is refunded. */
+  consumed: boolean;
   items: Array<{ rule: CompiledRule; op: StoreOp; receipt: number }>;
 }
 
@@ -136,7 +138,10 @@ export class Limiter extends EventEmitter<LimiterEvents> {
         );
       }
       this.#denyCache = new DenyCache(maxKeys);
-      this.#store.onReset?.((rule, key) => this.#denyCache?.delete(rule, key));
+      // An empty rule name: the store may have missed resets (its subscriber reconnected), forget all.
+      this.#store.onReset?.((rule, key) =>
+        rule === '' ? this.#denyCache?.clear() : this.#denyCache?.delete(rule, key),
+      );
     }
     const debug = options.debug ?? process.env.RATEKEEPER_DEBUG === '1';
     this.#log = debug === true ? (line) => process.stderr.write(`ratekeeper ${line}\n`) : debug || undefined;
@@ -183,12 +188,12 @@ export class Limiter extends EventEmitter<LimiterEvents> {
     const reservation = this.#reservations.get(decision);
     if (reservation === undefined) return;
     this.#reservations.delete(decision);
-    const { store, items } = reservation;
+    const { store, consumed, items } = reservation;
     const refunds: Reservation['items'] = [];
     const clears: Reservation['items'] = [];
     for (const item of items) {
       if (outcome === 'success' && item.rule.resetOnSuccess) clears.push(item);
-      else if (item.rule.countOn !== 'all' && item.rule.countOn !== outcome) refunds.push(item);
+      else if (consumed && item.rule.countOn !== 'all' && item.rule.countOn !== outcome) refunds.push(item);
     }
     try {
       const work = async () => {
@@ -333,10 +338,11 @@ export class Limiter extends EventEmitter<LimiterEvents> {
         if (cached === undefined) continue;
         const decision = decide([cached]);
         this.#emitLimited(cached, true);
+        this.#log?.(`${mode} denied from the deny cache ${logRules([cached])}`);
         return decision;
       }
     }
-    const { store, result } = await this.#evaluate(ops, mode);
+    const { store, result, byPolicy } = await this.#evaluate(ops, mode);
     const rules: RuleResult[] = new Array(ops.length);
     for (let i = 0; i < ops.length; i++) {
       const op = ops[i] as StoreOp;
@@ -355,16 +361,18 @@ export class Limiter extends EventEmitter<LimiterEvents> {
     const decision = decide(rules);
     if (mode === 'peek') return decision;
     if (decision.allowed) {
-      if (this.#needsOutcomes && mode === 'check') this.#reserve(decision, store, ops, result.results);
+      if (this.#needsOutcomes && mode === 'check')
+        this.#reserve(decision, store, !byPolicy, ops, result.results);
     } else {
       for (const r of rules) {
         if (r.allowed || r.dryRun) continue;
         this.#emitLimited(r, false);
-        // Cache only denials nothing can pass: a lock, or a rule with no unit left until resetMs whose
-        // count only time or reset can lower (outcome reports give reservations back).
+        // Cache only the store's own denials nothing can pass: a lock, or a rule with no unit left until
+        // resetMs whose count only time or reset can lower (outcome reports give reservations back).
         if (
           this.#denyCache !== undefined &&
           store === this.#store &&
+          !byPolicy &&
           (r.locked || (r.remaining === 0 && this.#settled(r.rule)))
         ) {
           this.#denyCache.set(r, result.nowMs + (r.locked ? (r.retryAfterMs ?? 0) : r.resetMs));
@@ -372,12 +380,12 @@ export class Limiter extends EventEmitter<LimiterEvents> {
       }
     }
     this.#log?.(
-      `${mode} ${decision.allowed ? 'allowed' : 'denied'} ${rules.map((r) => `${r.rule}[${r.key}]=${r.remaining}/${r.limit}`).join(' ')}`,
+      `${mode} ${decision.allowed ? 'allowed' : 'denied'}${byPolicy ? ` by onStoreError '${this.#policy}'` : ''} ${logRules(rules)}`,
     );
     return decision;
   }
 
-  #reserve(decision: Decision, store: Store, ops: StoreOp[], results: OpResult[]): void {
+  #reserve(decision: Decision, store: Store, consumed: boolean, ops: StoreOp[], results: OpResult[]): void {
     const items: Reservation['items'] = [];
     for (let i = 0; i < ops.length; i++) {
       const op = ops[i] as StoreOp;
@@ -386,7 +394,7 @@ export class Limiter extends EventEmitter<LimiterEvents> {
       if (r.allowed && op.cost > 0 && (rule.countOn !== 'all' || rule.resetOnSuccess))
         items.push({ rule, op, receipt: r.receipt });
     }
-    if (items.length > 0) this.#reservations.set(decision, { store, items });
+    if (items.length > 0) this.#reservations.set(decision, { store, consumed, items });
   }
 
   /** True when a rule's count never shrinks through outcome reports. */
@@ -406,8 +414,14 @@ export class Limiter extends EventEmitter<LimiterEvents> {
     } satisfies LimitedEvent);
   }
 
-  /** Calls the store under the timeout; on failure applies the policy. */
-  async #evaluate(ops: StoreOp[], mode: EvalMode): Promise<{ store: Store; result: EvalResult }> {
+  /**
+   * Calls the store under the timeout; on failure applies the policy. `byPolicy`: 'allow' or 'deny'
+   * answered, nothing was stored anywhere (the insurance store does store).
+   */
+  async #evaluate(
+    ops: StoreOp[],
+    mode: EvalMode,
+  ): Promise<{ store: Store; result: EvalResult; byPolicy?: boolean }> {
     const store = this.#store;
     if (store.local) return { store, result: await store.evaluate(ops, mode) };
     if (Date.now() >= this.#storeDownUntil) {
@@ -421,7 +435,10 @@ export class Limiter extends EventEmitter<LimiterEvents> {
     return this.#fallback(ops, mode);
   }
 
-  async #fallback(ops: StoreOp[], mode: EvalMode): Promise<{ store: Store; result: EvalResult }> {
+  async #fallback(
+    ops: StoreOp[],
+    mode: EvalMode,
+  ): Promise<{ store: Store; result: EvalResult; byPolicy?: boolean }> {
     if (this.#policy === 'insurance') {
       this.#insurance ??= new MemoryStore();
       return { store: this.#insurance, result: this.#insurance.evaluateSync(ops, mode) };
@@ -441,7 +458,7 @@ export class Limiter extends EventEmitter<LimiterEvents> {
         lockedNow: false,
       }),
     );
-    return { store: this.#store, result: { nowMs: Date.now(), results } };
+    return { store: this.#store, result: { nowMs: Date.now(), results }, byPolicy: true };
   }
 
   #storeError(error: unknown, operation: string, policy: StoreErrorEvent['policy']): void {
@@ -455,6 +472,11 @@ export class Limiter extends EventEmitter<LimiterEvents> {
 /** Builds a limiter: rules validated now (throws `RateLimitConfigError`), decisions later. */
 export function createLimiter(options: LimiterOptions): Limiter {
   return new Limiter(options);
+}
+
+/** Rules for the debug log; keys JSON-quoted, so a newline in an identity cannot forge a log line. */
+function logRules(rules: readonly RuleResult[]): string {
+  return rules.map((r) => `${r.rule}[${JSON.stringify(r.key)}]=${r.remaining}/${r.limit}`).join(' ');
 }
 
 function identityOf(key: unknown): string {

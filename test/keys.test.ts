@@ -134,6 +134,15 @@ describe('key forms', () => {
     expect(await keyOf('body.user', { body: { user: `${huge}y` } })).to.not.equal(key);
   });
 
+  it('never lets a short identity pose as a digest, nor lone surrogates collide', async () => {
+    const long = 'y'.repeat(300);
+    const digest = (await keyOf('body.user', { body: { user: long } })) as string;
+    expect(await keyOf('body.user', { body: { user: digest } })).to.not.equal(digest);
+    const a = await keyOf('body.user', { body: { user: '\ud800'.repeat(300) } });
+    const b = await keyOf('body.user', { body: { user: '\ufffd'.repeat(300) } });
+    expect(a).to.not.equal(b);
+  });
+
   it('turns a throwing key function into a RateLimitRequestError', async () => {
     const limiter = createLimiter({
       rules: [

@@ -324,7 +324,7 @@ describe('README recipes', () => {
       .map((l) => l.trim())
       .filter((l) => l !== '');
 
-  it('quotes the example apps the attack suite runs, for Express and for Koa', function () {
+  it('quotes the example apps the attack suite runs, for Express and for Koa', () => {
     expect(blocks.length, 'README.md quotes the examples').to.be.greaterThan(0);
     expect(blocks.map((b) => b.file)).to.include.members(['examples/express-app.ts', 'examples/koa-app.ts']);
     for (const { file, code } of blocks) {

@@ -183,11 +183,16 @@ export class RedisStore implements Store {
     return out;
   }
 
-  /** Subscribes (once, lazily, on a duplicate connection) to resets announced by any process. */
+  /**
+   * Subscribes (once, lazily, on a duplicate connection) to resets announced by any process. After a
+   * reconnection `listener('', '')` is called: resets announced while the subscriber was away were
+   * missed, so local caches should forget everything.
+   */
   onReset(listener: (rule: string, key: string) => void): void {
     this.#listeners.add(listener);
     if (this.#subscriber !== undefined) return;
     const subscriber = this.#client.duplicate();
+    const channel = resetChannel(this.#prefix);
     // It reconnects by itself; an 'error' without a listener would crash the process.
     subscriber.on('error', () => {});
     subscriber.on('message', (_channel: string, message: string) => {
@@ -200,7 +205,19 @@ export class RedisStore implements Store {
       if (!Array.isArray(parsed) || typeof parsed[0] !== 'string' || typeof parsed[1] !== 'string') return;
       for (const notify of this.#listeners) notify(parsed[0], parsed[1]);
     });
-    subscriber.subscribe(resetChannel(this.#prefix)).catch(() => {});
+    // Subscribed on every 'ready', not once at creation: with the recommended enableOfflineQueue: false
+    // a command sent before the connection is up fails at once, and the subscription would never be made.
+    let subscribed = false;
+    subscriber.on('ready', () => {
+      subscriber.subscribe(channel).then(
+        () => {
+          if (subscribed) for (const notify of this.#listeners) notify('', '');
+          subscribed = true;
+        },
+        () => {},
+      );
+    });
+    if (subscriber.status === 'wait') subscriber.connect().catch(() => {});
     this.#subscriber = subscriber;
   }
 

@@ -92,7 +92,8 @@ export interface Store {
   locked(rule: StoreRule, limit: number): Promise<LockInfo[]>;
   /**
    * Stores shared between processes call `listener` when any process resets a key, so local caches
-   * (the deny cache) can forget it.
+   * (the deny cache) can forget it; `('', '')` means resets may have been missed (the subscriber
+   * reconnected): forget everything.
    */
   onReset?(listener: (rule: string, key: string) => void): void;
   close(): Promise<void>;
