@@ -1,10 +1,10 @@
 // What the Express and Koa adapters share: options, the limiter they run, the denial body, outcome judging.
 
 import { describe as describeValue } from '../src/errors.js';
+import { createHeaderFormatter } from '../src/headers.js';
 import {
   createLimiter,
   type Decision,
-  formatHeaders,
   type HeadersMode,
   type Limiter,
   RateLimitConfigError,
@@ -54,10 +54,14 @@ export interface Setup<Req> {
   skip: ((req: Req) => boolean | Promise<boolean>) | undefined;
   /** Header fields for a decision, in write order. */
   headerFields: (decision: Decision) => Array<[string, string]>;
+  /** False when the limiter never needs `report` (no rule counts outcomes): no listener per response then. */
+  reports: boolean;
   body: (decision: Decision) => unknown;
   outcome: (status: number) => 'success' | 'failure';
   /** Emits the spoofable-IP warning once per middleware. */
   warnSpoofable: (detail: string) => void;
+  /** The warning was emitted: adapters stop checking the proxy settings. */
+  warned: boolean;
 }
 
 export function setup<Req>(
@@ -105,13 +109,14 @@ export function setup<Req>(
   const clock = options.clock ?? Date.now;
   const isFailure = options.isFailure ?? ((status: number) => status >= 400);
   const message = options.message;
-  let warned = false;
-  return {
+  const result: Setup<Req> = {
     limiter,
     statusCode,
     onLimited: options.onLimited,
     skip: options.skip,
-    headerFields: (decision) => formatHeaders(decision, { headers: mode, reset, nowMs: clock(), windows }),
+    headerFields: createHeaderFormatter({ headers: mode, reset, clock, windows }),
+    // Duck-typed like the limiter itself: one without the getter is asked for reports.
+    reports: (limiter as Partial<Limiter>).needsOutcomes !== false,
     body: (decision) => {
       if (typeof message === 'function') return message(decision);
       return (
@@ -123,8 +128,8 @@ export function setup<Req>(
     },
     outcome: (status) => (isFailure(status) ? 'failure' : 'success'),
     warnSpoofable: (detail) => {
-      if (warned) return;
-      warned = true;
+      if (result.warned) return;
+      result.warned = true;
       process.emitWarning(
         `ratekeeper: ${detail}; any client can choose its rate-limit key by sending X-Forwarded-For`,
         {
@@ -132,7 +137,9 @@ export function setup<Req>(
         },
       );
     },
+    warned: false,
   };
+  return result;
 }
 
 /**
@@ -141,7 +148,9 @@ export function setup<Req>(
  * slip past a rule's `match`.
  */
 export function pathOf(url: string): string {
-  const end = url.search(/[?#]/);
+  const query = url.indexOf('?');
+  const fragment = url.indexOf('#');
+  const end = query < 0 ? fragment : fragment < 0 ? query : Math.min(query, fragment);
   const path = end < 0 ? url : url.slice(0, end);
   if (path.startsWith('/')) return path;
   try {

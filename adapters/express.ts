@@ -51,8 +51,8 @@ export function rateLimit(
     let decision: Decision;
     try {
       if (s.skip !== undefined && (await s.skip(req))) return next();
-      if (req.app?.get('trust proxy') === true) s.warnSpoofable("Express 'trust proxy' is true");
-      decision = await s.limiter.check(toRequestInfo(req));
+      if (!s.warned && req.app?.get('trust proxy') === true) s.warnSpoofable("Express 'trust proxy' is true");
+      decision = await s.limiter.check(new ExpressRequestInfo(req));
       // A limiter that matched no rule leaves the decision of an earlier one in place.
       if (decision.rules.length > 0) req.rateLimit = decision;
       if (!res.headersSent) {
@@ -74,7 +74,7 @@ export function rateLimit(
     } catch (error) {
       return next(error);
     }
-    if (decision.rules.length > 0) {
+    if (s.reports && decision.rules.length > 0) {
       res.once('finish', () => {
         s.limiter.report(decision, s.outcome(res.statusCode)).catch(() => {
           // The limiter reports store faults through its 'storeError' event; the response is gone.
@@ -85,16 +85,46 @@ export function rateLimit(
   };
 }
 
-/** The request as the core sees it; `ip` is Express's own notion (after `trust proxy`). */
-function toRequestInfo(req: Request): RequestInfo {
-  return {
-    method: req.method,
-    path: pathOf(req.originalUrl ?? req.url),
-    ip: req.ip,
-    headers: req.headers,
-    query: req.query as Record<string, unknown>,
-    params: req.params,
-    body: req.body,
-    user: (req as { user?: unknown }).user,
-  };
+/**
+ * The request as the core sees it; `ip` is Express's own notion (after `trust proxy`). Read lazily:
+ * Express computes `ip`, `query` and the path anew on each read, and most rules need none of them.
+ */
+class ExpressRequestInfo implements RequestInfo {
+  readonly method: string;
+  readonly headers: RequestInfo['headers'];
+  readonly params: Record<string, unknown>;
+  readonly body: unknown;
+  readonly user: unknown;
+  readonly #req: Request;
+  #path: string | undefined;
+  #ip: string | undefined;
+  #ipRead = false;
+  #query: Record<string, unknown> | undefined;
+
+  constructor(req: Request) {
+    this.#req = req;
+    this.method = req.method;
+    this.headers = req.headers;
+    this.params = req.params;
+    this.body = req.body;
+    this.user = (req as { user?: unknown }).user;
+  }
+
+  get path(): string {
+    this.#path ??= pathOf(this.#req.originalUrl ?? this.#req.url);
+    return this.#path;
+  }
+
+  get ip(): string | undefined {
+    if (!this.#ipRead) {
+      this.#ip = this.#req.ip;
+      this.#ipRead = true;
+    }
+    return this.#ip;
+  }
+
+  get query(): Record<string, unknown> {
+    this.#query ??= this.#req.query as Record<string, unknown>;
+    return this.#query;
+  }
 }

@@ -36,9 +36,9 @@ export function rateLimit(rulesOrLimiter: Rule[] | Limiter, options: KoaRateLimi
 
   return async function rateLimitMiddleware(ctx: Context, next: Next): Promise<void> {
     if (s.skip !== undefined && (await s.skip(ctx))) return next();
-    if (ctx.app.proxy && !(ctx.app.maxIpsCount > 0))
+    if (!s.warned && ctx.app.proxy && !(ctx.app.maxIpsCount > 0))
       s.warnSpoofable('Koa app.proxy is on with maxIpsCount 0');
-    const decision = await s.limiter.check(toRequestInfo(ctx));
+    const decision = await s.limiter.check(new KoaRequestInfo(ctx));
     // A limiter that matched no rule leaves the decision of an earlier one in place.
     if (decision.rules.length > 0) ctx.state.rateLimit = decision;
     if (!ctx.headerSent) {
@@ -55,7 +55,8 @@ export function rateLimit(rulesOrLimiter: Rule[] | Limiter, options: KoaRateLimi
       ctx.body = s.body(decision); // an object is sent as JSON, a string as text
       return;
     }
-    if (decision.rules.length === 0) return next();
+    // Nothing to report (no rule counts outcomes): no need to wait for the response here.
+    if (!s.reports || decision.rules.length === 0) return next();
     let status = 500;
     try {
       await next();
@@ -71,17 +72,39 @@ export function rateLimit(rulesOrLimiter: Rule[] | Limiter, options: KoaRateLimi
   };
 }
 
-/** The request as the core sees it; `ip` is Koa's own notion (after `app.proxy`, `maxIpsCount`). */
-function toRequestInfo(ctx: Context): RequestInfo {
-  const request = ctx.request as { body?: unknown };
-  return {
-    method: ctx.method,
-    path: pathOf(ctx.originalUrl ?? ctx.url),
-    ip: ctx.ip,
-    headers: ctx.headers,
-    query: ctx.query as Record<string, unknown>,
-    params: (ctx as { params?: Record<string, unknown> }).params,
-    body: request.body,
-    user: (ctx.state as { user?: unknown }).user,
-  };
+/**
+ * The request as the core sees it; `ip` is Koa's own notion (after `app.proxy`, `maxIpsCount`). Read
+ * lazily: `ip`, `query` and the path are parsed only for the rules that read them.
+ */
+class KoaRequestInfo implements RequestInfo {
+  readonly method: string;
+  readonly headers: RequestInfo['headers'];
+  readonly params: Record<string, unknown> | undefined;
+  readonly body: unknown;
+  readonly user: unknown;
+  readonly #ctx: Context;
+  #path: string | undefined;
+
+  constructor(ctx: Context) {
+    this.#ctx = ctx;
+    this.method = ctx.method;
+    this.headers = ctx.headers;
+    this.params = (ctx as { params?: Record<string, unknown> }).params;
+    this.body = (ctx.request as { body?: unknown }).body;
+    this.user = (ctx.state as { user?: unknown }).user;
+  }
+
+  get path(): string {
+    this.#path ??= pathOf(this.#ctx.originalUrl ?? this.#ctx.url);
+    return this.#path;
+  }
+
+  /** Koa caches both. */
+  get ip(): string {
+    return this.#ctx.ip;
+  }
+
+  get query(): Record<string, unknown> {
+    return this.#ctx.query as Record<string, unknown>;
+  }
 }

@@ -1,6 +1,6 @@
 -- Calendar window (src/algorithms/calendar.ts): a fixed window whose end is a wall-clock boundary.
 -- Not a script by itself: ALG['calendar'] is called by check.lua and refund.lua with an op's count key
--- (their KEYS) and the op decoded from their ARGV (prelude.lua readOp); it returns Lua tables, not replies.
+-- (their KEYS) and the op decoded from their ARGV (prelude.lua readOps); it returns Lua tables, not replies.
 -- The op carries this period's end and the next one's (ARGV, epoch ms, computed in TypeScript from the
 -- store's clock); the script picks between them with its own now. State and encoding: fixed.lua's counter.
 
@@ -23,7 +23,8 @@ ALG['calendar'] = {
   end,
   apply = function(state, op, nowMs)
     local endMs = periodEnd(op, nowMs)
-    return { count = countIn(state, endMs) + op.cost, endMs = endMs }
+    local add = state ~= nil and state.endMs == endMs and state.packed and op.cost
+    return { count = countIn(state, endMs) + op.cost, endMs = endMs, add = add }
   end,
   refund = counter.refund,
   expiresAt = counter.expiresAt,

@@ -1,24 +1,30 @@
--- Decides every op of one request together (src/stores/memory-store.ts evaluateSync, step for step):
--- phase 1 decides each op (a live lock first), phase 2 consumes all or none (check), always adds
--- (record) or writes nothing (peek); an exceeded enforced lockout rule locks its key.
--- All keys must hash to one slot: the TypeScript sends one call per identity slot.
+-- Decides a batch of requests one after the other, each exactly as its own call in that order would:
+-- every request is src/stores/memory-store.ts evaluateSync, step for step: phase 1 decides each op (a
+-- live lock first), phase 2 consumes all or none (check), always adds (record) or writes nothing
+-- (peek); an exceeded enforced lockout rule locks its key. Requests are independent: one that denies
+-- or fails leaves the others as they would be. All keys must hash to one slot: on a Cluster the
+-- TypeScript batches per slot.
 --
--- KEYS[2i-1]  count key of op i: <prefix>:{<identity>}:<rule>
--- KEYS[2i]    lock key of op i:  <prefix>:{<identity>}:<rule>:l, value "<untilMs>:<level>:<forgetAtMs>"
--- ARGV[1]     mode: 'check' | 'peek' | 'record'
--- ARGV[2]     '1': decide and lock, but consume nothing (a Cluster group after a group that denied); else '0'
--- ARGV[3]     now, epoch ms; '' to read the server's TIME
--- ARGV[4]     n, number of ops
--- ARGV[5 + 13(i-1) .. 17 + 13(i-1)]  op i, the 13 fields of readOp in prelude.lua
--- Reply: flat array of integers: nowMs (epoch ms), then 10 per op: allowed (0/1), remaining (units),
---   resetMs, retryAfterMs, locked (0/1), count (units), receipt, level, lockedUntil (epoch ms, 0 when
---   not locked), lockedNow (0/1: this call placed the lock).
+-- KEYS        per request, per op in order: the op's count key <prefix>:{<identity>}:<rule>, then, only
+--             when its rule has a lockout (lockout durationMs > 0), its lock key
+--             <prefix>:{<identity>}:<rule>:l, value "<untilMs>:<level>:<forgetAtMs>"
+-- ARGV[1]     m, number of distinct ops, then m x the 13 fields of an op (readOps in prelude.lua)
+-- then        s, number of distinct request shapes, then per shape:
+--   now       epoch ms; '' for the server's TIME (read once per call: the requests are simultaneous)
+--   mode      'check' | 'peek' | 'record'
+--   nothing   '1': decide and lock, but consume nothing (a Cluster group after a group that denied); else '0'
+--   n         number of ops, followed by the index of each op among the m
+-- then        r, number of requests, then the index of each request's shape among the s, in order
+-- Reply: flat array of integers: the server's time (epoch ms; 0 when no request asked for it), then
+--   per request, per op: head = allowed (1) + locked (2) + lockedNow (4: this call placed the lock)
+--   + 8 when retryAfterMs follows + 16 when lockedUntil follows + 32 x level; remaining (units),
+--   resetMs, count (units), receipt; retryAfterMs (ms) when not 0; lockedUntil (epoch ms) when not 0.
+--   A request whose evaluation raised an error has, in place of all this, the error's message (a string).
 
-local mode = ARGV[1]
-local nowMs = clockMs(ARGV[3])
-local n = tonumber(ARGV[4])
-local denied = ARGV[2] == '1'
-local ops, states, results = {}, {}, {}
+-- The request being decided (upvalues of the helpers below): its ops are its shape's, its other tables
+-- are reused by the next request.
+local mode, nowMs, denied
+local ops, countKeys, lockKeys, states, results = {}, {}, {}, {}, {}
 
 local function lockedResult(leftMs, level, untilMs, lockedNow)
   return {
@@ -55,34 +61,40 @@ local function lockIfExceeded(i, write)
   results[i] = lockedResult(durationMs, level, untilMs, write)
   if not write then return end
   local forgetAtMs = untilMs + op.forgetAfterMs
-  redis.call('DEL', op.key)
-  redis.call('SET', op.lockKey, num(untilMs) .. ':' .. num(level) .. ':' .. num(forgetAtMs), 'PX', ttlMs(forgetAtMs, nowMs))
+  redis.call('DEL', countKeys[i])
+  redis.call('SET', lockKeys[i], num(untilMs) .. ':' .. num(level) .. ':' .. num(forgetAtMs), 'PX', ttlMs(forgetAtMs, nowMs))
 end
 
--- Phase 1: decide every op, writing nothing.
-for i = 1, n do
-  local op = readOp(5 + OP_FIELDS * (i - 1))
-  op.key, op.lockKey = KEYS[2 * i - 1], KEYS[2 * i]
-  ops[i] = op
-  local lock = readLock(op.lockKey)
-  local level = 0
-  if lock ~= nil then level = lock.level end
-  local r
-  if lock ~= nil and nowMs < lock.untilMs then
-    r = lockedResult(lock.untilMs - nowMs, level, lock.untilMs, false)
-  else
-    local alg = ALG[op.type]
-    states[i] = loadLive(alg, op.key, op, nowMs)
-    r = alg.evaluate(states[i], op, nowMs, mode == 'record')
-    r.locked, r.level, r.lockedUntil, r.lockedNow = false, level, 0, false
+-- Decides the request whose n ops are in ops, countKeys and lockKeys, leaving its results in `results`.
+local function decide(n, requestMode, consumeNothing, requestNowMs)
+  mode, nowMs, denied = requestMode, requestNowMs, consumeNothing
+
+  -- Phase 1: decide every op, writing nothing. Rules without a lockout have no lock key to read.
+  for i = 1, n do
+    local op = ops[i]
+    local lock = nil
+    if lockKeys[i] then lock = readLock(lockKeys[i]) end
+    local level = 0
+    if lock ~= nil then level = lock.level end
+    local r
+    if lock ~= nil and nowMs < lock.untilMs then
+      r = lockedResult(lock.untilMs - nowMs, level, lock.untilMs, false)
+      states[i] = nil
+    else
+      local alg = ALG[op.type]
+      states[i] = loadLive(alg, countKeys[i], op, nowMs)
+      r = alg.evaluate(states[i], op, nowMs, mode == 'record')
+      -- Only `level` is added: locked, lockedUntil and lockedNow read as unset (false, 0, false).
+      r.level = level
+    end
+    if not r.allowed and not op.dryRun then denied = true end
+    results[i] = r
   end
-  if not r.allowed and not op.dryRun then denied = true end
-  results[i] = r
-end
 
-if mode == 'peek' then
-  for i = 1, n do lockIfExceeded(i, false) end
-else
+  if mode == 'peek' then
+    for i = 1, n do lockIfExceeded(i, false) end
+    return
+  end
   -- Phase 2: all consume, or none does; exceeded lockout rules lock.
   for i = 1, n do
     local op, r = ops[i], results[i]
@@ -90,7 +102,7 @@ else
       local alg = ALG[op.type]
       local consume = mode == 'record' or (not denied and r.allowed)
       if consume and op.cost > 0 then
-        alg.save(op.key, alg.apply(states[i], op, nowMs), op, nowMs)
+        alg.save(countKeys[i], alg.apply(states[i], op, nowMs), op, nowMs)
       elseif r.allowed then
         -- Admitted by its own rule but not consumed (another rule denied): report the state as it is.
         local now = alg.evaluate(states[i], withCost(op, 0), nowMs, false)
@@ -103,24 +115,81 @@ else
   end
 end
 
-local function flag(b)
-  if b then return 1 end
-  return 0
+local distinct, at = readOps(1)
+local shapes = {}
+local shapeCount = tonumber(ARGV[at])
+at = at + 1
+for j = 1, shapeCount do
+  local n = tonumber(ARGV[at + 3])
+  local shapeOps, locks = {}, {}
+  for i = 1, n do
+    local op = distinct[ARGV[at + 3 + i]]
+    shapeOps[i], locks[i] = op, op.lockMs ~= 0
+  end
+  local fixedNowMs = false
+  if ARGV[at] ~= '' then fixedNowMs = tonumber(ARGV[at]) end
+  shapes[tostring(j)] = {
+    nowMs = fixedNowMs, mode = ARGV[at + 1], consumeNothing = ARGV[at + 2] == '1', n = n, ops = shapeOps,
+    locks = locks,
+  }
+  at = at + 4 + n
 end
 
-local reply = { nowMs }
-for i = 1, n do
-  local r = results[i]
-  local base = #reply
-  reply[base + 1] = flag(r.allowed)
-  reply[base + 2] = r.remaining
-  reply[base + 3] = r.resetMs
-  reply[base + 4] = r.retryAfterMs
-  reply[base + 5] = flag(r.locked)
-  reply[base + 6] = r.count
-  reply[base + 7] = r.receipt
-  reply[base + 8] = r.level
-  reply[base + 9] = r.lockedUntil
-  reply[base + 10] = flag(r.lockedNow)
+local serverMs = nil
+local reply = { 0 }
+local b = 1
+local keyAt = 1
+local requests = tonumber(ARGV[at])
+for k = at + 1, at + requests do
+  local shape = shapes[ARGV[k]]
+  local requestNowMs = shape.nowMs
+  if not requestNowMs then
+    if serverMs == nil then
+      serverMs = clockMs('')
+      reply[1] = serverMs
+    end
+    requestNowMs = serverMs
+  end
+  local n, locks = shape.n, shape.locks
+  ops = shape.ops
+  for i = 1, n do
+    countKeys[i] = KEYS[keyAt]
+    keyAt = keyAt + 1
+    if locks[i] then
+      lockKeys[i] = KEYS[keyAt]
+      keyAt = keyAt + 1
+    else
+      lockKeys[i] = false
+    end
+  end
+  local ok, err = pcall(decide, n, shape.mode, shape.consumeNothing, requestNowMs)
+  if ok then
+    for i = 1, n do
+      local r = results[i]
+      local retryAfterMs, lockedUntil = r.retryAfterMs, r.lockedUntil or 0
+      local head = 32 * r.level
+      if r.allowed then head = head + 1 end
+      if r.locked then head = head + 2 end
+      if r.lockedNow then head = head + 4 end
+      if retryAfterMs ~= 0 then head = head + 8 end
+      if lockedUntil ~= 0 then head = head + 16 end
+      reply[b + 1], reply[b + 2], reply[b + 3], reply[b + 4], reply[b + 5] =
+        head, r.remaining, r.resetMs, r.count, r.receipt
+      b = b + 5
+      if retryAfterMs ~= 0 then
+        b = b + 1
+        reply[b] = retryAfterMs
+      end
+      if lockedUntil ~= 0 then
+        b = b + 1
+        reply[b] = lockedUntil
+      end
+    end
+  else
+    -- redis.call raises a table { err = message } in Redis 7, a string before.
+    if type(err) == 'table' then err = err.err end
+    b = b + 1
+    reply[b] = tostring(err)
+  end
 end
 return reply

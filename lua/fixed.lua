@@ -1,6 +1,6 @@
 -- Fixed window (src/algorithms/fixed.ts): starts at the first counted hit, lasts sizeMs.
 -- Not a script by itself: ALG['fixed'] is called by check.lua and refund.lua with an op's count key
--- (their KEYS) and the op decoded from their ARGV (prelude.lua readOp); it returns Lua tables, not replies.
+-- (their KEYS) and the op decoded from their ARGV (prelude.lua readOps); it returns Lua tables, not replies.
 -- State: one string at the count key. Usually the integer endRel * 10^7 + count, where
 -- endRel = endMs - 1577836800000 (ms since 2020-01-01) and count < 10^7, so Redis stores it as an
 -- int-encoded string; when that does not fit (count >= 10^7, a fractional or far-away end),
@@ -23,15 +23,24 @@ function counter.load(key)
   local n = #s
   local rel = 0
   if n > 7 then rel = tonumber(string.sub(s, 1, n - 7)) end
-  return { endMs = rel + EPOCH_2020_MS, count = tonumber(string.sub(s, -7)) }
+  -- `packed`: the value is the integer rel * 10^7 + count, which INCRBY can add to (rel > 0: no sign,
+  -- no leading zero).
+  return { endMs = rel + EPOCH_2020_MS, count = tonumber(string.sub(s, -7)), packed = rel > 0 }
 end
 
+-- `state.add`, set by apply when the stored value is packed and holds the same window: the units
+-- added to it. INCRBY then writes it in place, keeping the TTL the window's first write set (the same
+-- instant a new PX would name); every other change rewrites value and TTL.
 function counter.save(key, state, _, nowMs)
+  if state.add and state.count < PACK then
+    redis.call('INCRBY', key, state.add)
+    return
+  end
   local rel = state.endMs - EPOCH_2020_MS
   local value
   if state.count < PACK and state.count == math.floor(state.count) and rel == math.floor(rel)
     and math.abs(rel) < 900000000000 then
-    value = string.format('%.0f', rel) .. string.format('%07d', state.count)
+    value = string.format('%.0f%07d', rel, state.count)
   else
     value = num(state.endMs) .. ':' .. num(state.count)
   end
@@ -84,7 +93,7 @@ ALG['fixed'] = {
   end,
   apply = function(state, op, nowMs)
     local live = fixedCurrent(state, op, nowMs)
-    return { count = live.count + op.cost, endMs = live.endMs }
+    return { count = live.count + op.cost, endMs = live.endMs, add = live.packed and op.cost }
   end,
   refund = counter.refund,
   expiresAt = counter.expiresAt,

@@ -1,6 +1,6 @@
 -- GCRA (src/algorithms/gcra.ts), leaky bucket as a meter: one number per key.
 -- Not a script by itself: ALG['gcra'] is called by check.lua and refund.lua with an op's count key
--- (their KEYS) and the op decoded from their ARGV (prelude.lua readOp); it returns Lua tables, not replies.
+-- (their KEYS) and the op decoded from their ARGV (prelude.lua readOps); it returns Lua tables, not replies.
 -- State: one int-encoded string at the count key: the theoretical arrival time (TAT) in whole epoch
 -- microseconds. It advances by cost x size/limit per op, rounded to the nearest µs (Math.round);
 -- decisions compare in units of 1/limit µs relative to now, which are exact integers. Receipt: 0.

@@ -47,26 +47,35 @@ local function clockMs(arg)
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- One op is OP_FIELDS consecutive ARGV entries starting at `base` (the order of encodeOp in
--- src/stores/redis-codec.ts): type, limit, sizeMs, buckets, burst, cost, periodEndMs, nextPeriodEndMs,
--- dryRun (0/1), lockout durationMs (0: no lockout), escalate, maxDurationMs (0: no cap), forgetAfterMs.
+-- Ops are sent once per distinct op of a call (rule, cost and calendar periods; OpTable in
+-- src/stores/redis-codec.ts), and each use of one names it by its index, as text. ARGV[at] = m, the
+-- number of distinct ops, then OP_FIELDS entries per op: type, limit, sizeMs, buckets, burst, dryRun
+-- (0/1), lockout durationMs (0: no lockout), escalate, maxDurationMs (0: no cap), forgetAfterMs, cost
+-- (units), periodEndMs, nextPeriodEndMs (epoch ms, calendar windows; else 0). Returns the ops keyed by
+-- index text and the ARGV position after them. An op is shared by its uses: never modified.
 local OP_FIELDS = 13
-local function readOp(base)
-  return {
-    type = ARGV[base],
-    limit = tonumber(ARGV[base + 1]),
-    sizeMs = tonumber(ARGV[base + 2]),
-    buckets = tonumber(ARGV[base + 3]),
-    burst = tonumber(ARGV[base + 4]),
-    cost = tonumber(ARGV[base + 5]),
-    periodEndMs = tonumber(ARGV[base + 6]),
-    nextPeriodEndMs = tonumber(ARGV[base + 7]),
-    dryRun = ARGV[base + 8] == '1',
-    lockMs = tonumber(ARGV[base + 9]),
-    escalate = tonumber(ARGV[base + 10]),
-    maxLockMs = tonumber(ARGV[base + 11]),
-    forgetAfterMs = tonumber(ARGV[base + 12]),
-  }
+local function readOps(at)
+  local byIndex = {}
+  local m = tonumber(ARGV[at])
+  for j = 1, m do
+    local b = at + 1 + OP_FIELDS * (j - 1)
+    byIndex[tostring(j)] = {
+      type = ARGV[b],
+      limit = tonumber(ARGV[b + 1]),
+      sizeMs = tonumber(ARGV[b + 2]),
+      buckets = tonumber(ARGV[b + 3]),
+      burst = tonumber(ARGV[b + 4]),
+      dryRun = ARGV[b + 5] == '1',
+      lockMs = tonumber(ARGV[b + 6]),
+      escalate = tonumber(ARGV[b + 7]),
+      maxLockMs = tonumber(ARGV[b + 8]),
+      forgetAfterMs = tonumber(ARGV[b + 9]),
+      cost = tonumber(ARGV[b + 10]),
+      periodEndMs = tonumber(ARGV[b + 11]),
+      nextPeriodEndMs = tonumber(ARGV[b + 12]),
+    }
+  end
+  return byIndex, at + 1 + OP_FIELDS * m
 end
 
 -- The op with another cost (reporting a state as it is: cost 0).

@@ -1,6 +1,6 @@
 -- Sliding log (src/algorithms/sliding-log.ts): exact; a hit at t counts until t + sizeMs.
 -- Not a script by itself: ALG['sliding-log'] is called by check.lua and refund.lua with an op's count key
--- (their KEYS) and the op decoded from their ARGV (prelude.lua readOp); it returns Lua tables, not replies.
+-- (their KEYS) and the op decoded from their ARGV (prelude.lua readOps); it returns Lua tables, not replies.
 -- State: a ZSET at the count key, one member per distinct millisecond: score = ts (epoch ms),
 -- member "<ts>:<cost>" (units hit at that ms). A hit at an ms already logged replaces its member.
 -- Receipt = ts of the entry the op was added to.

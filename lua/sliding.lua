@@ -1,6 +1,6 @@
 -- Sliding counter (src/algorithms/sliding.ts): `buckets` sub-windows of sizeMs / buckets each.
 -- Not a script by itself: ALG['sliding'] is called by check.lua and refund.lua with an op's count key
--- (their KEYS) and the op decoded from their ARGV (prelude.lua readOp); it returns Lua tables, not replies.
+-- (their KEYS) and the op decoded from their ARGV (prelude.lua readOps); it returns Lua tables, not replies.
 -- State: a HASH at the count key, field = bucket index (floor(t / width)), value = units counted in
 -- that bucket. Buckets that stopped counting are deleted whenever the key is written.
 -- Receipt = the bucket index the op was counted in.

@@ -1,6 +1,6 @@
 -- Token bucket (src/algorithms/token-bucket.ts): refills `limit` tokens per sizeMs, up to `burst`.
 -- Not a script by itself: ALG['token-bucket'] is called by check.lua and refund.lua with an op's count key
--- (their KEYS) and the op decoded from their ARGV (prelude.lua readOp); it returns Lua tables, not replies.
+-- (their KEYS) and the op decoded from their ARGV (prelude.lua readOps); it returns Lua tables, not replies.
 -- Tokens are counted in units of 1/sizeMs token (scaled = tokens x sizeMs), so every figure is exact
 -- integer arithmetic, here as in TypeScript.
 -- State: one string at the count key, "<scaled>:<ts>": scaled tokens left at ts (epoch ms of the last refill).

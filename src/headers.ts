@@ -50,14 +50,63 @@ export const LIST_FIELDS: ReadonlySet<string> = new Set(['RateLimit-Policy', 'Ra
  * //  ['RateLimit-Policy', '"login";q=5;w=300'], ['RateLimit', '"login";r=4;t=300']]
  */
 export function formatHeaders(decision: Decision, options: HeaderOptions = {}): HeaderField[] {
-  const fields: HeaderField[] = [];
+  const nowMs = options.nowMs;
+  return headerFields(
+    decision,
+    options.headers ?? 'legacy',
+    options.reset === 'delta-seconds',
+    nowMs === undefined ? Date.now : () => nowMs,
+    options.windows,
+    undefined,
+  );
+}
+
+/** Options of `createHeaderFormatter`: those of `formatHeaders`, with a clock instead of one instant. */
+export interface HeaderFormatterOptions extends Omit<HeaderOptions, 'nowMs'> {
+  /** The time `X-RateLimit-Reset` is counted from in `'epoch-seconds'`, epoch ms. @default Date.now */
+  clock?: () => number;
+}
+
+/**
+ * `formatHeaders` with its options fixed, for adapters calling it on every response: each rule's
+ * quoted name and `RateLimit-Policy` member are computed once, and the clock is read only when a
+ * field needs it. Same fields, same order.
+ */
+export function createHeaderFormatter(
+  options: HeaderFormatterOptions = {},
+): (decision: Decision) => HeaderField[] {
   const mode = options.headers ?? 'legacy';
+  const delta = options.reset === 'delta-seconds';
+  const clock = options.clock ?? Date.now;
+  const windows = options.windows;
+  const members = new Map<string, RuleStrings>();
+  return (decision) => headerFields(decision, mode, delta, clock, windows, members);
+}
+
+/** A rule's strings in the standard fields, for one limit. */
+interface RuleStrings {
+  limit: number;
+  /** The sf-string of the rule name. */
+  name: string;
+  /** Its `RateLimit-Policy` member. */
+  policy: string;
+}
+
+/** Rules remembered per formatter; past this many (a formatter fed arbitrary rule names) nothing more is kept. */
+const MAX_CACHED_RULES = 1000;
+
+function headerFields(
+  decision: Decision,
+  mode: HeadersMode,
+  delta: boolean,
+  clock: () => number,
+  windows: Readonly<Record<string, number>> | undefined,
+  cache: Map<string, RuleStrings> | undefined,
+): HeaderField[] {
+  const fields: HeaderField[] = [];
   if (decision.rules.length > 0 && (mode === 'legacy' || mode === 'both')) {
     const ms = effectiveResetMs(decision);
-    const reset =
-      options.reset === 'delta-seconds'
-        ? seconds(ms)
-        : Math.ceil(((options.nowMs ?? Date.now()) + ms) / 1000);
+    const reset = delta ? seconds(ms) : Math.ceil((clock() + ms) / 1000);
     fields.push(
       ['X-RateLimit-Limit', String(decision.limit)],
       ['X-RateLimit-Remaining', String(remainingOf(decision))],
@@ -65,21 +114,30 @@ export function formatHeaders(decision: Decision, options: HeaderOptions = {}): 
     );
   }
   if (decision.rules.length > 0 && (mode === 'standard' || mode === 'both')) {
-    const policies: string[] = [];
-    const states: string[] = [];
+    let policies = '';
+    let states = '';
     for (const r of decision.rules) {
-      const name = sfString(r.rule);
-      const w = options.windows?.[r.rule];
-      policies.push(
-        `${name};q=${r.limit}${w !== undefined && Number.isSafeInteger(w) && w > 0 ? `;w=${w}` : ''}`,
-      );
-      states.push(`${name};r=${remainingOf(r)};t=${seconds(effectiveResetMs(r))}`);
+      let strings = cache?.get(r.rule);
+      if (strings === undefined || strings.limit !== r.limit) {
+        strings = ruleStrings(r, windows);
+        if (cache !== undefined && cache.size < MAX_CACHED_RULES) cache.set(r.rule, strings);
+      }
+      const separator = policies === '' ? '' : ', ';
+      policies += separator + strings.policy;
+      states += `${separator}${strings.name};r=${remainingOf(r)};t=${seconds(effectiveResetMs(r))}`;
     }
-    fields.push(['RateLimit-Policy', policies.join(', ')], ['RateLimit', states.join(', ')]);
+    fields.push(['RateLimit-Policy', policies], ['RateLimit', states]);
   }
   if (!decision.allowed)
     fields.push(['Retry-After', String(Math.max(1, seconds(decision.retryAfterMs ?? 0)))]);
   return fields;
+}
+
+function ruleStrings(r: RuleResult, windows: Readonly<Record<string, number>> | undefined): RuleStrings {
+  const name = sfString(r.rule);
+  const w = windows?.[r.rule];
+  const policy = `${name};q=${r.limit}${w !== undefined && Number.isSafeInteger(w) && w > 0 ? `;w=${w}` : ''}`;
+  return { limit: r.limit, name, policy };
 }
 
 /** Whole seconds, rounded up, never negative. */

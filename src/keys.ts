@@ -19,13 +19,16 @@ export function normalizeIdentity(value: string): string {
   return value.normalize('NFKC').trim().toLowerCase();
 }
 
+const DIGEST = /^#[\w-]{43}$/;
+
 /**
  * Bounds an identity's length: long identities become `#` + a SHA-256 digest (base64url) of their UTF-16
- * code units (so lone surrogates cannot collide), and so does any identity that itself starts with `#`,
- * so no short identity can pose as another's digest.
+ * code units (so lone surrogates cannot collide). Any other identity starting with `#` is digested too,
+ * except a digest itself: bounding is idempotent, so a key extractor may bound and the core bound again.
  */
 export function boundIdentity(identity: string): string {
-  if (identity.length <= MAX_IDENTITY_LENGTH && identity.charCodeAt(0) !== 35) return identity;
+  if (identity.charCodeAt(0) !== 35 ? identity.length <= MAX_IDENTITY_LENGTH : DIGEST.test(identity))
+    return identity;
   return `#${createHash('sha256').update(identity, 'utf16le').digest('base64url')}`;
 }
 

@@ -1,5 +1,6 @@
 // The limiter: matches rules to a request, asks the store for one all-or-nothing decision, reports outcomes.
 import { EventEmitter } from 'node:events';
+import { Deadlines } from './deadlines.js';
 import { decide, ruleResult } from './decision.js';
 import { DenyCache } from './deny-cache.js';
 import { parseDuration } from './duration.js';
@@ -89,7 +90,10 @@ export class Limiter extends EventEmitter<LimiterEvents> {
   readonly #byName = new Map<string, CompiledRule>();
   readonly #store: Store;
   readonly #policy: 'allow' | 'deny' | 'insurance';
-  readonly #timeoutMs: number;
+  /** `storeTimeout` for a shared store's calls; undefined for a local store. */
+  readonly #deadlines: Deadlines | undefined;
+  /** The store itself when it can decide synchronously (the memory store): no promise until the answer. */
+  readonly #sync: MemoryStore | undefined;
   readonly #retryMs: number;
   readonly #denyCache: DenyCache | undefined;
   readonly #reservations = new WeakMap<Decision, Reservation>();
@@ -126,7 +130,14 @@ export class Limiter extends EventEmitter<LimiterEvents> {
       );
     }
     this.#policy = policy;
-    this.#timeoutMs = optionMs('storeTimeout', options.storeTimeout, 250);
+    const timeoutMs = optionMs('storeTimeout', options.storeTimeout, 250);
+    this.#deadlines = this.#store.local
+      ? undefined
+      : new Deadlines(timeoutMs, (ms) => new StoreTimeoutError(`store did not answer within ${ms} ms`));
+    // Duck-typed: a MemoryStore from the other module format (ESM/CJS) decides synchronously too.
+    const sync = this.#store as Partial<MemoryStore>;
+    this.#sync =
+      this.#store.local && typeof sync.evaluateSync === 'function' ? (sync as MemoryStore) : undefined;
     this.#retryMs = optionMs('storeRetryInterval', options.storeRetryInterval, 1000);
     const cache = options.denyCache ?? true;
     if (cache !== false && !this.#store.local) {
@@ -157,24 +168,51 @@ export class Limiter extends EventEmitter<LimiterEvents> {
     return Object.fromEntries(this.#rules.map((r) => [r.name, r.windowSeconds]));
   }
 
+  // The deciding methods are not `async`: on the memory store the answer is ready in the same turn, and
+  // one settled promise is all they cost. A throw (a bad key or cost) is still a rejection, never sync.
+
   /** Evaluates every rule matching the request and consumes all of them, or none. */
-  async check(req: RequestInfo): Promise<Decision> {
-    return this.#decide(this.#opsFor(req), 'check');
+  check(req: RequestInfo): Promise<Decision> {
+    try {
+      return this.#decide(this.#opsFor(req), 'check');
+    } catch (error) {
+      return Promise.reject(error);
+    }
   }
 
   /** The answer `check` would give, changing nothing. */
-  async peek(req: RequestInfo): Promise<Decision> {
-    return this.#decide(this.#opsFor(req), 'peek');
+  peek(req: RequestInfo): Promise<Decision> {
+    try {
+      return this.#decide(this.#opsFor(req), 'peek');
+    } catch (error) {
+      return Promise.reject(error);
+    }
   }
 
   /** Applies one rule to a key directly (no matching, no key extraction). */
-  async consume(rule: string, key: string, cost = 1): Promise<Decision> {
-    return this.#decide([this.#directOp(rule, key, cost)], 'check');
+  consume(rule: string, key: string, cost = 1): Promise<Decision> {
+    try {
+      return this.#decide([this.#directOp(rule, key, cost)], 'check');
+    } catch (error) {
+      return Promise.reject(error);
+    }
   }
 
   /** Counting, not limiting: always adds `amount`, and reports the windowed total. */
-  async record(rule: string, key: string, amount = 1): Promise<Decision> {
-    return this.#decide([this.#directOp(rule, key, amount)], 'record');
+  record(rule: string, key: string, amount = 1): Promise<Decision> {
+    try {
+      return this.#decide([this.#directOp(rule, key, amount)], 'record');
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  /**
+   * True when some rule counts only failures or successes, or resets on success: admitted decisions
+   * then need `report`. When false, `report` never has anything to do and adapters skip it.
+   */
+  get needsOutcomes(): boolean {
+    return this.#needsOutcomes;
   }
 
   /**
@@ -257,7 +295,7 @@ export class Limiter extends EventEmitter<LimiterEvents> {
 
   /** A shared store's call under `storeTimeout`; the memory store answers in the same turn anyway. */
   #timed<T>(promise: Promise<T>): Promise<T> {
-    return this.#store.local ? promise : withTimeout(promise, this.#timeoutMs);
+    return this.#deadlines === undefined ? promise : this.#deadlines.race(promise);
   }
 
   #rule(name: string): CompiledRule {
@@ -292,7 +330,7 @@ export class Limiter extends EventEmitter<LimiterEvents> {
         const params = rule.matcher(req.method, req.path);
         if (params === undefined) continue;
         for (const _ in params) {
-          view = { ...req, params: { ...req.params, ...params } };
+          view = withParams(req, params);
           break;
         }
       }
@@ -329,8 +367,19 @@ export class Limiter extends EventEmitter<LimiterEvents> {
     return ops;
   }
 
-  async #decide(ops: StoreOp[], mode: EvalMode): Promise<Decision> {
-    if (ops.length === 0) return decide([]);
+  #decide(ops: StoreOp[], mode: EvalMode): Promise<Decision> {
+    if (ops.length === 0) return Promise.resolve(decide([]));
+    const sync = this.#sync;
+    if (sync !== undefined)
+      return Promise.resolve(this.#conclude(ops, mode, sync, sync.evaluateSync(ops, mode), false));
+    return this.#decideShared(ops, mode);
+  }
+
+  /**
+   * A store that answers asynchronously: the deny cache first, then the store under the timeout; on
+   * failure the policy answers.
+   */
+  async #decideShared(ops: StoreOp[], mode: EvalMode): Promise<Decision> {
     if (mode === 'check' && this.#denyCache !== undefined) {
       const nowMs = this.#store.now();
       for (const op of ops) {
@@ -342,7 +391,26 @@ export class Limiter extends EventEmitter<LimiterEvents> {
         return decision;
       }
     }
-    const { store, result, byPolicy } = await this.#evaluate(ops, mode);
+    const store = this.#store;
+    if (store.local) return this.#conclude(ops, mode, store, await store.evaluate(ops, mode), false);
+    if (Date.now() >= this.#storeDownUntil) {
+      let result: EvalResult | undefined;
+      try {
+        result = await this.#timed(store.evaluate(ops, mode));
+      } catch (error) {
+        this.#storeDownUntil = Date.now() + this.#retryMs;
+        this.#storeError(error, mode, this.#policy);
+      }
+      if (result !== undefined) return this.#conclude(ops, mode, store, result, false);
+    }
+    return this.#fallback(ops, mode);
+  }
+
+  /**
+   * The decision from the store's answer: events, reservations, the deny cache. `byPolicy`: 'allow'
+   * or 'deny' answered, nothing was stored anywhere (the insurance store does store).
+   */
+  #conclude(ops: StoreOp[], mode: EvalMode, store: Store, result: EvalResult, byPolicy: boolean): Decision {
     const rules: RuleResult[] = new Array(ops.length);
     for (let i = 0; i < ops.length; i++) {
       const op = ops[i] as StoreOp;
@@ -414,34 +482,11 @@ export class Limiter extends EventEmitter<LimiterEvents> {
     } satisfies LimitedEvent);
   }
 
-  /**
-   * Calls the store under the timeout; on failure applies the policy. `byPolicy`: 'allow' or 'deny'
-   * answered, nothing was stored anywhere (the insurance store does store).
-   */
-  async #evaluate(
-    ops: StoreOp[],
-    mode: EvalMode,
-  ): Promise<{ store: Store; result: EvalResult; byPolicy?: boolean }> {
-    const store = this.#store;
-    if (store.local) return { store, result: await store.evaluate(ops, mode) };
-    if (Date.now() >= this.#storeDownUntil) {
-      try {
-        return { store, result: await this.#timed(store.evaluate(ops, mode)) };
-      } catch (error) {
-        this.#storeDownUntil = Date.now() + this.#retryMs;
-        this.#storeError(error, mode, this.#policy);
-      }
-    }
-    return this.#fallback(ops, mode);
-  }
-
-  async #fallback(
-    ops: StoreOp[],
-    mode: EvalMode,
-  ): Promise<{ store: Store; result: EvalResult; byPolicy?: boolean }> {
+  /** The failure policy's answer while the shared store is failing. */
+  #fallback(ops: StoreOp[], mode: EvalMode): Decision {
     if (this.#policy === 'insurance') {
       this.#insurance ??= new MemoryStore();
-      return { store: this.#insurance, result: this.#insurance.evaluateSync(ops, mode) };
+      return this.#conclude(ops, mode, this.#insurance, this.#insurance.evaluateSync(ops, mode), false);
     }
     const allowed = this.#policy === 'allow';
     const results = ops.map(
@@ -458,7 +503,7 @@ export class Limiter extends EventEmitter<LimiterEvents> {
         lockedNow: false,
       }),
     );
-    return { store: this.#store, result: { nowMs: Date.now(), results }, byPolicy: true };
+    return this.#conclude(ops, mode, this.#store, { nowMs: Date.now(), results }, true);
   }
 
   #storeError(error: unknown, operation: string, policy: StoreErrorEvent['policy']): void {
@@ -477,6 +522,25 @@ export function createLimiter(options: LimiterOptions): Limiter {
 /** Rules for the debug log; keys JSON-quoted, so a newline in an identity cannot forge a log line. */
 function logRules(rules: readonly RuleResult[]): string {
   return rules.map((r) => `${r.rule}[${JSON.stringify(r.key)}]=${r.remaining}/${r.limit}`).join(' ');
+}
+
+/**
+ * The request with the params a rule's `match` captured merged in. The spread keeps any extra field of
+ * a plain request; the named fields are read explicitly, since the adapters' requests compute some
+ * lazily (getters, which a spread skips).
+ */
+function withParams(req: RequestInfo, params: Record<string, unknown>): RequestInfo {
+  return {
+    ...req,
+    method: req.method,
+    path: req.path,
+    ip: req.ip,
+    headers: req.headers,
+    query: req.query,
+    params: { ...req.params, ...params },
+    body: req.body,
+    user: req.user,
+  };
 }
 
 function identityOf(key: unknown): string {
@@ -506,20 +570,4 @@ function optionMs(name: string, value: Duration | undefined, fallback: number): 
       );
     })()
   );
-}
-
-function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new StoreTimeoutError(`store did not answer within ${ms} ms`)), ms);
-    promise.then(
-      (value) => {
-        clearTimeout(timer);
-        resolve(value);
-      },
-      (error: unknown) => {
-        clearTimeout(timer);
-        reject(error);
-      },
-    );
-  });
 }

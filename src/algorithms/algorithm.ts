@@ -1,18 +1,35 @@
 // The shape every window algorithm has; the memory store drives it, and lua/<type>.lua mirrors it step for step.
-import type { StoreOp } from '../stores/store.js';
+import type { OpResult, StoreOp } from '../stores/store.js';
 
-/** What an algorithm answers for one op, before anything is written. */
-export interface Verdict {
-  allowed: boolean;
-  /** Units left after this op, if it is applied (or as now, when denied). */
-  remaining: number;
-  resetMs: number;
-  /** 0 when allowed. */
-  retryAfterMs: number;
-  /** Units counted after this op, if it is applied (or as now, when denied). */
-  count: number;
-  /** What `refund` needs to find this op's consumption again. */
-  receipt: number;
+/**
+ * What an algorithm answers for one op, before anything is written: the store's `OpResult` with the
+ * lock fields still at "not locked", which the store fills in on the same object (no second one).
+ * - `remaining`, `count`: after this op if it is applied (or as now, when denied).
+ * - `retryAfterMs`: 0 when allowed. `receipt`: what `refund` needs to find this op's consumption again.
+ */
+export type Verdict = OpResult;
+
+/** Builds every verdict (and every locked result): one allocation site, one object shape. */
+export function verdict(
+  allowed: boolean,
+  remaining: number,
+  resetMs: number,
+  retryAfterMs: number,
+  count: number,
+  receipt: number,
+): Verdict {
+  return {
+    allowed,
+    remaining,
+    resetMs,
+    retryAfterMs,
+    count,
+    receipt,
+    locked: false,
+    level: 0,
+    lockedUntil: 0,
+    lockedNow: false,
+  };
 }
 
 export interface Algorithm<S> {

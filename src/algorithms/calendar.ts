@@ -20,7 +20,11 @@ export const calendar: Algorithm<CounterState> = {
   },
   apply(state, op, nowMs) {
     const endMs = periodEnd(op, nowMs);
-    return { count: countIn(state, endMs) + op.cost, endMs };
+    if (state === undefined) return { count: op.cost, endMs };
+    // In place: the store holds the only reference to its state.
+    state.count = countIn(state, endMs) + op.cost;
+    state.endMs = endMs;
+    return state;
   },
   refund(state, op, nowMs, receipt) {
     if (state.endMs !== receipt || nowMs >= state.endMs) return state;

@@ -1,6 +1,6 @@
 // Fixed window: starts at the first counted hit and lasts `size`; a count and the window's end.
 import type { StoreOp } from '../stores/store.js';
-import type { Algorithm, Verdict } from './algorithm.js';
+import { type Algorithm, type Verdict, verdict } from './algorithm.js';
 
 export interface CounterState {
   count: number;
@@ -20,29 +20,32 @@ export function evaluateCounter(
   const allowed = total <= limit;
   const counted = allowed || add ? total : count;
   const untilEnd = endMs - nowMs;
-  return {
+  return verdict(
     allowed,
-    remaining: Math.max(0, limit - counted),
-    resetMs: counted > 0 ? untilEnd : 0,
-    retryAfterMs: allowed ? 0 : untilEnd,
-    count: counted,
-    receipt: endMs,
-  };
-}
-
-function current(state: CounterState | undefined, op: StoreOp, nowMs: number): CounterState {
-  if (state !== undefined && nowMs < state.endMs) return state;
-  return { count: 0, endMs: nowMs + op.rule.sizeMs };
+    Math.max(0, limit - counted),
+    counted > 0 ? untilEnd : 0,
+    allowed ? 0 : untilEnd,
+    counted,
+    endMs,
+  );
 }
 
 export const fixed: Algorithm<CounterState> = {
   evaluate(state, op, nowMs, add) {
-    const { count, endMs } = current(state, op, nowMs);
-    return evaluateCounter(count, endMs, op, nowMs, add);
+    // A missing or ended window reads as a fresh one starting now.
+    if (state !== undefined && nowMs < state.endMs)
+      return evaluateCounter(state.count, state.endMs, op, nowMs, add);
+    return evaluateCounter(0, nowMs + op.rule.sizeMs, op, nowMs, add);
   },
   apply(state, op, nowMs) {
-    const live = current(state, op, nowMs);
-    return { count: live.count + op.cost, endMs: live.endMs };
+    if (state === undefined) return { count: op.cost, endMs: nowMs + op.rule.sizeMs };
+    // In place: the store holds the only reference to its state.
+    if (nowMs >= state.endMs) {
+      state.count = 0;
+      state.endMs = nowMs + op.rule.sizeMs;
+    }
+    state.count += op.cost;
+    return state;
   },
   refund(state, op, nowMs, receipt) {
     // Only the window the reservation was made in can give it back.

@@ -1,5 +1,5 @@
 // GCRA (leaky bucket as a meter): one number per key, the theoretical arrival time (TAT) in whole microseconds.
-import type { Algorithm } from './algorithm.js';
+import { type Algorithm, verdict } from './algorithm.js';
 import { ceilDiv, floorDiv } from './int-math.js';
 
 /**
@@ -30,21 +30,23 @@ export const gcra: Algorithm<GcraState> = {
     const remaining = Math.max(0, free);
     // One more unit is free once the backlog drops to the multiple of a unit below it.
     const untilUnit = used - (burst - remaining - 1) * unit;
-    return {
+    return verdict(
       allowed,
       remaining,
-      resetMs: used <= 0 || remaining >= burst ? 0 : ceilDiv(untilUnit, limit * 1000),
-      retryAfterMs: allowed
-        ? 0
-        : Math.max(1, ceilDiv(base + Math.min(op.cost, burst) * unit - capacity, limit * 1000)),
-      count: burst - free,
-      receipt: 0,
-    };
+      used <= 0 || remaining >= burst ? 0 : ceilDiv(untilUnit, limit * 1000),
+      allowed ? 0 : Math.max(1, ceilDiv(base + Math.min(op.cost, burst) * unit - capacity, limit * 1000)),
+      burst - free,
+      0,
+    );
   },
   apply(state, op, nowMs) {
     const nowUs = nowMs * 1000;
     const tat = state !== undefined && state.tatUs > nowUs ? state.tatUs : nowUs;
-    return { tatUs: tat + Math.round((op.cost * op.rule.sizeMs * 1000) / op.rule.limit) };
+    const tatUs = tat + Math.round((op.cost * op.rule.sizeMs * 1000) / op.rule.limit);
+    if (state === undefined) return { tatUs };
+    // In place: the store holds the only reference to its state.
+    state.tatUs = tatUs;
+    return state;
   },
   refund(state, op, nowMs) {
     const tatUs = state.tatUs - Math.round((op.cost * op.rule.sizeMs * 1000) / op.rule.limit);

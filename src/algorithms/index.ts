@@ -8,7 +8,7 @@ import { sliding } from './sliding.js';
 import { slidingLog } from './sliding-log.js';
 import { tokenBucket } from './token-bucket.js';
 
-export type { Algorithm, Verdict } from './algorithm.js';
+export { type Algorithm, type Verdict, verdict } from './algorithm.js';
 
 export const algorithms: Readonly<Record<WindowType, Algorithm<unknown>>> = {
   fixed,

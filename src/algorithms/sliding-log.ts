@@ -1,5 +1,5 @@
 // Sliding log: exact; a hit at t counts until t + size. One entry per distinct millisecond, weighted by cost.
-import type { Algorithm } from './algorithm.js';
+import { type Algorithm, verdict } from './algorithm.js';
 
 /** Entries oldest first: `ts` epoch ms, `cost` units hit at that millisecond. */
 export interface LogState {
@@ -44,26 +44,28 @@ export const slidingLog: Algorithm<LogState> = {
         if (used - freed + op.cost <= limit) break;
       }
     }
-    return {
+    return verdict(
       allowed,
-      remaining: Math.max(0, limit - counted),
-      resetMs: oldest === undefined ? 0 : oldest + sizeMs - nowMs,
+      Math.max(0, limit - counted),
+      oldest === undefined ? 0 : oldest + sizeMs - nowMs,
       retryAfterMs,
-      count: counted,
-      receipt: nowMs,
-    };
+      counted,
+      nowMs,
+    );
   },
   apply(state, op, now) {
     const nowMs = clamp(state, now);
-    const entries = state?.entries ?? [];
+    // In place: the store holds the only reference to its state.
+    const live = state ?? { entries: [] };
+    const entries = live.entries;
     const first = firstLive(entries, nowMs, op.rule.sizeMs);
-    const live = first > 0 ? entries.slice(first) : entries;
+    if (first > 0) entries.splice(0, first);
     if (op.cost > 0) {
-      const last = live[live.length - 1];
+      const last = entries[entries.length - 1];
       if (last !== undefined && last.ts === nowMs) last.cost += op.cost;
-      else live.push({ ts: nowMs, cost: op.cost });
+      else entries.push({ ts: nowMs, cost: op.cost });
     }
-    return { entries: live };
+    return live;
   },
   refund(state, op, _nowMs, receipt) {
     const entry = state.entries.find((e) => e.ts === receipt);

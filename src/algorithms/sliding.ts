@@ -1,6 +1,6 @@
 // Sliding counter: `buckets` sub-windows of size/buckets; a hit counts for at least `size`, so it never over-admits.
 import type { StoreOp } from '../stores/store.js';
-import type { Algorithm } from './algorithm.js';
+import { type Algorithm, verdict } from './algorithm.js';
 
 /** Bucket index (floor(t / width)) to units counted in that bucket, oldest first. */
 export interface BucketState {
@@ -59,26 +59,28 @@ export const sliding: Algorithm<BucketState> = {
         if (used - freed + op.cost <= limit) break;
       }
     }
-    return {
+    return verdict(
       allowed,
-      remaining: Math.max(0, limit - counted),
-      resetMs: oldest === undefined ? 0 : expiryMs(oldest, op, nowMs),
+      Math.max(0, limit - counted),
+      oldest === undefined ? 0 : expiryMs(oldest, op, nowMs),
       retryAfterMs,
-      count: counted,
-      receipt: current,
-    };
+      counted,
+      current,
+    );
   },
   apply(state, op, nowMs) {
     const current = currentIndex(state, op, nowMs);
-    const list = state?.buckets ?? [];
     const first = firstLive(state, current, op.rule.buckets);
-    const live = first > 0 ? list.slice(first) : list;
+    // In place: the store holds the only reference to its state.
+    const live = state ?? { buckets: [] };
+    const list = live.buckets;
+    if (first > 0) list.splice(0, first);
     if (op.cost > 0) {
-      const last = live[live.length - 1];
+      const last = list[list.length - 1];
       if (last !== undefined && last.index === current) last.count += op.cost;
-      else live.push({ index: current, count: op.cost });
+      else list.push({ index: current, count: op.cost });
     }
-    return { buckets: live };
+    return live;
   },
   refund(state, op, _nowMs, receipt) {
     const bucket = state.buckets.find((b) => b.index === receipt);

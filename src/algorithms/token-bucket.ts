@@ -1,6 +1,6 @@
 // Token bucket: refills `limit` tokens per `size`, continuously, up to `burst`; a request takes `cost` tokens.
 import type { StoreOp } from '../stores/store.js';
-import type { Algorithm } from './algorithm.js';
+import { type Algorithm, verdict } from './algorithm.js';
 import { ceilDiv, floorDiv } from './int-math.js';
 
 /**
@@ -13,47 +13,55 @@ export interface TokenState {
   ts: number;
 }
 
-/** Scaled tokens at `nowMs`; time never runs backwards (a clock behind `ts` reads as `ts`). */
-function refill(state: TokenState | undefined, op: StoreOp, nowMs: number): TokenState {
+/** Time of the refill at `nowMs`: time never runs backwards (a clock behind `ts` reads as `ts`). */
+function refillTs(state: TokenState | undefined, nowMs: number): number {
+  return state === undefined ? nowMs : Math.max(nowMs, state.ts);
+}
+
+/** Scaled tokens at `nowMs` (see refillTs). */
+function refilled(state: TokenState | undefined, op: StoreOp, nowMs: number): number {
   const { burst, limit, sizeMs } = op.rule;
   const capacity = burst * sizeMs;
-  if (state === undefined) return { scaled: capacity, ts: nowMs };
-  const ts = Math.max(nowMs, state.ts);
+  if (state === undefined) return capacity;
   // Past capacity/limit ms the bucket is full anyway; the cap keeps elapsed × limit small.
-  const elapsed = Math.min(ts - state.ts, ceilDiv(capacity, limit));
-  return { scaled: Math.min(capacity, state.scaled + elapsed * limit), ts };
+  const elapsed = Math.min(refillTs(state, nowMs) - state.ts, ceilDiv(capacity, limit));
+  return Math.min(capacity, state.scaled + elapsed * limit);
 }
 
 export const tokenBucket: Algorithm<TokenState> = {
   evaluate(state, op, nowMs, add) {
     const { burst, limit, sizeMs } = op.rule;
-    const { scaled } = refill(state, op, nowMs);
+    const scaled = refilled(state, op, nowMs);
     const need = op.cost * sizeMs;
     const allowed = scaled >= need;
     const after = allowed || add ? scaled - need : scaled;
     const whole = floorDiv(after, sizeMs);
     // Until one more whole token is there (0 when the bucket is full).
     const nextUnit = Math.max(1, whole + 1) * sizeMs;
-    return {
+    return verdict(
       allowed,
-      remaining: Math.max(0, whole),
-      resetMs: after >= burst * sizeMs ? 0 : ceilDiv(nextUnit - after, limit),
+      Math.max(0, whole),
+      after >= burst * sizeMs ? 0 : ceilDiv(nextUnit - after, limit),
       // A cost above the burst never fits; the best answer is the time until the bucket is full.
-      retryAfterMs: allowed ? 0 : ceilDiv(Math.min(op.cost, burst) * sizeMs - scaled, limit),
-      count: burst - whole,
-      receipt: 0,
-    };
+      allowed ? 0 : ceilDiv(Math.min(op.cost, burst) * sizeMs - scaled, limit),
+      burst - whole,
+      0,
+    );
   },
   apply(state, op, nowMs) {
-    const live = refill(state, op, nowMs);
-    return { scaled: live.scaled - op.cost * op.rule.sizeMs, ts: live.ts };
+    const scaled = refilled(state, op, nowMs) - op.cost * op.rule.sizeMs;
+    const ts = refillTs(state, nowMs);
+    if (state === undefined) return { scaled, ts };
+    // In place: the store holds the only reference to its state.
+    state.scaled = scaled;
+    state.ts = ts;
+    return state;
   },
   refund(state, op, nowMs) {
-    const live = refill(state, op, nowMs);
     const capacity = op.rule.burst * op.rule.sizeMs;
-    const scaled = Math.min(capacity, live.scaled + op.cost * op.rule.sizeMs);
-    return scaled >= capacity ? undefined : { scaled, ts: live.ts };
+    const scaled = Math.min(capacity, refilled(state, op, nowMs) + op.cost * op.rule.sizeMs);
+    return scaled >= capacity ? undefined : { scaled, ts: refillTs(state, nowMs) };
   },
   expiresAt: (state, op) => state.ts + ceilDiv(op.rule.burst * op.rule.sizeMs - state.scaled, op.rule.limit),
-  count: (state, op, nowMs) => op.rule.burst - floorDiv(refill(state, op, nowMs).scaled, op.rule.sizeMs),
+  count: (state, op, nowMs) => op.rule.burst - floorDiv(refilled(state, op, nowMs), op.rule.sizeMs),
 };

@@ -43,8 +43,13 @@ export interface RedisOpKeys {
 
 export function opKeys(prefix: string, rule: string, identity: string): RedisOpKeys {
   const tag = escapeIdentity(identity);
-  const count = `${prefix}:{${tag}}:${escapeRuleName(rule)}`;
+  const count = countKey(prefix, tag, rule);
   return { tag, count, lock: `${count}:l` };
+}
+
+/** The count key of a rule for an identity already escaped (`tag`); its lock key is this plus `:l`. */
+export function countKey(prefix: string, tag: string, rule: string): string {
+  return `${prefix}:{${tag}}:${escapeRuleName(rule)}`;
 }
 
 /** The ZSET of locks of one rule (member `<level>:<identity>`, score untilMs); its own slot, per rule. */

@@ -62,17 +62,18 @@ function isNoScript(error: unknown): boolean {
 /**
  * EVALSHA, and EVAL (which also caches the script again) only when the server answers NOSCRIPT: its
  * script cache is empty after a restart, a failover or SCRIPT FLUSH. One round trip in the usual case.
+ * `keysThenArgs` holds the `keyCount` keys, then the ARGV.
  */
 export async function runScript(
   client: Redis | Cluster,
   script: RedisScript,
-  keys: readonly string[],
-  args: readonly (string | number)[],
+  keyCount: number,
+  keysThenArgs: string[],
 ): Promise<unknown> {
   try {
-    return await client.evalsha(script.sha, keys.length, ...keys, ...args);
+    return await client.evalsha(script.sha, keyCount, keysThenArgs);
   } catch (error) {
     if (!isNoScript(error)) throw error;
-    return client.eval(script.source, keys.length, ...keys, ...args);
+    return client.eval(script.source, keyCount, keysThenArgs);
   }
 }
