@@ -3,13 +3,14 @@
 import type { Contender } from './contender.js';
 import { expressMemory, expressRedis, flexibleMemory, flexibleRedis, koaMemory, koaRedis } from './peers.js';
 import { ratekeeperContenders } from './ratekeeper.js';
-import { rawMemory, rawRedis, rawRedisPipelined } from './raw-floor.js';
+import { promiseFloor, rawMemory, rawRedis, rawRedisPipelined } from './raw-floor.js';
 
 /** Always present: the floors first (ratio denominators), then the peers. */
 const builtIn: Contender[] = [
   rawRedis,
   rawRedisPipelined,
   rawMemory,
+  promiseFloor,
   flexibleRedis,
   expressRedis,
   koaRedis,

@@ -1,8 +1,9 @@
 // Core scenarios: decisions/s and latency per contender, on Redis or in memory, interleaved repetitions.
 
+import type { Redis } from 'ioredis';
 import type { BenchConfig } from './config.js';
 import type { Contender, ContenderInstance, CoreScenario, LimitSpec, StoreKind } from './contender.js';
-import { errorMessage, withTimeout } from './contender.js';
+import { closeRedis, errorMessage, openRedis, withTimeout } from './contender.js';
 import { measureHeap } from './heap.js';
 import { type LoadResult, runLoad } from './load.js';
 import { ms, num, pct, ratio, type Section, type Table } from './report.js';
@@ -25,6 +26,12 @@ export interface CoreRow {
   admitted: number;
   ops: number;
   errors: number;
+  /** Median CPU of the benchmark process (the library's client side and the driver) per decision, µs. */
+  clientCpuUs: number;
+  /** Median CPU of redis-server per decision, µs (NaN in memory scenarios). */
+  redisCpuUs: number;
+  /** Median share of one core redis-server used during the runs (NaN in memory scenarios). */
+  redisBusy: number;
   failed?: string;
 }
 
@@ -39,7 +46,16 @@ interface Entry {
   contender: Contender;
   instance?: ContenderInstance;
   runs: LoadResult[];
+  /** Per repetition: CPU µs per decision of this process, and of redis-server; redis-server's busy share. */
+  cpu: Array<{ clientUs: number; redisUs: number; redisBusy: number }>;
   failed?: string;
+}
+
+/** CPU seconds redis-server has used so far (user + system), from INFO cpu. */
+async function redisCpuSeconds(admin: Redis): Promise<number> {
+  const info = await admin.info('cpu');
+  const field = (name: string) => Number(new RegExp(`^${name}:([\\d.]+)`, 'm').exec(info)?.[1] ?? Number.NaN);
+  return field('used_cpu_user') + field('used_cpu_sys');
 }
 
 const floorName: Record<StoreKind, string> = { redis: 'raw floor (EVALSHA)', memory: 'raw floor (Map)' };
@@ -55,9 +71,12 @@ async function measure(
   maxMs: number,
   config: BenchConfig,
   store: StoreKind,
+  admin?: Redis,
 ) {
   if (!entry.instance || entry.failed) return undefined;
   try {
+    const redisBefore = admin ? await redisCpuSeconds(admin) : Number.NaN;
+    const clientBefore = process.cpuUsage();
     const result = await runLoad(entry.instance.decide, {
       concurrency: config.concurrency,
       maxOps: store === 'redis' ? config.redisMaxOps : config.memoryMaxOps,
@@ -66,8 +85,17 @@ async function measure(
       stallTimeoutMs: config.stallTimeoutMs,
       sampleEvery: store === 'redis' ? 1 : 8,
     });
+    const client = process.cpuUsage(clientBefore);
+    const redisUsed = admin ? (await redisCpuSeconds(admin)) - redisBefore : Number.NaN;
     if (result.errors === result.ops) entry.failed = `every decision threw: ${result.firstError ?? '?'}`;
-    return result;
+    return {
+      result,
+      cpu: {
+        clientUs: (client.user + client.system) / Math.max(1, result.ops),
+        redisUs: (redisUsed * 1e6) / Math.max(1, result.ops),
+        redisBusy: redisUsed / (result.elapsedMs / 1000),
+      },
+    };
   } catch (error) {
     entry.failed = errorMessage(error);
     return undefined;
@@ -89,8 +117,10 @@ export async function runCoreScenario(
   };
   const entries: Entry[] = contenders
     .filter((c) => c.store === store && (c.scenarios ?? ['distinct', 'hot']).includes(scenario))
-    .map((contender) => ({ contender, runs: [] }));
+    .map((contender): Entry => ({ contender, runs: [], cpu: [] }));
   const runMs = store === 'redis' ? config.redisRunMs : config.memoryRunMs;
+  // Reads redis-server's CPU around each run: which side, client or server, bounds a contender.
+  const admin = store === 'redis' ? openRedis(redisPort) : undefined;
 
   for (const [index, entry] of entries.entries()) {
     try {
@@ -108,8 +138,11 @@ export async function runCoreScenario(
   for (let rep = 0; rep < config.reps; rep++) {
     const keys = keysFor(scenario, `r${rep}`, config.distinctKeys);
     for (const entry of entries) {
-      const result = await measure(entry, keys, runMs, config, store);
-      if (result) entry.runs.push(result);
+      const measured = await measure(entry, keys, runMs, config, store, admin);
+      if (measured) {
+        entry.runs.push(measured.result);
+        entry.cpu.push(measured.cpu);
+      }
     }
     log(`  ${store} ${scenario}: repetition ${rep + 1}/${config.reps} done`);
   }
@@ -120,6 +153,7 @@ export async function runCoreScenario(
       // a contender that fails to close has still been measured
     }
   }
+  if (admin) await closeRedis(admin);
 
   const floor = entries.find((e) => e.contender.name === floorName[store]);
   const floorOps = floor?.runs.map((r) => r.opsPerSec) ?? [];
@@ -138,6 +172,9 @@ export async function runCoreScenario(
       admitted: median(entry.runs.map((r) => r.admitted)),
       ops: median(entry.runs.map((r) => r.ops)),
       errors: entry.runs.reduce((sum, r) => sum + r.errors, 0),
+      clientCpuUs: median(entry.cpu.map((c) => c.clientUs)),
+      redisCpuUs: median(entry.cpu.map((c) => c.redisUs)),
+      redisBusy: median(entry.cpu.map((c) => c.redisBusy)),
     };
     if (entry.failed) row.failed = entry.failed;
     return row;
@@ -154,7 +191,9 @@ const scenarioTitle: Record<CoreScenario, string> = {
 export function coreTable(result: CoreResult, config: BenchConfig): Table {
   const admittedHeader = result.scenario === 'distinct' ? 'admitted' : `admitted (limit ${config.hotLimit})`;
   const rows = result.rows.map((row) => {
-    if (row.failed && row.runs.length === 0) return [row.name, 'failed', '-', '-', '-', '-', '-', row.failed];
+    const redis = result.store === 'redis';
+    if (row.failed && row.runs.length === 0)
+      return [row.name, 'failed', '-', '-', '-', '-', '-', '-', ...(redis ? ['-', '-'] : []), row.failed];
     const admitted =
       result.scenario === 'distinct'
         ? `${num((row.admitted / Math.max(1, row.ops)) * 100, 1)}%`
@@ -174,6 +213,8 @@ export function coreTable(result: CoreResult, config: BenchConfig): Table {
       ms(row.p50Ms),
       ms(row.p99Ms),
       admitted,
+      num(row.clientCpuUs, redis ? 1 : 2),
+      ...(redis ? [num(row.redisCpuUs, 1), pct0(row.redisBusy)] : []),
       remark,
     ];
   });
@@ -196,10 +237,17 @@ export function coreTable(result: CoreResult, config: BenchConfig): Table {
       'p50 ms',
       'p99 ms',
       admittedHeader,
+      'client CPU µs / decision',
+      ...(result.store === 'redis' ? ['Redis CPU µs / decision', 'Redis busy'] : []),
       'note',
     ],
     rows,
   };
+}
+
+/** A share of one core as a whole percentage. */
+function pct0(share: number): string {
+  return Number.isFinite(share) ? `${Math.round(share * 100)}%` : '-';
 }
 
 /** Both core scenarios of one store, as a report section. */
@@ -227,7 +275,9 @@ export async function runCore(
       `each run ${bound} ms (at most ${num(store === 'redis' ? config.redisMaxOps : config.memoryMaxOps)} decisions), ` +
       `${config.reps} interleaved repetitions after a warm-up; medians. "distinct" cycles through ` +
       `${num(config.distinctKeys)} fresh keys per repetition; "hot" hammers one fresh key per repetition. ` +
-      `Ratios are the median of per-repetition ratios to ${floorName[store]}.`,
+      `Ratios are the median of per-repetition ratios to ${floorName[store]}. ` +
+      `"client CPU" is this process's CPU (the library and the driver) per decision` +
+      `${store === 'redis' ? '; "Redis CPU" is redis-server\'s (INFO cpu) per decision, and "Redis busy" the share of one core it used during the run: near 100% the server, not the client, bounds the figure' : ''}.`,
     tables,
   };
   return { section, results };

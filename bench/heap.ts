@@ -4,6 +4,7 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import type { BenchConfig } from './config.js';
 import { type Contender, errorMessage, withTimeout } from './contender.js';
+import { promiseFloor } from './raw-floor.js';
 import { num, type Table } from './report.js';
 
 export interface HeapRow {
@@ -54,7 +55,8 @@ export async function measureHeap(
   const gc = exposeGc();
   const rows: HeapRow[] = [];
   const names = Array.from({ length: keys }, (_, i) => `heap-key-${i}`);
-  for (const contender of contenders.filter((c) => c.store === 'memory')) {
+  // The promise floor keeps nothing per key: no heap figure to give.
+  for (const contender of contenders.filter((c) => c.store === 'memory' && c !== promiseFloor)) {
     const row: HeapRow = { name: contender.name, group: contender.group };
     try {
       row.bytesPerKey = await withTimeout(

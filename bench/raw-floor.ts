@@ -80,3 +80,23 @@ export const rawMemory: Contender = {
     };
   },
 };
+
+/**
+ * Promise floor: no limiting at all, only a settled Promise handed through the same async wrapper a
+ * store's answer goes through. The most any Promise-returning API (ours, or a peer's store) can reach
+ * in the memory scenarios: the driver and two awaits cost this much before a limiter does anything.
+ */
+export const promiseFloor: Contender = {
+  name: 'promise floor (no work)',
+  store: 'memory',
+  group: 'floor',
+  note: 'a settled Promise, no limiting: what any Promise-returning API costs here',
+  async create() {
+    const answer = { allowed: true };
+    const settled = (_key: string): Promise<{ allowed: boolean }> => Promise.resolve(answer);
+    return {
+      decide: async (key: string) => (await settled(key)).allowed,
+      close: async () => {},
+    };
+  },
+};

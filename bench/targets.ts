@@ -57,6 +57,12 @@ function coreChecks(findings: Findings): Check[] {
     x1 && x3 ? ratio(x3.opsPerSec / x1.opsPerSec) : '-',
     verdict(x1 && x3 ? x3.opsPerSec / x1.opsPerSec >= 0.8 : undefined),
   ]);
+  // Which side bounds each figure: the client's CPU per decision, or a redis-server near one full core.
+  if (x1 && x3) {
+    const side = (r: CoreRow) =>
+      `client ${num(r.clientCpuUs, 1)} µs, Redis ${num(r.redisCpuUs, 1)} µs / decision, Redis busy ${num(r.redisBusy * 100)}%`;
+    checks.push(['Redis, 1 vs 3 rules: CPU per decision', `x1: ${side(x1)}; x3: ${side(x3)}`, 'info']);
+  }
   const x3cost = findings.cost?.find((r) => r.name === 'ratekeeper redis fixed x3 rules');
   checks.push([
     'Redis, 3 rules of one identity: one round trip',
@@ -84,6 +90,18 @@ function coreChecks(findings: Findings): Check[] {
       `Memory store: >= 1.5x ${peer}`,
       memory && other ? ratio(memory.opsPerSec / other.opsPerSec) : '-',
       verdict(memory && other ? memory.opsPerSec / other.opsPerSec >= 1.5 : undefined),
+    ]);
+  }
+  // The ceiling of that target: a Promise-returning API that does nothing at all, in the same driver.
+  const floor = row(findings.coreMemory, 'distinct', 'promise floor (no work)');
+  const erl = row(findings.coreMemory, 'distinct', 'express-rate-limit MemoryStore');
+  const rlf = row(findings.coreMemory, 'distinct', 'rate-limiter-flexible RateLimiterMemory');
+  if (floor && erl && rlf) {
+    checks.push([
+      'Memory store: the most any Promise API reaches (promise floor, no work)',
+      `${ratio(floor.opsPerSec / erl.opsPerSec)} express-rate-limit, ${ratio(floor.opsPerSec / rlf.opsPerSec)} rate-limiter-flexible` +
+        (memory ? `; ours ${ratio(memory.opsPerSec / floor.opsPerSec)} of it` : ''),
+      'info',
     ]);
   }
   return checks;

@@ -23,7 +23,7 @@ ALG['calendar'] = {
   end,
   apply = function(state, op, nowMs)
     local endMs = periodEnd(op, nowMs)
-    local add = state ~= nil and state.endMs == endMs and state.packed and op.cost
+    local add = state ~= nil and state.endMs == endMs and state.packed and op.costText
     return { count = countIn(state, endMs) + op.cost, endMs = endMs, add = add }
   end,
   refund = counter.refund,

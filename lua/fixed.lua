@@ -29,7 +29,7 @@ function counter.load(key)
 end
 
 -- `state.add`, set by apply when the stored value is packed and holds the same window: the units
--- added to it. INCRBY then writes it in place, keeping the TTL the window's first write set (the same
+-- added to it, as text (the op's costText). INCRBY then writes it in place, keeping the TTL the window's first write set (the same
 -- instant a new PX would name); every other change rewrites value and TTL.
 function counter.save(key, state, _, nowMs)
   if state.add and state.count < PACK then
@@ -93,7 +93,7 @@ ALG['fixed'] = {
   end,
   apply = function(state, op, nowMs)
     local live = fixedCurrent(state, op, nowMs)
-    return { count = live.count + op.cost, endMs = live.endMs, add = live.packed and op.cost }
+    return { count = live.count + op.cost, endMs = live.endMs, add = live.packed and op.costText }
   end,
   refund = counter.refund,
   expiresAt = counter.expiresAt,

@@ -71,6 +71,8 @@ local function readOps(at)
       maxLockMs = tonumber(ARGV[b + 8]),
       forgetAfterMs = tonumber(ARGV[b + 9]),
       cost = tonumber(ARGV[b + 10]),
+      -- The cost as sent: a numeric argument to redis.call would be printed with %.17g on every call.
+      costText = ARGV[b + 10],
       periodEndMs = tonumber(ARGV[b + 11]),
       nextPeriodEndMs = tonumber(ARGV[b + 12]),
     }
@@ -82,7 +84,7 @@ end
 local function withCost(op, cost)
   local copy = {}
   for k, v in pairs(op) do copy[k] = v end
-  copy.cost = cost
+  copy.cost, copy.costText = cost, tostring(cost)
   return copy
 end
 
