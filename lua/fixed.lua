@@ -92,8 +92,13 @@ ALG['fixed'] = {
     return counter.evaluate(live.count, live.endMs, op, nowMs, add)
   end,
   apply = function(state, op, nowMs)
-    local live = fixedCurrent(state, op, nowMs)
-    return { count = live.count + op.cost, endMs = live.endMs, add = live.packed and op.costText }
+    -- In place, as fixed.ts: the state was loaded for this op alone.
+    if state ~= nil and nowMs < state.endMs then
+      state.count = state.count + op.cost
+      state.add = state.packed and op.costText
+      return state
+    end
+    return { count = op.cost, endMs = nowMs + op.sizeMs }
   end,
   refund = counter.refund,
   expiresAt = counter.expiresAt,
