@@ -407,7 +407,13 @@ describe('Reliability: Redis faults with requests in flight', function () {
     }
 
     it('defaults: a reply lost to a dropped connection is resent on reconnect and counted twice, silently', async () => {
-      const { decision, count, storeErrors } = await loseOneReply({});
+      // The setup needs Redis to read the request before the CLIENT KILL once SIGCONT wakes it; when it
+      // reads the KILL first, the request is dropped unexecuted and its resend is answered normally
+      // (count 1, decided by Redis): no reply was lost, so the scenario is set up again, at most 3 times.
+      let lost = await loseOneReply({});
+      for (let attempt = 1; attempt < 3 && lost.count === 1 && lost.storeErrors.length === 0; attempt++)
+        lost = await loseOneReply({});
+      const { decision, count, storeErrors } = lost;
       console.log(
         `      defaults: one request, count ${count} in Redis, decision remaining ${decision.remaining}`,
       );
@@ -435,7 +441,13 @@ describe('Reliability: Redis faults with requests in flight', function () {
       });
       expect(count).to.equal(1);
       expect(afterResumeMs).to.be.at.least(STORE_TIMEOUT_MS - 120); // the 100 ms paused count toward it
-      expect(storeErrors.map((e) => e.error.message)).to.deep.equal(['Command timed out']);
+      // ioredis's commandTimeout and the limiter's storeTimeout have the same length here: under load
+      // either timer may fire first, and both end the call the same way.
+      expect(storeErrors).to.have.length(1);
+      expect(storeErrors[0]?.error.message).to.be.oneOf([
+        'Command timed out',
+        `store did not answer within ${STORE_TIMEOUT_MS} ms`,
+      ]);
     });
 
     it('enableOfflineQueue: false: requests answered by the policy during an outage are not replayed into Redis later', async () => {
