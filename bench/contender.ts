@@ -67,6 +67,13 @@ export async function closeRedis(client: Redis): Promise<void> {
   client.disconnect();
 }
 
+/** CPU seconds redis-server has used so far (user + system), from INFO cpu. */
+export async function redisCpuSeconds(admin: Redis): Promise<number> {
+  const info = await admin.info('cpu');
+  const field = (name: string) => Number(new RegExp(`^${name}:([\\d.]+)`, 'm').exec(info)?.[1] ?? Number.NaN);
+  return field('used_cpu_user') + field('used_cpu_sys');
+}
+
 /** The prefix without its trailing ':' for libraries that add their own separator. */
 export function namespace(prefix: string): string {
   return prefix.endsWith(':') ? prefix.slice(0, -1) : prefix;

@@ -3,7 +3,7 @@
 import type { Redis } from 'ioredis';
 import type { BenchConfig } from './config.js';
 import type { Contender, ContenderInstance, CoreScenario, LimitSpec, StoreKind } from './contender.js';
-import { closeRedis, errorMessage, openRedis, withTimeout } from './contender.js';
+import { closeRedis, errorMessage, openRedis, redisCpuSeconds, withTimeout } from './contender.js';
 import { measureHeap } from './heap.js';
 import { type LoadResult, runLoad } from './load.js';
 import { ms, num, pct, ratio, type Section, type Table } from './report.js';
@@ -49,13 +49,6 @@ interface Entry {
   /** Per repetition: CPU µs per decision of this process, and of redis-server; redis-server's busy share. */
   cpu: Array<{ clientUs: number; redisUs: number; redisBusy: number }>;
   failed?: string;
-}
-
-/** CPU seconds redis-server has used so far (user + system), from INFO cpu. */
-async function redisCpuSeconds(admin: Redis): Promise<number> {
-  const info = await admin.info('cpu');
-  const field = (name: string) => Number(new RegExp(`^${name}:([\\d.]+)`, 'm').exec(info)?.[1] ?? Number.NaN);
-  return field('used_cpu_user') + field('used_cpu_sys');
 }
 
 const floorName: Record<StoreKind, string> = { redis: 'raw floor (EVALSHA)', memory: 'raw floor (Map)' };

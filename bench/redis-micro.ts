@@ -6,7 +6,7 @@
 import type { Redis } from 'ioredis';
 import { RedisStore } from '../src/stores/redis-store.js';
 import type { StoreOp, StoreRule } from '../src/stores/store.js';
-import { type Contender, closeRedis, type LimitSpec, openRedis } from './contender.js';
+import { type Contender, closeRedis, type LimitSpec, openRedis, redisCpuSeconds } from './contender.js';
 import { runLoad } from './load.js';
 import { ratekeeperContenders } from './ratekeeper.js';
 import { rawRedis, rawRedisPipelined } from './raw-floor.js';
@@ -64,13 +64,6 @@ async function commandCalls(client: Redis): Promise<{ executed: number; sent: nu
     if (name === 'evalsha' || name === 'eval') sent += Number(match[2]);
   }
   return { executed, sent };
-}
-
-/** CPU seconds the Redis server has used (user + system), from INFO cpu. */
-async function redisCpuSeconds(client: Redis): Promise<number> {
-  const info = await client.info('cpu');
-  const field = (name: string) => Number(new RegExp(`^${name}:([\\d.]+)`, 'm').exec(info)?.[1] ?? Number.NaN);
-  return field('used_cpu_user') + field('used_cpu_sys');
 }
 
 async function main() {
