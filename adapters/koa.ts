@@ -73,15 +73,13 @@ export function rateLimit(rulesOrLimiter: Rule[] | Limiter, options: KoaRateLimi
 }
 
 /**
- * The request as the core sees it; `ip` is Koa's own notion (after `app.proxy`, `maxIpsCount`). Read
- * lazily: `ip`, `query` and the path are parsed only for the rules that read them.
+ * The request as the core sees it; `ip` is Koa's own notion (after `app.proxy`, `maxIpsCount`). Everything
+ * but the method and the headers is read lazily: the path, `ip` and `query` are parsed, and `params`,
+ * `body` and `user` looked up, only for the rules that read them (see ExpressRequestInfo).
  */
 class KoaRequestInfo implements RequestInfo {
   readonly method: string;
   readonly headers: RequestInfo['headers'];
-  readonly params: Record<string, unknown> | undefined;
-  readonly body: unknown;
-  readonly user: unknown;
   readonly #ctx: Context;
   #path: string | undefined;
 
@@ -89,9 +87,6 @@ class KoaRequestInfo implements RequestInfo {
     this.#ctx = ctx;
     this.method = ctx.method;
     this.headers = ctx.headers;
-    this.params = (ctx as { params?: Record<string, unknown> }).params;
-    this.body = (ctx.request as { body?: unknown }).body;
-    this.user = (ctx.state as { user?: unknown }).user;
   }
 
   get path(): string {
@@ -106,5 +101,17 @@ class KoaRequestInfo implements RequestInfo {
 
   get query(): Record<string, unknown> {
     return this.#ctx.query as Record<string, unknown>;
+  }
+
+  get params(): Record<string, unknown> | undefined {
+    return (this.#ctx as { params?: Record<string, unknown> }).params;
+  }
+
+  get body(): unknown {
+    return (this.#ctx.request as { body?: unknown }).body;
+  }
+
+  get user(): unknown {
+    return (this.#ctx.state as { user?: unknown }).user;
   }
 }

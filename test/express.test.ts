@@ -23,6 +23,12 @@ export const expressHarness: Harness = {
     const app = express();
     app.set('trust proxy', spec.trust === 'one-hop' ? 1 : spec.trust === 'all');
     app.use(express.json());
+    // Authentication ahead of the limiter: `x-user: <id>` becomes req.user (the 'user' key form).
+    app.use((req, _res, next) => {
+      const id = req.get('x-user');
+      if (id !== undefined) (req as Request & { user?: unknown }).user = { id };
+      next();
+    });
     const limit = rateLimit(spec.limiter, expressOptions(spec.options));
     if (spec.mount !== 'route') app.use(limit);
     app.use((_req, _res, next) => {

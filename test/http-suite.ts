@@ -221,6 +221,20 @@ export function httpSuite(harness: Harness, stores: StoreFactory): void {
         expect(hits()).to.equal(3);
       });
 
+      it("keys a rule by the user an earlier middleware authenticated (key 'user'), and skips it without one", async () => {
+        const { listener, hits } = await app([
+          { name: 'per-user', match: 'GET /echo', key: 'user', limit: 1, window: fixed('1m') },
+        ]);
+        await request(listener).get('/echo').set('x-user', 'ann').expect(200);
+        await request(listener).get('/echo').set('x-user', 'ann').expect(429);
+        const bob = await request(listener).get('/echo').set('x-user', 'bob').expect(200);
+        expect(bob.body.rateLimit.rules[0]).to.include({ key: 'bob', remaining: 0 });
+        // No user: the rule finds no key, so it neither counts nor denies.
+        await request(listener).get('/echo').expect(200);
+        await request(listener).get('/echo').expect(200);
+        expect(hits()).to.equal(4);
+      });
+
       it('reads the framework params when mounted on the route itself', async () => {
         const { listener } = await app([{ name: 'like', key: 'param.id', limit: 1, window: fixed('1s') }], {
           mount: 'route',

@@ -46,6 +46,12 @@ export const koaHarness: Harness = {
       }
       await next();
     });
+    // Authentication ahead of the limiter: `x-user: <id>` becomes ctx.state.user (the 'user' key form).
+    app.use(async (ctx, next) => {
+      const id = ctx.get('x-user');
+      if (id !== '') ctx.state.user = { id };
+      await next();
+    });
     const limit = rateLimit(spec.limiter, koaOptions(spec.options));
     if (spec.mount !== 'route') app.use(limit);
     app.use(async (_ctx, next) => {
