@@ -26,6 +26,8 @@ export interface BenchConfig {
   httpSeconds: number;
   httpDeniedSeconds: number;
   httpWarmupSeconds: number;
+  /** Requests per repetition of the in-process middleware scenario. */
+  middlewareRequests: number;
   /** Identities whose Redis cost is measured, and hits per identity. */
   /** Distinct keys created to measure a memory store's heap per key. */
   heapKeys: number;
@@ -65,6 +67,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): BenchConfig {
     httpSeconds: quick ? 0.5 : 2.5,
     httpDeniedSeconds: quick ? 0.5 : 1,
     httpWarmupSeconds: quick ? 0 : 0.5,
+    middlewareRequests: quick ? 5_000 : 50_000,
     heapKeys: quick ? 20_000 : 50_000,
     costKeys: quick ? 100 : 200,
     costHits: 5,

@@ -24,6 +24,8 @@ export interface AppSpec {
 
 export interface BuiltApp {
   listener: RequestListener;
+  /** The limiter's middleware alone (Express handler or Koa middleware), for bench/middleware.ts; none when bare. */
+  middleware?: RequestHandler | Middleware;
   close(): Promise<void>;
 }
 
@@ -107,7 +109,7 @@ function flexibleExpress(store: 'redis' | 'memory'): HttpVariant {
             error instanceof RateLimiterRes ? res.status(429).send('Too Many Requests') : next(error),
         );
       };
-      return { listener: expressApp(middleware), close };
+      return { listener: expressApp(middleware), middleware, close };
     },
   };
 }
@@ -129,7 +131,7 @@ function flexibleKoa(store: 'redis' | 'memory'): HttpVariant {
         }
         await next();
       };
-      return { listener: koaApp(middleware).callback(), close };
+      return { listener: koaApp(middleware).callback(), middleware, close };
     },
   };
 }
@@ -155,7 +157,11 @@ function expressRateLimitVariant(store: 'redis' | 'memory'): HttpVariant {
             })
           : new MemoryStore(),
       });
-      return { listener: expressApp(limiter), close: async () => (client ? closeRedis(client) : undefined) };
+      return {
+        listener: expressApp(limiter),
+        middleware: limiter,
+        close: async () => (client ? closeRedis(client) : undefined),
+      };
     },
   };
 }
@@ -176,6 +182,7 @@ function koaRatelimitVariant(driver: 'redis' | 'memory'): HttpVariant {
       });
       return {
         listener: koaApp(limiter).callback(),
+        middleware: limiter,
         close: async () => (client ? closeRedis(client) : undefined),
       };
     },
@@ -218,10 +225,12 @@ function ratekeeperVariant(framework: Framework, store: 'redis' | 'memory'): Htt
       };
       if (framework === 'express') {
         const { rateLimit } = await importAdapter<RequestHandler>('express');
-        return { listener: expressApp(rateLimit(limiter)), close };
+        const middleware = rateLimit(limiter);
+        return { listener: expressApp(middleware), middleware, close };
       }
       const { rateLimit } = await importAdapter<Middleware>('koa');
-      return { listener: koaApp(rateLimit(limiter)).callback(), close };
+      const middleware = rateLimit(limiter);
+      return { listener: koaApp(middleware).callback(), middleware, close };
     },
   };
 }

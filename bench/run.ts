@@ -9,13 +9,22 @@ import { runCore } from './core.js';
 import { runCost } from './cost.js';
 import { runExactness } from './exactness.js';
 import { runHttp } from './http.js';
+import { runMiddleware } from './middleware.js';
 import { ratekeeperSource } from './ratekeeper.js';
 import { type RedisServer, startRedis } from './redis-server.js';
 import { describeMachine, resultsMarkdown, type Section, textTable, writeText } from './report.js';
 import { summarize } from './summary.js';
 import { evaluateTargets, type Findings } from './targets.js';
 
-const commands = ['all', 'core-redis', 'core-memory', 'http', 'redis-cost', 'exactness'] as const;
+const commands = [
+  'all',
+  'core-redis',
+  'core-memory',
+  'http',
+  'middleware',
+  'redis-cost',
+  'exactness',
+] as const;
 type Command = (typeof commands)[number];
 
 const usage = `usage: npm run bench [-- <command>] [--filter <regex>] [--out <file>]
@@ -140,6 +149,17 @@ async function main(): Promise<number> {
         findings,
         (r) => {
           findings.http = r.results;
+        },
+      );
+    }
+    if (wants('middleware')) {
+      await runScenario(
+        'middleware',
+        () => runMiddleware(config, server.port, filter, log),
+        sections,
+        findings,
+        (r) => {
+          findings.middleware = r.rows;
         },
       );
     }

@@ -5,6 +5,7 @@ import type { CoreResult, CoreRow } from './core.js';
 import type { CostRow } from './cost.js';
 import type { ExactRow } from './exactness.js';
 import type { HttpResult } from './http.js';
+import type { MiddlewareRow } from './middleware.js';
 import { num, ratio, type Section, type Table } from './report.js';
 
 /** Everything the scenarios measured, as data. */
@@ -13,6 +14,7 @@ export interface Findings {
   coreRedis?: CoreResult[];
   coreMemory?: CoreResult[];
   http?: HttpResult[];
+  middleware?: MiddlewareRow[];
   cost?: CostRow[];
   exactness?: ExactRow[];
 }
@@ -114,16 +116,38 @@ function httpChecks(findings: Findings): Check[] {
     ['express', 'memory', 0.9],
     ['koa', 'memory', 0.9],
   ];
-  return wanted.map(([framework, store, min]) => {
+  return wanted.flatMap(([framework, store, min]): Check[] => {
     const found = findings.http
       ?.find((r) => r.framework === framework && r.mode === 'admitted')
       ?.rows.find((r) => r.name === `${framework} + ratekeeper (${store})`);
     const value = found && Number.isFinite(found.vsBare) ? found.vsBare : undefined;
-    return [
-      `HTTP ${framework} with ${store}: >= ${min}x bare app`,
-      ratio(value),
-      verdict(value === undefined ? undefined : value >= min),
+    const checks: Check[] = [
+      [
+        `HTTP ${framework} with ${store}: >= ${min}x bare app`,
+        ratio(value),
+        verdict(value === undefined ? undefined : value >= min),
+      ],
     ];
+    // The steadier figure behind it: the CPU each middleware adds to a request, measured in process.
+    const rows = (findings.middleware ?? []).filter(
+      (r) =>
+        r.framework === framework &&
+        r.group !== 'bare' &&
+        Number.isFinite(r.addedUs) &&
+        (store === 'redis' ? /redis/.test(r.name) : !/redis/.test(r.name)),
+    );
+    const ours = rows.find((r) => r.group === 'ratekeeper');
+    if (ours) {
+      const peers = rows
+        .filter((r) => r.group === 'peer')
+        .map((r) => `${r.name.replace(`${framework} + `, '')} ${num(r.addedUs, 1)} µs`);
+      checks.push([
+        `HTTP ${framework} with ${store}: CPU the middleware adds per request (in process)`,
+        `ours ${num(ours.addedUs, 1)} µs; ${peers.join(', ')}`,
+        'info',
+      ]);
+    }
+    return checks;
   });
 }
 
