@@ -110,7 +110,7 @@ local function decide(n, requestMode, consumeNothing, requestNowMs)
       else
         r.receipt = 0
       end
-      lockIfExceeded(i, true)
+      if op.lockMs ~= 0 then lockIfExceeded(i, true) end
     end
   end
 end

@@ -79,17 +79,15 @@ function counter.expiresAt(state)
   return state.endMs
 end
 
-local function fixedCurrent(state, op, nowMs)
-  if state ~= nil and nowMs < state.endMs then return state end
-  return { count = 0, endMs = nowMs + op.sizeMs }
-end
-
 ALG['fixed'] = {
   load = counter.load,
   save = counter.save,
   evaluate = function(state, op, nowMs, add)
-    local live = fixedCurrent(state, op, nowMs)
-    return counter.evaluate(live.count, live.endMs, op, nowMs, add)
+    -- A missing or ended window reads as a fresh one starting now.
+    if state ~= nil and nowMs < state.endMs then
+      return counter.evaluate(state.count, state.endMs, op, nowMs, add)
+    end
+    return counter.evaluate(0, nowMs + op.sizeMs, op, nowMs, add)
   end,
   apply = function(state, op, nowMs)
     -- In place, as fixed.ts: the state was loaded for this op alone.
