@@ -137,13 +137,13 @@ export async function runMiddleware(
           keyHeader,
           prefix: `mw-${framework}-${index}:`,
         });
-        const passThrough: RequestHandler & Middleware = ((_a: unknown, b: unknown, c?: unknown) =>
-          typeof c === 'function' ? c() : (b as () => Promise<void>)()) as RequestHandler & Middleware;
-        const middleware = built.middleware ?? passThrough;
+        // The bare app has no limiter: a pass-through middleware stands in for it.
         const run =
           framework === 'express'
-            ? expressRunner(middleware as RequestHandler)
-            : koaRunner(middleware as Middleware);
+            ? expressRunner(
+                (built.middleware as RequestHandler | undefined) ?? ((_req, _res, next) => next()),
+              )
+            : koaRunner((built.middleware as Middleware | undefined) ?? ((_ctx, next) => next()));
         await measure(run, keys, Math.max(1000, config.middlewareRequests / 4));
         entries.push({ row, run, close: built.close, cpu: [] });
       } catch (error) {
