@@ -2,7 +2,7 @@
 
 import { type ChildProcess, fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { stop, track } from './processes.js';
+import { stopChild, track } from '../test/support/processes.js';
 
 /** A message is a plain object with a `type`. */
 export interface Message {
@@ -96,7 +96,7 @@ export class Child {
       this.process.send({ type: 'exit' });
       this.process.disconnect();
     }
-    await stop(this.process, 3000);
+    await stopChild(this.process, 3000);
   }
 }
 

@@ -6,11 +6,11 @@
 import type { Redis } from 'ioredis';
 import { RedisStore } from '../src/stores/redis-store.js';
 import type { StoreOp, StoreRule } from '../src/stores/store.js';
+import { startRedis } from '../test/support/redis.js';
 import { type Contender, closeRedis, type LimitSpec, openRedis, redisCpuSeconds } from './contender.js';
 import { runLoad } from './load.js';
 import { ratekeeperContenders } from './ratekeeper.js';
 import { rawRedis, rawRedisPipelined } from './raw-floor.js';
-import { startRedis } from './redis-server.js';
 import { median } from './stats.js';
 
 const reps = Number(process.env.MICRO_REPS ?? 5);

@@ -151,6 +151,8 @@ export function resultsMarkdown(options: {
   method: string[];
   sections: Section[];
   unavailable: Array<{ name: string; reason: string }>;
+  /** What follows the generated part unchanged (see results-file.ts): the soak's block, the History. */
+  kept: string;
 }): string {
   const { machine } = options;
   const out = [
@@ -158,7 +160,7 @@ export function resultsMarkdown(options: {
     '',
     `Written by \`npm run bench${options.command === 'all' ? '' : ` -- ${options.command}`}\`` +
       `${options.quick ? ' with BENCH_QUICK=1 (a smoke run: short and single, not for quoting)' : ''}` +
-      ` on ${machine.date}, in ${Math.round(options.durationS)} s. Do not edit by hand.`,
+      ` on ${machine.date}, in ${Math.round(options.durationS)} s. Do not edit by hand above the History section.`,
     '',
     '## Machine',
     '',
@@ -180,7 +182,7 @@ export function resultsMarkdown(options: {
     out.push('', `## ${section.title}`, '', section.intro);
     for (const table of section.tables) out.push('', markdownTable(table));
   }
-  return `${out.join('\n')}\n`;
+  return `${out.join('\n')}\n\n${options.kept}`;
 }
 
 export async function writeText(path: string, text: string): Promise<void> {

@@ -2,6 +2,7 @@
 
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { type RedisServer, startRedis } from '../test/support/redis.js';
 import { type BenchConfig, loadConfig } from './config.js';
 import { errorMessage } from './contender.js';
 import { loadContenders } from './contenders.js';
@@ -11,8 +12,8 @@ import { runExactness } from './exactness.js';
 import { runHttp } from './http.js';
 import { runMiddleware } from './middleware.js';
 import { ratekeeperSource } from './ratekeeper.js';
-import { type RedisServer, startRedis } from './redis-server.js';
 import { describeMachine, resultsMarkdown, type Section, textTable, writeText } from './report.js';
+import { keptPart, readResults } from './results-file.js';
 import { summarize } from './summary.js';
 import { evaluateTargets, type Findings } from './targets.js';
 
@@ -210,6 +211,7 @@ async function main(): Promise<number> {
       method: method(config, filter),
       sections,
       unavailable,
+      kept: keptPart(await readResults(out)),
     });
     await writeText(out, markdown);
     log(`\nwrote ${out}; ${command} took ${durationS.toFixed(0)} s`);

@@ -31,6 +31,7 @@ describe('test support: spawned redis-server', () => {
   it('answers on its own port with the extra args applied, and counts the commands it ran', async () => {
     const client = server.client();
     assert.equal(await client.ping(), 'PONG');
+    assert.match(server.version, /^\d+\.\d+\.\d+$/);
     assert.deepEqual(await client.config('GET', 'maxmemory'), ['maxmemory', String(10 * 1024 * 1024)]);
     await server.resetStats();
     await client.set('a', '1');
