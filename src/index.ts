@@ -24,7 +24,7 @@ export {
   verificationCodeRules,
 } from './recipes/index.js';
 export type { MemoryStoreOptions } from './stores/memory-store.js';
-export { MemoryStore } from './stores/memory-store.js';
+export { MEMORY_STORE_FULL_WARNING, MemoryStore } from './stores/memory-store.js';
 export type { RedisStoreOptions } from './stores/redis-store.js';
 export { RedisStore } from './stores/redis-store.js';
 export type {

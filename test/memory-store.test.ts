@@ -11,7 +11,7 @@ describe('MemoryStore bounds', () => {
 
   it('stays within maxKeys under a flood of distinct keys', async () => {
     const store = new MemoryStore({ maxKeys: 1000 });
-    const limiter = createLimiter({ store, rules: [rule] });
+    const limiter = createLimiter({ store, rules: [{ ...rule, limit: 2 }] });
     for (let i = 0; i < 20_000; i++) await limiter.consume('r', `k${i}`);
     expect(store.size).to.equal(1000);
     await limiter.close();
@@ -19,7 +19,8 @@ describe('MemoryStore bounds', () => {
 
   it('never evicts a locked key to make room, so a flood cannot release an attacker', async () => {
     const store = new MemoryStore({ maxKeys: 100 });
-    const limiter = createLimiter({ store, rules: [{ ...rule, lockout: { duration: '1h' } }] });
+    const limiter = createLimiter({ store, rules: [{ ...rule, limit: 2, lockout: { duration: '1h' } }] });
+    await limiter.consume('r', 'attacker');
     await limiter.consume('r', 'attacker');
     expect((await limiter.consume('r', 'attacker')).locked).to.equal(true);
     for (let i = 0; i < 10_000; i++) await limiter.consume('r', `flood${i}`);

@@ -2,38 +2,22 @@
 import { algorithms, verdict } from '../algorithms/index.js';
 import { RateLimitConfigError } from '../errors.js';
 import type { LockInfo } from '../types.js';
+import { type Entry, EntryRing, usageOf } from './memory-eviction.js';
 import type { EvalMode, EvalResult, OpResult, Refund, Store, StoreOp, StoreRule } from './store.js';
 
 export interface MemoryStoreOptions {
   /**
-   * Most keys held at once (a key is one rule for one identity). When full, the least recently written
-   * idle, unlocked key is evicted; a locked key never is. @default 100000
+   * Most keys held at once (a key is one rule for one identity). When full, the key whose count is the
+   * smallest share of its limit is evicted (equal shares: the least recently written). A key whose state
+   * denies (a lock, an escalation level, an exhausted count) never is: while only such keys are held the
+   * store grows past `maxKeys`, and a one-time warning `RATEKEEPER_MEMORY_STORE_FULL` says so.
+   * @default 100000
    */
   maxKeys?: number;
   /** Replaces real time (epoch ms), for tests. @default Date.now */
   clock?: () => number;
   /** How often expired keys are swept, on an unref'd timer. @default 30000 */
   sweepIntervalMs?: number;
-}
-
-interface Lock {
-  untilMs: number;
-  level: number;
-  /** The level is forgotten after this time. */
-  forgetAtMs: number;
-}
-
-interface Entry {
-  readonly rule: string;
-  readonly key: string;
-  state: unknown;
-  stateExpiresAt: number;
-  lock: Lock | undefined;
-  /**
-   * Written again since it was created or since the eviction hand last passed it: its second chance
-   * (CLOCK). A flag instead of moving the key to the back of a Map on every write.
-   */
-  recent: boolean;
 }
 
 /** Duration of the lock at `level` (1 for the first): duration × escalate^(level-1), capped. */
@@ -47,16 +31,15 @@ export class MemoryStore implements Store {
   readonly local = true;
   /** Rule name, then identity: no joined string to build and hash on every lookup. */
   readonly #byRule = new Map<string, Map<string, Entry>>();
-  /** Every entry, oldest first: the ring the eviction hand walks. */
-  readonly #ring = new Set<Entry>();
+  /** Every entry, oldest first, and the eviction hand. */
+  readonly #ring = new EntryRing();
   readonly #locks = new Set<Entry>();
   readonly #maxKeys: number;
   readonly #clock: () => number;
   readonly #timer: NodeJS.Timeout;
   /** Last time handed out: the store's clock never runs backwards. */
   #lastNow = 0;
-  /** Where the next eviction scan resumes (see #evict); dropped by each sweep. */
-  #cursor: SetIterator<Entry> | undefined;
+  #warnedFull = false;
   /** The entries of the evaluation under way, reused: evaluateSync never re-enters. */
   readonly #scratch: Array<Entry | undefined> = [];
 
@@ -139,6 +122,7 @@ export class MemoryStore implements Store {
         const algorithm = algorithms[op.rule.type];
         entry.state = algorithm.apply(entry.state, op, nowMs);
         entry.stateExpiresAt = algorithm.expiresAt(entry.state, op);
+        entry.usage = usageOf(result.count, result.remaining);
       } else if (result.allowed) {
         // Admitted by its own rule but not consumed (another rule denied): report the state as it is.
         const now = algorithms[op.rule.type].evaluate(entries[i]?.state, withoutCost(op), nowMs, false);
@@ -185,6 +169,7 @@ export class MemoryStore implements Store {
     else entry.recent = true;
     entry.state = undefined;
     entry.stateExpiresAt = 0;
+    entry.usage = 0;
     entry.lock = { untilMs, level, forgetAtMs: untilMs + lockout.forgetAfterMs };
     this.#locks.add(entry);
   }
@@ -196,7 +181,12 @@ export class MemoryStore implements Store {
       if (entry?.state === undefined) continue;
       const algorithm = algorithms[op.rule.type];
       entry.state = algorithm.refund(entry.state, op, nowMs, receipt);
-      entry.stateExpiresAt = entry.state === undefined ? 0 : algorithm.expiresAt(entry.state, op);
+      if (entry.state === undefined) entry.stateExpiresAt = 0;
+      else {
+        entry.stateExpiresAt = algorithm.expiresAt(entry.state, op);
+        const now = algorithm.evaluate(entry.state, withoutCost(op), nowMs, false);
+        entry.usage = usageOf(now.count, now.remaining);
+      }
       this.#dropIfEmpty(entry);
     }
   }
@@ -237,7 +227,6 @@ export class MemoryStore implements Store {
 
   async close(): Promise<void> {
     clearInterval(this.#timer);
-    this.#cursor = undefined;
     this.#byRule.clear();
     this.#ring.clear();
     this.#locks.clear();
@@ -246,9 +235,8 @@ export class MemoryStore implements Store {
   /** Drops every expired key. Runs on the timer; callable directly. */
   sweep(): void {
     const nowMs = this.now();
-    // A parked iterator keeps the Map's outgrown tables alive; the next eviction starts a fresh one.
-    this.#cursor = undefined;
-    for (const entry of this.#ring) this.#expire(entry, nowMs);
+    this.#ring.park();
+    for (const entry of this.#ring.values()) this.#expire(entry, nowMs);
   }
 
   #get(rule: string, key: string, nowMs: number): Entry | undefined {
@@ -296,7 +284,15 @@ export class MemoryStore implements Store {
   }
 
   #create(rule: string, key: string): Entry {
-    const entry: Entry = { rule, key, state: undefined, stateExpiresAt: 0, lock: undefined, recent: false };
+    const entry: Entry = {
+      rule,
+      key,
+      state: undefined,
+      stateExpiresAt: 0,
+      lock: undefined,
+      usage: 0,
+      recent: false,
+    };
     if (this.#ring.size >= this.#maxKeys) this.#evict();
     let keys = this.#byRule.get(rule);
     if (keys === undefined) {
@@ -309,41 +305,37 @@ export class MemoryStore implements Store {
   }
 
   /**
-   * Makes room for one key: expired keys first, then, in the order keys were created, the first idle
-   * key that is not locked and was not written again since the hand last passed it (CLOCK: a key
-   * written again gets a second chance, so the least recently written idle key goes first, closely
-   * approximated). A locked key is never evicted, so a flood of new keys cannot release an attacker's
-   * lock; while every held key is locked the store grows past maxKeys (locks end by themselves).
-   *
-   * The scan resumes where the last one stopped (a live Set iterator): starting over from the front
-   * each time would walk again the locked keys already passed, and the holes V8 leaves in a Set
-   * until it rehashes, so a flood would cost O(maxKeys) per insert, and 1000 locked keys at the
-   * front would make every insert give up and grow the store past maxKeys.
+   * Makes room for one key (see EntryRing.victim for the order), and for more when the store had grown
+   * past maxKeys while it held only keys that deny. A key that denies is never evicted, so a flood of new
+   * keys cannot hand back an attacker's spent count, lock or escalation level; the store is never
+   * cleared wholesale.
    */
   #evict(): void {
     const nowMs = this.now();
-    // Bounded work per insert: past this many locked keys in a row, let the store grow by one. Keys
-    // passed for their second chance do not count: each was written once for it, and loses it here.
-    for (let kept = 0; kept < 1000; ) {
-      let next = this.#cursor?.next();
-      if (next === undefined || next.done === true) {
-        this.#cursor = this.#ring.values();
-        next = this.#cursor.next();
-        if (next.done === true) return;
-      }
-      const entry = next.value;
-      // The entries of the evaluation under way stay, even when found empty: it is about to write them.
-      if (this.#scratch.includes(entry)) kept++;
-      else if (this.#expire(entry, nowMs)) return;
-      else if (entry.lock !== undefined && entry.lock.untilMs > nowMs) kept++;
-      else if (entry.recent) entry.recent = false;
-      else {
-        this.#remove(entry);
+    const expire = (entry: Entry) => this.#expire(entry, nowMs);
+    const busy = (entry: Entry) => this.#scratch.includes(entry);
+    while (this.#ring.size >= this.#maxKeys) {
+      const victim = this.#ring.victim(nowMs, expire, busy);
+      if (victim === undefined) {
+        this.#warnFull();
         return;
       }
+      if (victim !== null) this.#remove(victim);
     }
   }
+
+  #warnFull(): void {
+    if (this.#warnedFull) return;
+    this.#warnedFull = true;
+    process.emitWarning(
+      `ratekeeper: the MemoryStore holds more than maxKeys (${this.#maxKeys}) keys: every key it could evict still denies (a lock, an escalation level or an exhausted count), and those are never evicted. Raise maxKeys, or use a RedisStore`,
+      { code: MEMORY_STORE_FULL_WARNING },
+    );
+  }
 }
+
+/** The code of the one-time warning a memory store emits when it grows past `maxKeys`. */
+export const MEMORY_STORE_FULL_WARNING = 'RATEKEEPER_MEMORY_STORE_FULL';
 
 /** The op at cost 0: reading a state as it is. */
 function withoutCost(op: StoreOp): StoreOp {
