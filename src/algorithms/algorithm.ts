@@ -1,5 +1,5 @@
 // The shape every window algorithm has; the memory store drives it, and lua/<type>.lua mirrors it step for step.
-import type { OpResult, StoreOp } from '../stores/store.js';
+import type { OpResult, StoreOp } from './types.js';
 
 /**
  * What an algorithm answers for one op, before anything is written: the store's `OpResult` with the
@@ -41,6 +41,4 @@ export interface Algorithm<S> {
   refund(state: S, op: StoreOp, nowMs: number, receipt: number): S | undefined;
   /** Epoch ms after which the state means nothing any more (drop it). */
   expiresAt(state: S, op: StoreOp): number;
-  /** Units counted now (status). */
-  count(state: S | undefined, op: StoreOp, nowMs: number): number;
 }

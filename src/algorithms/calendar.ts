@@ -1,7 +1,7 @@
 // Calendar window: a fixed window whose end is a wall-clock boundary (midnight in a zone, a cron tick).
-import type { StoreOp } from '../stores/store.js';
 import type { Algorithm } from './algorithm.js';
-import { type CounterState, evaluateCounter } from './fixed.js';
+import { type CounterState, evaluateCounter, refundCounter } from './fixed.js';
+import type { StoreOp } from './types.js';
 
 /** The end of the period `nowMs` falls in: the op carries this period's end and the next one's. */
 export function periodEnd(op: StoreOp, nowMs: number): number {
@@ -26,11 +26,6 @@ export const calendar: Algorithm<CounterState> = {
     state.endMs = endMs;
     return state;
   },
-  refund(state, op, nowMs, receipt) {
-    if (state.endMs !== receipt || nowMs >= state.endMs) return state;
-    const count = Math.max(0, state.count - op.cost);
-    return count === 0 ? undefined : { count, endMs: state.endMs };
-  },
+  refund: refundCounter,
   expiresAt: (state) => state.endMs,
-  count: (state, op, nowMs) => countIn(state, periodEnd(op, nowMs)),
 };

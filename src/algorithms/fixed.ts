@@ -1,6 +1,6 @@
 // Fixed window: starts at the first counted hit and lasts `size`; a count and the window's end.
-import type { StoreOp } from '../stores/store.js';
 import { type Algorithm, type Verdict, verdict } from './algorithm.js';
+import type { StoreOp } from './types.js';
 
 export interface CounterState {
   count: number;
@@ -30,6 +30,18 @@ export function evaluateCounter(
   );
 }
 
+/** Gives a reservation back; shared with calendar windows. Only the window it was made in can. */
+export function refundCounter(
+  state: CounterState,
+  op: StoreOp,
+  nowMs: number,
+  receipt: number,
+): CounterState | undefined {
+  if (state.endMs !== receipt || nowMs >= state.endMs) return state;
+  const count = Math.max(0, state.count - op.cost);
+  return count === 0 ? undefined : { count, endMs: state.endMs };
+}
+
 export const fixed: Algorithm<CounterState> = {
   evaluate(state, op, nowMs, add) {
     // A missing or ended window reads as a fresh one starting now.
@@ -47,12 +59,6 @@ export const fixed: Algorithm<CounterState> = {
     state.count += op.cost;
     return state;
   },
-  refund(state, op, nowMs, receipt) {
-    // Only the window the reservation was made in can give it back.
-    if (state.endMs !== receipt || nowMs >= state.endMs) return state;
-    const count = Math.max(0, state.count - op.cost);
-    return count === 0 ? undefined : { count, endMs: state.endMs };
-  },
+  refund: refundCounter,
   expiresAt: (state) => state.endMs,
-  count: (state, _op, nowMs) => (state !== undefined && nowMs < state.endMs ? state.count : 0),
 };

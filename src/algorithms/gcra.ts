@@ -1,6 +1,7 @@
 // GCRA (leaky bucket as a meter): one number per key, the theoretical arrival time (TAT) in whole microseconds.
 import { type Algorithm, verdict } from './algorithm.js';
 import { ceilDiv, floorDiv } from './int-math.js';
+import type { StoreOp } from './types.js';
 
 /**
  * `tatUs`: epoch µs at which the bucket would be empty again. It advances by cost × size/limit per
@@ -15,6 +16,11 @@ export interface GcraState {
 function backlogUs(state: GcraState | undefined, nowMs: number): number {
   const nowUs = nowMs * 1000;
   return state !== undefined && state.tatUs > nowUs ? state.tatUs - nowUs : 0;
+}
+
+/** How far an op moves the TAT: cost × size/limit, rounded to the nearest µs (lua/gcra.lua's stepUs). */
+function stepUs(op: StoreOp): number {
+  return Math.round((op.cost * op.rule.sizeMs * 1000) / op.rule.limit);
 }
 
 export const gcra: Algorithm<GcraState> = {
@@ -42,21 +48,15 @@ export const gcra: Algorithm<GcraState> = {
   apply(state, op, nowMs) {
     const nowUs = nowMs * 1000;
     const tat = state !== undefined && state.tatUs > nowUs ? state.tatUs : nowUs;
-    const tatUs = tat + Math.round((op.cost * op.rule.sizeMs * 1000) / op.rule.limit);
+    const tatUs = tat + stepUs(op);
     if (state === undefined) return { tatUs };
     // In place: the store holds the only reference to its state.
     state.tatUs = tatUs;
     return state;
   },
   refund(state, op, nowMs) {
-    const tatUs = state.tatUs - Math.round((op.cost * op.rule.sizeMs * 1000) / op.rule.limit);
+    const tatUs = state.tatUs - stepUs(op);
     return tatUs <= nowMs * 1000 ? undefined : { tatUs };
   },
   expiresAt: (state) => Math.ceil(state.tatUs / 1000),
-  count: (state, op, nowMs) =>
-    op.rule.burst -
-    floorDiv(
-      op.rule.burst * op.rule.sizeMs * 1000 - backlogUs(state, nowMs) * op.rule.limit,
-      op.rule.sizeMs * 1000,
-    ),
 };

@@ -9,6 +9,7 @@ import { slidingLog } from './sliding-log.js';
 import { tokenBucket } from './token-bucket.js';
 
 export { type Algorithm, type Verdict, verdict } from './algorithm.js';
+export type { OpResult, StoreLockout, StoreOp, StoreRule } from './types.js';
 
 export const algorithms: Readonly<Record<WindowType, Algorithm<unknown>>> = {
   fixed,

@@ -79,11 +79,4 @@ export const slidingLog: Algorithm<LogState> = {
     const last = state.entries[state.entries.length - 1];
     return last === undefined ? 0 : last.ts + op.rule.sizeMs;
   },
-  count(state, op, now) {
-    if (state === undefined) return 0;
-    const nowMs = clamp(state, now);
-    let used = 0;
-    for (const e of state.entries) if (e.ts + op.rule.sizeMs > nowMs) used += e.cost;
-    return used;
-  },
 };

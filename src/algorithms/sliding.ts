@@ -1,6 +1,6 @@
 // Sliding counter: `buckets` sub-windows of size/buckets; a hit counts for at least `size`, so it never over-admits.
-import type { StoreOp } from '../stores/store.js';
 import { type Algorithm, verdict } from './algorithm.js';
+import type { StoreOp } from './types.js';
 
 /** Bucket index (floor(t / width)) to units counted in that bucket, oldest first. */
 export interface BucketState {
@@ -93,11 +93,5 @@ export const sliding: Algorithm<BucketState> = {
   expiresAt(state, op) {
     const last = state.buckets[state.buckets.length - 1];
     return last === undefined ? 0 : Math.ceil((last.index + op.rule.buckets + 1) * width(op));
-  },
-  count(state, op, nowMs) {
-    const current = currentIndex(state, op, nowMs);
-    let used = 0;
-    for (const b of state?.buckets ?? []) if (b.index >= current - op.rule.buckets) used += b.count;
-    return used;
   },
 };

@@ -1,7 +1,7 @@
 // Token bucket: refills `limit` tokens per `size`, continuously, up to `burst`; a request takes `cost` tokens.
-import type { StoreOp } from '../stores/store.js';
 import { type Algorithm, verdict } from './algorithm.js';
 import { ceilDiv, floorDiv } from './int-math.js';
+import type { StoreOp } from './types.js';
 
 /**
  * Tokens are kept in units of 1/sizeMs token (`scaled` = tokens × sizeMs), so refill is the whole
@@ -63,5 +63,4 @@ export const tokenBucket: Algorithm<TokenState> = {
     return scaled >= capacity ? undefined : { scaled, ts: refillTs(state, nowMs) };
   },
   expiresAt: (state, op) => state.ts + ceilDiv(op.rule.burst * op.rule.sizeMs - state.scaled, op.rule.limit),
-  count: (state, op, nowMs) => op.rule.burst - floorDiv(refilled(state, op, nowMs), op.rule.sizeMs),
 };
