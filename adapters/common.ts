@@ -1,5 +1,6 @@
 // What the Express and Koa adapters share: options, the limiter they run, the denial body, outcome judging.
 
+import { ADAPTER_DEFAULTS } from '../src/defaults.js';
 import { describe as describeValue } from '../src/errors.js';
 import { createHeaderFormatter } from '../src/headers.js';
 import {
@@ -85,21 +86,21 @@ export function setup<Req>(
   const windows: Record<string, number> = {};
   for (const [name, seconds] of Object.entries(limiter.ruleWindows ?? {}))
     if (seconds > 0) windows[name] = seconds;
-  const statusCode = options.statusCode ?? 429;
+  const statusCode = options.statusCode ?? ADAPTER_DEFAULTS.statusCode;
   if (!Number.isInteger(statusCode) || statusCode < 400 || statusCode > 599) {
     throw new RateLimitConfigError(
       'ERR_OPTION',
       `rateLimit: statusCode must be an integer from 400 to 599, got ${describeValue(statusCode)}`,
     );
   }
-  const mode = options.headers ?? 'legacy';
+  const mode = options.headers ?? ADAPTER_DEFAULTS.headers;
   if (!['legacy', 'standard', 'both', false].includes(mode)) {
     throw new RateLimitConfigError(
       'ERR_OPTION',
       `rateLimit: headers must be 'legacy', 'standard', 'both' or false, got ${describeValue(mode)}`,
     );
   }
-  const reset = options.reset ?? 'epoch-seconds';
+  const reset = options.reset ?? ADAPTER_DEFAULTS.reset;
   if (reset !== 'epoch-seconds' && reset !== 'delta-seconds') {
     throw new RateLimitConfigError(
       'ERR_OPTION',
@@ -107,7 +108,7 @@ export function setup<Req>(
     );
   }
   const clock = options.clock ?? Date.now;
-  const isFailure = options.isFailure ?? ((status: number) => status >= 400);
+  const isFailure = options.isFailure ?? ADAPTER_DEFAULTS.isFailure;
   const message = options.message;
   const result: Setup<Req> = {
     limiter,
@@ -119,12 +120,7 @@ export function setup<Req>(
     reports: (limiter as Partial<Limiter>).needsOutcomes !== false,
     body: (decision) => {
       if (typeof message === 'function') return message(decision);
-      return (
-        message ?? {
-          error: 'Too Many Requests',
-          retryAfter: Math.max(1, Math.ceil((decision.retryAfterMs ?? 0) / 1000)),
-        }
-      );
+      return message ?? ADAPTER_DEFAULTS.message(decision);
     },
     outcome: (status) => (isFailure(status) ? 'failure' : 'success'),
     warnSpoofable: (detail) => {

@@ -1,4 +1,5 @@
 // Rate-limit response headers: one pure function from a Decision to header fields, shared by every adapter.
+import { ADAPTER_DEFAULTS } from './defaults.js';
 import type { Decision, RuleResult } from './types.js';
 
 /**
@@ -53,7 +54,7 @@ export function formatHeaders(decision: Decision, options: HeaderOptions = {}): 
   const nowMs = options.nowMs;
   return headerFields(
     decision,
-    options.headers ?? 'legacy',
+    options.headers ?? ADAPTER_DEFAULTS.headers,
     options.reset === 'delta-seconds',
     nowMs === undefined ? Date.now : () => nowMs,
     options.windows,
@@ -75,7 +76,7 @@ export interface HeaderFormatterOptions extends Omit<HeaderOptions, 'nowMs'> {
 export function createHeaderFormatter(
   options: HeaderFormatterOptions = {},
 ): (decision: Decision) => HeaderField[] {
-  const mode = options.headers ?? 'legacy';
+  const mode = options.headers ?? ADAPTER_DEFAULTS.headers;
   const delta = options.reset === 'delta-seconds';
   const clock = options.clock ?? Date.now;
   const windows = options.windows;

@@ -1,5 +1,6 @@
 // The embedded store: one process, bounded, the default. Mirrors lua/check.lua step for step.
 import { algorithms, verdict } from '../algorithms/index.js';
+import { MEMORY_STORE_DEFAULTS } from '../defaults.js';
 import { RateLimitConfigError } from '../errors.js';
 import type { LockInfo } from '../types.js';
 import { type Entry, EntryRing, usageOf } from './memory-eviction.js';
@@ -44,7 +45,7 @@ export class MemoryStore implements Store {
   readonly #scratch: Array<Entry | undefined> = [];
 
   constructor(options: MemoryStoreOptions = {}) {
-    const maxKeys = options.maxKeys ?? 100_000;
+    const maxKeys = options.maxKeys ?? MEMORY_STORE_DEFAULTS.maxKeys;
     if (!Number.isSafeInteger(maxKeys) || maxKeys < 1) {
       throw new RateLimitConfigError(
         'ERR_OPTION',
@@ -53,7 +54,10 @@ export class MemoryStore implements Store {
     }
     this.#maxKeys = maxKeys;
     this.#clock = options.clock ?? Date.now;
-    this.#timer = setInterval(() => this.sweep(), options.sweepIntervalMs ?? 30_000);
+    this.#timer = setInterval(
+      () => this.sweep(),
+      options.sweepIntervalMs ?? MEMORY_STORE_DEFAULTS.sweepIntervalMs,
+    );
     this.#timer.unref();
   }
 

@@ -1,5 +1,6 @@
 // The Redis store: limits shared by every process through Redis (standalone, Sentinel or Cluster), decided in Lua.
 import type { Cluster, Redis } from 'ioredis';
+import { REDIS_STORE_DEFAULTS } from '../defaults.js';
 import { RateLimitConfigError } from '../errors.js';
 import type { LockInfo } from '../types.js';
 import { CheckCall, decodeResults, integers, OpTable, REFUND_FIELDS, unexpected } from './redis-codec.js';
@@ -88,7 +89,7 @@ export class RedisStore implements Store {
         'RedisStore: client must be an ioredis Redis or Cluster instance',
       );
     }
-    const prefix = options.prefix ?? 'rk';
+    const prefix = options.prefix ?? REDIS_STORE_DEFAULTS.prefix;
     if (typeof prefix !== 'string' || prefix === '' || /[{}]/.test(prefix)) {
       throw new RateLimitConfigError(
         'ERR_OPTION',
@@ -102,7 +103,10 @@ export class RedisStore implements Store {
     this.#scripts = loadScripts();
     if (this.#clock === undefined) {
       void this.#syncClock();
-      this.#timer = setInterval(() => void this.#syncClock(), options.clockSyncIntervalMs ?? 60_000);
+      this.#timer = setInterval(
+        () => void this.#syncClock(),
+        options.clockSyncIntervalMs ?? REDIS_STORE_DEFAULTS.clockSyncIntervalMs,
+      );
       this.#timer.unref();
     }
   }

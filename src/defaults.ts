@@ -1,0 +1,54 @@
+// Every default of the library in one place: rules, the limiter, the stores and the HTTP adapters read them here.
+// (The recipes' figures are their own public constants, LOGIN_DEFAULTS and VERIFICATION_CODE_DEFAULTS.)
+import type { Decision } from './types.js';
+
+/** Defaults of a rule's optional fields (see `Rule`), filled in by rules.ts. */
+export const RULE_DEFAULTS = {
+  cost: 1,
+  countOn: 'all',
+  mode: 'enforce',
+  resetOnSuccess: false,
+  /** Calendar windows' time zone. */
+  timezone: 'UTC',
+  slidingBuckets: 10,
+  lockoutEscalate: 1,
+  lockoutForgetAfterMs: 24 * 60 * 60 * 1000,
+} as const;
+
+/** Defaults of `LimiterOptions`. */
+export const LIMITER_DEFAULTS = {
+  onStoreError: 'insurance',
+  denyCache: true,
+  storeTimeoutMs: 250,
+  storeRetryIntervalMs: 1000,
+  denyCacheMaxKeys: 10_000,
+  ipv6Subnet: 64,
+  /** How many keys `limiter.locked(rule)` lists when not told. */
+  lockedListLimit: 100,
+} as const;
+
+/** Defaults of `MemoryStoreOptions`. */
+export const MEMORY_STORE_DEFAULTS = {
+  maxKeys: 100_000,
+  sweepIntervalMs: 30_000,
+} as const;
+
+/** Defaults of `RedisStoreOptions`. */
+export const REDIS_STORE_DEFAULTS = {
+  prefix: 'rk',
+  clockSyncIntervalMs: 60_000,
+} as const;
+
+/** Defaults of the HTTP adapters' options and of `formatHeaders`. */
+export const ADAPTER_DEFAULTS = {
+  headers: 'legacy',
+  reset: 'epoch-seconds',
+  statusCode: 429,
+  /** The body of a denial: JSON with the Retry-After seconds. */
+  message: (decision: Decision): unknown => ({
+    error: 'Too Many Requests',
+    retryAfter: Math.max(1, Math.ceil((decision.retryAfterMs ?? 0) / 1000)),
+  }),
+  /** Server errors count as failures too: a 5xx never resets a lockout count. */
+  isFailure: (status: number): boolean => status >= 400,
+} as const;
