@@ -1,4 +1,5 @@
 // Local deny cache: keys a shared store denied, answered in-process until their retry time, bounded in entries.
+import type { RuleOp } from './request-ops.js';
 import type { RuleResult } from './types.js';
 
 interface Cached {
@@ -29,6 +30,27 @@ export class DenyCache {
       return undefined;
     }
     return { ...cached.result, resetMs: left, retryAfterMs: Math.max(1, left) };
+  }
+
+  /** The first cached denial among a request's ops; dry-run rules never deny, so they are not looked up. */
+  find(ops: readonly RuleOp[], nowMs: number): RuleResult | undefined {
+    for (const op of ops) {
+      const cached = op.rule.dryRun ? undefined : this.get(op.rule.name, op.key, nowMs);
+      if (cached !== undefined) return cached;
+    }
+    return undefined;
+  }
+
+  /**
+   * Remembers the shared store's own denial of an op when nothing can pass it: a lock (until it ends),
+   * or no unit left on a rule whose count only time or `reset` can lower (until `resetMs`); a rule
+   * that counts outcomes may get units back from `report`, so its denials are not kept.
+   */
+  remember(op: RuleOp, r: RuleResult, nowMs: number): void {
+    const rule = op.compiled;
+    if (r.locked) this.set(r, nowMs + (r.retryAfterMs ?? 0));
+    else if (r.remaining === 0 && rule.countOn === 'all' && !rule.resetOnSuccess)
+      this.set(r, nowMs + r.resetMs);
   }
 
   /**

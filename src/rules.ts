@@ -1,10 +1,12 @@
-// Rule validation and normalization: the one place where defaults live and bad configuration is refused.
+// Rule validation and normalization: bad rules are refused here, and the defaults of defaults.ts filled in.
+
+import type { StoreLockout, StoreRule } from './algorithms/types.js';
 import { assertCron, CALENDAR_UNITS, createPeriodFn, isValidTimeZone, type PeriodFn } from './calendar.js';
+import { RULE_DEFAULTS } from './defaults.js';
 import { parseDuration } from './duration.js';
 import { type ConfigErrorCode, describe, RateLimitConfigError } from './errors.js';
 import { createExtractor, type Extractor, normalizeIdentity } from './keys.js';
 import { createMatcher, type Matcher } from './match.js';
-import type { StoreLockout, StoreRule } from './stores/store.js';
 import type { RequestInfo, Rule, WindowType } from './types.js';
 
 /** A validated rule, ready for the hot path. */
@@ -23,17 +25,6 @@ export interface CompiledRule {
   /** Whole seconds of the window, for the `w` parameter of `RateLimit-Policy` (0 when not fixed-length). */
   readonly windowSeconds: number;
 }
-
-/** Rule defaults, in one place. */
-export const DEFAULTS = {
-  cost: 1,
-  countOn: 'all',
-  mode: 'enforce',
-  slidingBuckets: 10,
-  lockoutEscalate: 1,
-  lockoutForgetAfterMs: 24 * 60 * 60 * 1000,
-  ipv6Subnet: 64,
-} as const;
 
 /** Nominal length of calendar units, for the `w` of `RateLimit-Policy` (a month as 30 days). */
 const UNIT_SECONDS: Record<string, number> = {
@@ -114,7 +105,7 @@ function compileRule(input: unknown, index: number, options: CompileOptions): Co
   let burst = 0;
   let periods: PeriodFn | undefined;
   if (type === 'calendar') {
-    const zone = w.timezone ?? 'UTC';
+    const zone = w.timezone ?? RULE_DEFAULTS.timezone;
     if (typeof zone !== 'string' || !isValidTimeZone(zone)) {
       fail('ERR_TIMEZONE', 'window.timezone', `an IANA time zone such as 'Asia/Shanghai'`, zone);
     }
@@ -147,7 +138,7 @@ function compileRule(input: unknown, index: number, options: CompileOptions): Co
     sizeMs = duration('window.size', w.size);
   }
   if (type === 'sliding') {
-    buckets = (w.buckets as number | undefined) ?? DEFAULTS.slidingBuckets;
+    buckets = (w.buckets as number | undefined) ?? RULE_DEFAULTS.slidingBuckets;
     if (!Number.isSafeInteger(buckets) || buckets < 1 || buckets > 1000) {
       fail('ERR_WINDOW', 'window.buckets', 'an integer from 1 to 1000', w.buckets);
     }
@@ -167,7 +158,7 @@ function compileRule(input: unknown, index: number, options: CompileOptions): Co
     }
   }
 
-  let cost: number | ((req: RequestInfo) => number) = DEFAULTS.cost;
+  let cost: number | ((req: RequestInfo) => number) = RULE_DEFAULTS.cost;
   if (rule.cost !== undefined) {
     if (typeof rule.cost === 'function') cost = rule.cost;
     else {
@@ -176,10 +167,10 @@ function compileRule(input: unknown, index: number, options: CompileOptions): Co
     }
   }
 
-  const countOn = rule.countOn ?? DEFAULTS.countOn;
+  const countOn = rule.countOn ?? RULE_DEFAULTS.countOn;
   if (!['all', 'failure', 'success'].includes(countOn))
     fail('ERR_OPTION', 'countOn', `'all', 'failure' or 'success'`, countOn);
-  const mode = rule.mode ?? DEFAULTS.mode;
+  const mode = rule.mode ?? RULE_DEFAULTS.mode;
   if (mode !== 'enforce' && mode !== 'dry-run') fail('ERR_OPTION', 'mode', `'enforce' or 'dry-run'`, mode);
   if (rule.resetOnSuccess !== undefined && typeof rule.resetOnSuccess !== 'boolean') {
     fail('ERR_OPTION', 'resetOnSuccess', 'a boolean', rule.resetOnSuccess);
@@ -189,7 +180,7 @@ function compileRule(input: unknown, index: number, options: CompileOptions): Co
   if (rule.lockout !== undefined) {
     const l = rule.lockout as unknown as Record<string, unknown>;
     if (l === null || typeof l !== 'object') fail('ERR_LOCKOUT', 'lockout', 'an object with a duration', l);
-    const escalate = l.escalate ?? DEFAULTS.lockoutEscalate;
+    const escalate = l.escalate ?? RULE_DEFAULTS.lockoutEscalate;
     if (typeof escalate !== 'number' || !Number.isFinite(escalate) || escalate < 1) {
       fail('ERR_LOCKOUT', 'lockout.escalate', 'a number of at least 1', l.escalate);
     }
@@ -199,7 +190,7 @@ function compileRule(input: unknown, index: number, options: CompileOptions): Co
       maxDurationMs: l.maxDuration === undefined ? 0 : duration('lockout.maxDuration', l.maxDuration),
       forgetAfterMs:
         l.forgetAfter === undefined
-          ? DEFAULTS.lockoutForgetAfterMs
+          ? RULE_DEFAULTS.lockoutForgetAfterMs
           : duration('lockout.forgetAfter', l.forgetAfter),
     };
   }
@@ -236,7 +227,7 @@ function compileRule(input: unknown, index: number, options: CompileOptions): Co
     extract,
     cost,
     countOn,
-    resetOnSuccess: rule.resetOnSuccess ?? false,
+    resetOnSuccess: rule.resetOnSuccess ?? RULE_DEFAULTS.resetOnSuccess,
     periods,
     windowSeconds: sizeMs > 0 ? Math.max(1, Math.ceil(sizeMs / 1000)) : (UNIT_SECONDS[w.unit as string] ?? 0),
     store: { name, type, limit: rule.limit, sizeMs, buckets, burst, lockout, dryRun: mode === 'dry-run' },

@@ -1,0 +1,115 @@
+// The path one decision takes: the deny cache, the store under the failure policy, then the answer folded
+// into a Decision with its events, reservations, deny-cache entries and debug line.
+import type { EventEmitter } from 'node:events';
+import { decide, ruleResult } from './decision.js';
+import type { DenyCache } from './deny-cache.js';
+import type { AnswerSource, FailurePolicy } from './failure-policy.js';
+import {
+  type DebugLog,
+  emitLimited,
+  emitLockout,
+  emitStoreError,
+  type LimiterEvents,
+  logRules,
+} from './limiter-events.js';
+import type { RuleOp } from './request-ops.js';
+import type { Reservations } from './reservations.js';
+import type { MemoryStore } from './stores/memory-store.js';
+import type { EvalMode, EvalResult, OpResult, Store } from './stores/store.js';
+import type { Decision, RuleResult } from './types.js';
+
+/** The limiter's parts a decision goes through. */
+export interface DeciderParts {
+  /** Where events go: the limiter itself. */
+  events: EventEmitter<LimiterEvents>;
+  store: Store;
+  policy: FailurePolicy;
+  denyCache: DenyCache | undefined;
+  reservations: Reservations;
+  log: DebugLog;
+  /** Some rule counts outcomes, so admitted decisions keep their reservations. */
+  needsOutcomes: boolean;
+}
+
+export class Decider {
+  readonly #parts: DeciderParts;
+  /** The store itself when it can decide synchronously (the memory store): no promise until the answer. */
+  readonly #sync: MemoryStore | undefined;
+
+  constructor(parts: DeciderParts) {
+    this.#parts = parts;
+    // Duck-typed: a MemoryStore from the other module format (ESM/CJS) decides synchronously too.
+    const sync = parts.store as Partial<MemoryStore>;
+    this.#sync =
+      parts.store.local && typeof sync.evaluateSync === 'function' ? (sync as MemoryStore) : undefined;
+  }
+
+  /** Decides a request's ops together. On the memory store the promise is settled already. */
+  decide(ops: RuleOp[], mode: EvalMode): Promise<Decision> {
+    if (ops.length === 0) return Promise.resolve(decide([]));
+    const sync = this.#sync;
+    if (sync !== undefined)
+      return Promise.resolve(this.#conclude(ops, mode, sync, sync.evaluateSync(ops, mode), 'store'));
+    return this.#decideShared(ops, mode);
+  }
+
+  /**
+   * A store that answers asynchronously: the deny cache first, then the store under the timeout; on
+   * failure the policy answers.
+   */
+  async #decideShared(ops: RuleOp[], mode: EvalMode): Promise<Decision> {
+    const { store, policy, denyCache, events, log } = this.#parts;
+    if (mode === 'check' && denyCache !== undefined) {
+      const cached = denyCache.find(ops, store.now());
+      if (cached !== undefined) {
+        emitLimited(events, cached, true);
+        log?.(`${mode} denied from the deny cache ${logRules([cached])}`);
+        return decide([cached]);
+      }
+    }
+    if (store.local) return this.#conclude(ops, mode, store, await store.evaluate(ops, mode), 'store');
+    if (policy.storeUsable) {
+      let result: EvalResult | undefined;
+      try {
+        result = await policy.timed(store.evaluate(ops, mode));
+      } catch (error) {
+        policy.decisionFailed();
+        emitStoreError(events, log, error, mode, policy.policy);
+      }
+      if (result !== undefined) return this.#conclude(ops, mode, store, result, 'store');
+    }
+    const fallback = policy.fallback(ops, mode);
+    return this.#conclude(ops, mode, fallback.store, fallback.result, fallback.source);
+  }
+
+  /** The decision from a store's answer: events, reservations, the deny cache, the debug log. */
+  #conclude(ops: RuleOp[], mode: EvalMode, store: Store, result: EvalResult, source: AnswerSource): Decision {
+    const { events, denyCache, log } = this.#parts;
+    const rules: RuleResult[] = new Array(ops.length);
+    for (let i = 0; i < ops.length; i++) {
+      const op = ops[i] as RuleOp;
+      const r = result.results[i] as OpResult;
+      rules[i] = ruleResult(op.rule.name, op.key, op.rule.limit, op.rule.dryRun, r);
+      if (r.lockedNow) emitLockout(events, op, r, result.nowMs);
+    }
+    const decision = decide(rules);
+    if (mode === 'peek') return decision;
+    if (decision.allowed) {
+      if (this.#parts.needsOutcomes && mode === 'check')
+        this.#parts.reservations.keep(decision, store, source !== 'policy', ops, result.results);
+    } else {
+      for (let i = 0; i < rules.length; i++) {
+        const r = rules[i] as RuleResult;
+        if (r.allowed || r.dryRun) continue;
+        emitLimited(events, r, false);
+        // Only the shared store's own denials: the insurance store and the policy know less than it does.
+        if (source === 'store') denyCache?.remember(ops[i] as RuleOp, r, result.nowMs);
+      }
+    }
+    if (log !== undefined) {
+      const by = source === 'policy' ? ` by onStoreError '${this.#parts.policy.policy}'` : '';
+      log(`${mode} ${decision.allowed ? 'allowed' : 'denied'}${by} ${logRules(rules)}`);
+    }
+    return decision;
+  }
+}
