@@ -44,29 +44,30 @@ export function rateLimit(
   rulesOrLimiter: Rule[] | Limiter,
   options: ExpressRateLimitOptions = {},
 ): RequestHandler {
-  const s = setup(rulesOrLimiter, options);
+  const config = setup(rulesOrLimiter, options);
   const handler = options.handler;
 
   return async function rateLimitMiddleware(req: Request, res: Response, next: NextFunction): Promise<void> {
     let decision: Decision;
     try {
-      if (s.skip !== undefined && (await s.skip(req))) return next();
-      if (!s.warned && req.app?.get('trust proxy') === true) s.warnSpoofable("Express 'trust proxy' is true");
-      decision = await s.limiter.check(new ExpressRequestInfo(req));
+      if (config.skip !== undefined && (await config.skip(req))) return next();
+      if (!config.warned && req.app?.get('trust proxy') === true)
+        config.warnSpoofable("Express 'trust proxy' is true");
+      decision = await config.limiter.check(new ExpressRequestInfo(req));
       // A limiter that matched no rule leaves the decision of an earlier one in place.
       if (decision.rules.length > 0) req.rateLimit = decision;
       if (!res.headersSent) {
-        for (const [name, value] of s.headerFields(decision)) {
+        for (const [name, value] of config.headerFields(decision)) {
           if (LIST_FIELDS.has(name)) res.append(name, value);
           else res.setHeader(name, value);
         }
       }
-      if (!decision.allowed || decision.dryRun) s.onLimited?.(decision, req);
+      if (!decision.allowed || decision.dryRun) config.onLimited?.(decision, req);
       if (!decision.allowed) {
         if (handler !== undefined) return await handler(req, res, next, decision);
         if (res.headersSent) return void res.end();
-        const body = s.body(decision);
-        res.status(s.statusCode);
+        const body = config.body(decision);
+        res.status(config.statusCode);
         if (typeof body === 'string') res.type('text/plain').send(body);
         else res.json(body);
         return;
@@ -74,9 +75,9 @@ export function rateLimit(
     } catch (error) {
       return next(error);
     }
-    if (s.reports && decision.rules.length > 0) {
+    if (config.reports && decision.rules.length > 0) {
       res.once('finish', () => {
-        s.limiter.report(decision, s.outcome(res.statusCode)).catch(() => {
+        config.limiter.report(decision, config.outcome(res.statusCode)).catch(() => {
           // The limiter reports store faults through its 'storeError' event; the response is gone.
         });
       });

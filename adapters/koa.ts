@@ -31,32 +31,32 @@ export interface KoaRateLimitOptions extends RateLimitOptions<Context> {
  *   window: { type: 'fixed', size: '1m' } }]), sendCode);
  */
 export function rateLimit(rulesOrLimiter: Rule[] | Limiter, options: KoaRateLimitOptions = {}): Middleware {
-  const s = setup(rulesOrLimiter, options);
+  const config = setup(rulesOrLimiter, options);
   const handler = options.handler;
 
   return async function rateLimitMiddleware(ctx: Context, next: Next): Promise<void> {
-    if (s.skip !== undefined && (await s.skip(ctx))) return next();
-    if (!s.warned && ctx.app.proxy && !(ctx.app.maxIpsCount > 0))
-      s.warnSpoofable('Koa app.proxy is on with maxIpsCount 0');
-    const decision = await s.limiter.check(new KoaRequestInfo(ctx));
+    if (config.skip !== undefined && (await config.skip(ctx))) return next();
+    if (!config.warned && ctx.app.proxy && !(ctx.app.maxIpsCount > 0))
+      config.warnSpoofable('Koa app.proxy is on with maxIpsCount 0');
+    const decision = await config.limiter.check(new KoaRequestInfo(ctx));
     // A limiter that matched no rule leaves the decision of an earlier one in place.
     if (decision.rules.length > 0) ctx.state.rateLimit = decision;
     if (!ctx.headerSent) {
-      for (const [name, value] of s.headerFields(decision)) {
+      for (const [name, value] of config.headerFields(decision)) {
         if (LIST_FIELDS.has(name)) ctx.append(name, value);
         else ctx.set(name, value);
       }
     }
-    if (!decision.allowed || decision.dryRun) s.onLimited?.(decision, ctx);
+    if (!decision.allowed || decision.dryRun) config.onLimited?.(decision, ctx);
     if (!decision.allowed) {
       if (handler !== undefined) return handler(ctx, decision);
       if (ctx.headerSent) return;
-      ctx.status = s.statusCode;
-      ctx.body = s.body(decision); // an object is sent as JSON, a string as text
+      ctx.status = config.statusCode;
+      ctx.body = config.body(decision); // an object is sent as JSON, a string as text
       return;
     }
     // Nothing to report (no rule counts outcomes): no need to wait for the response here.
-    if (!s.reports || decision.rules.length === 0) return next();
+    if (!config.reports || decision.rules.length === 0) return next();
     let status = 500;
     try {
       await next();
@@ -65,7 +65,7 @@ export function rateLimit(rulesOrLimiter: Rule[] | Limiter, options: KoaRateLimi
       status = errorStatus(error);
       throw error;
     } finally {
-      s.limiter.report(decision, s.outcome(status)).catch(() => {
+      config.limiter.report(decision, config.outcome(status)).catch(() => {
         // The limiter reports store faults through its 'storeError' event; the response is not held up.
       });
     }

@@ -5,11 +5,11 @@ import { performance } from 'node:perf_hooks';
 export const DEADLINE_TICK_MS = 10;
 
 /** A call in flight, linked into the pending list (oldest first). */
-interface Pending {
+interface TimedCall {
   readonly atMs: number;
   readonly reject: (error: Error) => void;
-  prev: Pending | undefined;
-  next: Pending | undefined;
+  prev: TimedCall | undefined;
+  next: TimedCall | undefined;
   listed: boolean;
 }
 
@@ -23,8 +23,8 @@ interface Pending {
 export class Deadlines {
   readonly #limitMs: number;
   readonly #timeout: (limitMs: number) => Error;
-  #head: Pending | undefined;
-  #tail: Pending | undefined;
+  #head: TimedCall | undefined;
+  #tail: TimedCall | undefined;
   #timer: NodeJS.Timeout | undefined;
 
   /** `timeout` builds the error a late call is rejected with. */
@@ -36,7 +36,7 @@ export class Deadlines {
   /** Settles as `promise` does, or rejects once the time limit has passed. */
   race<T>(promise: Promise<T>): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      const call: Pending = {
+      const call: TimedCall = {
         atMs: performance.now() + this.#limitMs,
         reject,
         prev: this.#tail,
@@ -63,7 +63,7 @@ export class Deadlines {
     });
   }
 
-  #unlink(call: Pending): void {
+  #unlink(call: TimedCall): void {
     if (!call.listed) return;
     call.listed = false;
     if (call.prev === undefined) this.#head = call.next;
@@ -81,7 +81,7 @@ export class Deadlines {
       return;
     }
     const nowMs = performance.now();
-    const late: Pending[] = [];
+    const late: TimedCall[] = [];
     for (let call = this.#head; call !== undefined && call.atMs <= nowMs; call = this.#head) {
       this.#unlink(call);
       late.push(call);

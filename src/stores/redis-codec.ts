@@ -6,7 +6,7 @@ import type { EvalMode, OpResult, StoreOp, StoreRule } from './store.js';
 export const REFUND_FIELDS = 3;
 
 /** Numbers as text Lua's tonumber reads back exactly (JavaScript prints the shortest round-trip form). */
-function text(value: number): string {
+function luaNumber(value: number): string {
   return String(value);
 }
 
@@ -23,15 +23,15 @@ function fieldsOf(rule: StoreRule): readonly string[] {
     const lockout = rule.lockout;
     fields = [
       rule.type,
-      text(rule.limit),
-      text(rule.sizeMs),
-      text(rule.buckets),
-      text(rule.burst),
+      luaNumber(rule.limit),
+      luaNumber(rule.sizeMs),
+      luaNumber(rule.buckets),
+      luaNumber(rule.burst),
       rule.dryRun ? '1' : '0',
-      text(lockout?.durationMs ?? 0),
-      text(lockout?.escalate ?? 1),
-      text(lockout?.maxDurationMs ?? 0),
-      text(lockout?.forgetAfterMs ?? 0),
+      luaNumber(lockout?.durationMs ?? 0),
+      luaNumber(lockout?.escalate ?? 1),
+      luaNumber(lockout?.maxDurationMs ?? 0),
+      luaNumber(lockout?.forgetAfterMs ?? 0),
     ];
     ruleFields.set(rule, fields);
   }
@@ -81,12 +81,12 @@ export class OpTable {
     }
     const fields = fieldsOf(op.rule);
     for (let k = 0; k < fields.length; k++) this.#fields.push(fields[k] as string);
-    this.#fields.push(text(op.cost), text(periodEndMs), text(nextPeriodEndMs));
+    this.#fields.push(luaNumber(op.cost), luaNumber(periodEndMs), luaNumber(nextPeriodEndMs));
     const ref: OpRef = {
       cost: op.cost,
       periodEndMs,
       nextPeriodEndMs,
-      index: text(++this.#count),
+      index: luaNumber(++this.#count),
       locks: (op.rule.lockout?.durationMs ?? 0) !== 0,
     };
     refs.push(ref);
@@ -95,7 +95,7 @@ export class OpTable {
 
   /** m, then the 13 fields of each distinct op. */
   fields(): string[] {
-    this.#fields[0] = text(this.#count);
+    this.#fields[0] = luaNumber(this.#count);
     return this.#fields;
   }
 }
@@ -145,9 +145,9 @@ export class CheckCall {
     }
     let index = this.#shapes.get(shape);
     if (index === undefined) {
-      index = text(this.#shapes.size + 1);
+      index = luaNumber(this.#shapes.size + 1);
       this.#shapes.set(shape, index);
-      this.#shapeFields.push(nowArg, mode, consumeNothing ? '1' : '0', text(ops.length));
+      this.#shapeFields.push(nowArg, mode, consumeNothing ? '1' : '0', luaNumber(ops.length));
       for (let i = 0; i < ops.length; i++) this.#shapeFields.push(this.#ops.ref(ops[i] as StoreOp).index);
     }
     this.#requestShapes.push(index);
@@ -158,9 +158,9 @@ export class CheckCall {
   args(): string[] {
     return this.keys.concat(
       this.#ops.fields(),
-      text(this.#shapes.size),
+      luaNumber(this.#shapes.size),
       this.#shapeFields,
-      text(this.#requestShapes.length),
+      luaNumber(this.#requestShapes.length),
       this.#requestShapes,
     );
   }
