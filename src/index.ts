@@ -5,7 +5,12 @@ export { RateLimitConfigError, RateLimitRequestError, StoreTimeoutError } from '
 export type { HeaderOptions, HeadersMode, ResetFormat } from './headers.js';
 export { formatHeaders } from './headers.js';
 export { ipKey } from './ip.js';
-export { normalizeIdentity } from './keys.js';
+export {
+  MAX_KEY_LENGTH,
+  normalizeIdentity,
+  OVERSIZED_KEY,
+  UNRESOLVED_IP_KEY,
+} from './keys.js';
 export type {
   LimitedEvent,
   LimiterEvents,
@@ -24,7 +29,7 @@ export {
   verificationCodeRules,
 } from './recipes/index.js';
 export type { MemoryStoreOptions } from './stores/memory-store.js';
-export { MEMORY_STORE_FULL_WARNING, MemoryStore } from './stores/memory-store.js';
+export { MemoryStore } from './stores/memory-store.js';
 export type { RedisStoreOptions } from './stores/redis-store.js';
 export { RedisStore } from './stores/redis-store.js';
 export type {
@@ -38,3 +43,11 @@ export type {
   StoreRule,
 } from './stores/store.js';
 export type * from './types.js';
+export {
+  MEMORY_STORE_FULL_WARNING,
+  REDIRECT_OUTCOME_WARNING,
+  SPOOFABLE_IP_WARNING,
+  UNMATCHED_ROUTE_WARNING,
+  UNPARSED_BODY_WARNING,
+  UNRESOLVED_IP_WARNING,
+} from './warnings.js';

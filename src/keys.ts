@@ -1,35 +1,33 @@
 // Key extraction: turns a rule's key form into a function from a request to an identity string.
-import { createHash } from 'node:crypto';
 import { ipKey } from './ip.js';
+import {
+  boundIdentity,
+  MAX_KEY_LENGTH,
+  memoized,
+  type Normalizer,
+  OVERSIZED_KEY,
+  UNRESOLVED_IP_KEY,
+} from './key-material.js';
 import type { KeyExtractor, KeySpec, RequestInfo } from './types.js';
+import { quoted, UNPARSED_BODY_WARNING, UNRESOLVED_IP_WARNING, warnOnce } from './warnings.js';
+
+export {
+  boundIdentity,
+  MAX_IDENTITY_LENGTH,
+  MAX_KEY_LENGTH,
+  normalizeIdentity,
+  OVERSIZED_KEY,
+  UNRESOLVED_IP_KEY,
+} from './key-material.js';
 
 /** Returns the identity for a request, or undefined when the rule does not apply to it. */
 export type Extractor = (req: RequestInfo) => string | undefined;
 
 export interface KeyOptions {
   ipv6Subnet: number;
-  normalize: ((value: string) => string) | undefined;
-}
-
-/** Identities longer than this are replaced by a digest, so a 1 MB username costs 64 bytes of state. */
-export const MAX_IDENTITY_LENGTH = 256;
-
-/** NFKC, trimmed, lower-cased: `' ＡＬＩＣＥ '` and `'alice'` share a bucket. */
-export function normalizeIdentity(value: string): string {
-  return value.normalize('NFKC').trim().toLowerCase();
-}
-
-const DIGEST = /^#[\w-]{43}$/;
-
-/**
- * Bounds an identity's length: long identities become `#` + a SHA-256 digest (base64url) of their UTF-16
- * code units (so lone surrogates cannot collide). Any other identity starting with `#` is digested too,
- * except a digest itself: bounding is idempotent, so a key extractor may bound and the core bound again.
- */
-export function boundIdentity(identity: string): string {
-  if (identity.charCodeAt(0) !== 35 ? identity.length <= MAX_IDENTITY_LENGTH : DIGEST.test(identity))
-    return identity;
-  return `#${createHash('sha256').update(identity, 'utf16le').digest('base64url')}`;
+  normalize: Normalizer | undefined;
+  /** The rule's name, for its warnings. */
+  rule?: string | undefined;
 }
 
 /** Builds the extractor for a key form; throws an Error (with the reason) for an unknown form. */
@@ -63,14 +61,8 @@ function single(spec: string | KeyExtractor, options: KeyOptions): Extractor {
 }
 
 function field(spec: string, options: KeyOptions): Extractor {
-  const norm = options.normalize;
-  const text = (value: unknown): string | undefined => {
-    const s = scalar(value);
-    if (s === undefined) return undefined;
-    const out = norm ? norm(s) : s;
-    return out === '' ? undefined : out;
-  };
-  if (spec === 'ip') return (req) => ipKey(req.ip, options.ipv6Subnet);
+  const text = material(options.normalize);
+  if (spec === 'ip') return ipExtractor(options);
   if (spec === 'user') {
     return (req) => {
       const user = req.user;
@@ -91,8 +83,16 @@ function field(spec: string, options: KeyOptions): Extractor {
     const path = spec.slice(prefix.length).split('.');
     if (path.some((p) => p === '')) throw new Error(`'${spec}' has an empty path segment`);
     if (prefix !== 'body.' && path.length !== 1) throw new Error(`'${spec}' must name one field`);
+    const unparsed = prefix === 'body.' ? unparsedBody(spec, options.rule) : undefined;
     return (req) => {
       let value: unknown = source(req);
+      if (
+        unparsed !== undefined &&
+        (value === null || typeof value !== 'object' || value instanceof Uint8Array)
+      ) {
+        unparsed(req, value);
+        return undefined;
+      }
       for (const segment of path) value = ownValue(value, segment);
       return text(value);
     };
@@ -100,6 +100,64 @@ function field(spec: string, options: KeyOptions): Extractor {
   throw new Error(
     `unknown key form '${spec}': use 'ip', 'user', 'header:<name>', 'body.<path>', 'query.<name>', 'param.<name>', a template such as 'sms:{body.phone}', a function, or an array of these`,
   );
+}
+
+/**
+ * Request material to key text: only strings and finite numbers; a value longer than `MAX_KEY_LENGTH`
+ * becomes `OVERSIZED_KEY` before any work is done on it; then the normalizer, at most once per value
+ * per request (memoized). Undefined when the rule does not apply.
+ */
+function material(normalize: Normalizer | undefined): (value: unknown) => string | undefined {
+  const norm = normalize === undefined ? undefined : memoized(normalize);
+  return (value) => {
+    const s = scalar(value);
+    if (s === undefined) return undefined;
+    if (s.length > MAX_KEY_LENGTH) return OVERSIZED_KEY;
+    const out = norm === undefined ? s : norm(s);
+    return out === '' ? undefined : out;
+  };
+}
+
+/** `'ip'`: the canonical address, or `UNRESOLVED_IP_KEY` (with a one-time warning) when there is none. */
+function ipExtractor(options: KeyOptions): Extractor {
+  const warn = warnOnce(UNRESOLVED_IP_WARNING);
+  const subnet = options.ipv6Subnet;
+  return (req) => {
+    const raw = req.ip;
+    const key = ipKey(raw, subnet);
+    if (key !== undefined) return key;
+    const why =
+      raw === undefined || raw === ''
+        ? 'a request has no client address (the client reset the connection before it was read, or the server listens on a Unix socket)'
+        : `the client address ${quoted(raw)} is not an IP address (an entry a trusted proxy wrote into X-Forwarded-For)`;
+    warn(
+      `${ruleLabel(options.rule)}${why}; such requests share the key '${UNRESOLVED_IP_KEY}', so the rule still limits them, together`,
+    );
+    return UNRESOLVED_IP_KEY;
+  };
+}
+
+/** Warns (once) when a request that carries a body reaches a `body.*` key with nothing parsed. */
+function unparsedBody(spec: string, rule: string | undefined): (req: RequestInfo, body: unknown) => void {
+  const warn = warnOnce(UNPARSED_BODY_WARNING);
+  return (req, body) => {
+    const headers = req.headers;
+    const length = ownValue(headers, 'content-length');
+    const carries =
+      (typeof length === 'string' && length !== '0') || ownValue(headers, 'transfer-encoding') !== undefined;
+    if (body === undefined && !carries) return;
+    const seen =
+      body === undefined
+        ? 'body was not parsed'
+        : `body is ${body instanceof Uint8Array ? 'raw bytes' : body === null ? 'null' : `a ${typeof body}`}, not a parsed object`;
+    warn(
+      `${ruleLabel(rule)}keys on '${spec}', but a request reached it whose ${seen}, so the rule did not apply: put a body parser (express.json(), @koa/bodyparser) before the rate limiter`,
+    );
+  };
+}
+
+function ruleLabel(rule: string | undefined): string {
+  return rule === undefined ? '' : `rule "${rule}": `;
 }
 
 const SOURCES: ReadonlyArray<readonly [string, (req: RequestInfo) => unknown]> = [
@@ -120,18 +178,27 @@ function template(spec: string, options: KeyOptions): Extractor {
   if (last < spec.length) pieces.push(spec.slice(last));
   if (pieces.some((p) => typeof p === 'string' && /[{}]/.test(p)))
     throw new Error(`'${spec}' has unbalanced braces`);
-  // Values are escaped for every character the template itself uses between them, so two
-  // placeholders can never be shifted into one another ('{body.a}:{body.b}').
+  // Values are escaped for the template's separators, so a separator found in the output is one of the
+  // template's own; a gap with none ('{body.org}{body.user}', '{body.a}x{body.b}') would let ('ab', 'c')
+  // and ('a', 'bc') share a counter.
+  let gap: string | undefined;
+  for (const piece of pieces) {
+    if (typeof piece === 'string') gap = gap === undefined ? undefined : gap + piece;
+    else {
+      if (gap !== undefined && !/[^\p{L}\p{N}]/u.test(gap)) {
+        throw new Error(
+          `'${spec}' has two placeholders with no separator between them other than letters or digits, so ('ab', 'c') and ('a', 'bc') would share a counter: put a character such as ':' between them, or use an array of key forms`,
+        );
+      }
+      gap = '';
+    }
+  }
   const placeholders = pieces.filter((p) => typeof p !== 'string').length;
   const literal = new Set(
     `${pieces.filter((p): p is string => typeof p === 'string').join('')}%`.replace(/[\p{L}\p{N}]/gu, ''),
   );
   const escapeValue = (value: string): string =>
-    placeholders < 2
-      ? value
-      : Array.from(value, (c) =>
-          literal.has(c) ? `%${c.charCodeAt(0).toString(16).padStart(2, '0')}` : c,
-        ).join('');
+    placeholders < 2 ? value : Array.from(value, (c) => (literal.has(c) ? escapeChar(c) : c)).join('');
   return (req) => {
     let out = '';
     for (const piece of pieces) {
@@ -147,13 +214,8 @@ function template(spec: string, options: KeyOptions): Extractor {
 }
 
 function fromFunction(fn: KeyExtractor, options: KeyOptions): Extractor {
-  const norm = options.normalize;
-  return (req) => {
-    const s = scalar(fn(req));
-    if (s === undefined) return undefined;
-    const out = norm ? norm(s) : s;
-    return out === '' ? undefined : out;
-  };
+  const text = material(options.normalize);
+  return (req) => text(fn(req));
 }
 
 /** Only strings and finite numbers become keys: objects such as `{"$ne": ""}` never do. */
@@ -167,6 +229,15 @@ function scalar(value: unknown): string | undefined {
 function ownValue(source: unknown, name: string): unknown {
   if (source === null || typeof source !== 'object') return undefined;
   return Object.hasOwn(source, name) ? (source as Record<string, unknown>)[name] : undefined;
+}
+
+/**
+ * `%` and two hex digits below U+0100, else `%u` and six: a prefix code (`u` is no hex digit), so no
+ * two escaped values are equal ('!92' and '→' stay apart).
+ */
+function escapeChar(c: string): string {
+  const code = c.codePointAt(0) as number;
+  return code < 0x100 ? `%${code.toString(16).padStart(2, '0')}` : `%u${code.toString(16).padStart(6, '0')}`;
 }
 
 /** Escapes the separator, so user `a|b` with IP `c` never equals user `a` with IP `b|c`. */

@@ -7,7 +7,10 @@ export type Matcher = (method: string, path: string) => Record<string, unknown> 
 
 const NO_PARAMS: Record<string, unknown> = Object.freeze({}) as Record<string, unknown>;
 
-/** Parses `'POST /login'`, `'/login'` or `{ method, path }`. Throws the parser's error for a bad pattern. */
+/**
+ * Parses `'POST /login'`, `'/login'` or `{ method, path }`; a rule matching GET matches HEAD too. Throws
+ * the parser's error for a bad pattern.
+ */
 export function createMatcher(spec: string | MatchSpec | undefined): Matcher | undefined {
   if (spec === undefined) return undefined;
   let methods: string[] | undefined;
@@ -24,6 +27,9 @@ export function createMatcher(spec: string | MatchSpec | undefined): Matcher | u
       methods = (Array.isArray(spec.method) ? spec.method : [spec.method]).map(upper);
     if (spec.path !== undefined) paths = Array.isArray(spec.path) ? spec.path : [spec.path];
   }
+  // HEAD is GET without the body: Express and @koa/router answer it with the GET handler, so a GET rule
+  // that let HEAD through would let anyone probe the route's status codes unlimited.
+  if (methods?.includes('GET') && !methods.includes('HEAD')) methods.push('HEAD');
   const methodSet = methods && !methods.includes('*') ? new Set(methods) : undefined;
   const pathFns = paths?.map((p) => {
     if (typeof p !== 'string' || !p.startsWith('/'))

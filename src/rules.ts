@@ -204,7 +204,7 @@ function compileRule(input: unknown, index: number, options: CompileOptions): Co
 
   let extract: Extractor;
   try {
-    extract = createExtractor(rule.key, { ipv6Subnet: options.ipv6Subnet, normalize });
+    extract = createExtractor(rule.key, { ipv6Subnet: options.ipv6Subnet, normalize, rule: name });
   } catch (error) {
     return fail('ERR_KEY', 'key', `a known key form (${(error as Error).message})`, rule.key);
   }

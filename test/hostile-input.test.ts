@@ -25,6 +25,8 @@ import { escapeIdentity, opKeys, tagSlot } from '../src/stores/redis-keys.js';
 import { getRedis, type RedisCluster, startCluster } from './support/redis.js';
 
 const HUGE = 'a'.repeat(1 << 20);
+/** The longest key material a rule still tells apart (MAX_KEY_LENGTH); anything longer shares '#oversized'. */
+const LONGEST = 'c'.repeat(8192);
 
 /**
  * Identities that must each get a bucket of their own, labelled for messages. Pairs rather than an object:
@@ -32,7 +34,8 @@ const HUGE = 'a'.repeat(1 << 20);
  */
 const IDENTITIES: ReadonlyArray<readonly [string, string]> = [
   ['1 MB', HUGE],
-  ['1 MB, last character differs', `${HUGE.slice(0, -1)}b`],
+  ['8192 characters', LONGEST],
+  ['8192 characters, last character differs', `${LONGEST.slice(0, -1)}b`],
   ['300 characters', 'k'.repeat(300)],
   ['Alice', 'Alice'],
   ['alice', 'alice'],

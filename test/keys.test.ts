@@ -57,9 +57,9 @@ describe('IP keys', () => {
     }
   });
 
-  it('a rule keyed on ip does not apply to a request without a valid ip', async () => {
-    expect(await keyOf('ip', { ip: undefined })).to.equal(undefined);
-    expect(await keyOf('ip', { ip: 'garbage' })).to.equal(undefined);
+  it("keys a request without a valid ip on the one shared '#unresolved-ip': the rule still applies", async () => {
+    for (const ip of [undefined, '', 'garbage', 'unknown', '09.9.9.9'])
+      expect(await keyOf('ip', { ip }), String(ip)).to.equal('#unresolved-ip');
   });
 });
 
@@ -127,11 +127,18 @@ describe('key forms', () => {
     expect(await keyOf('body.user', { body: { user: '   ' } }, { normalize: true })).to.equal(undefined);
   });
 
-  it('bounds huge identities to a digest', async () => {
-    const huge = 'x'.repeat(1024 * 1024);
-    const key = (await keyOf('body.user', { body: { user: huge } })) as string;
+  it('bounds long identities to a digest, and keys material over 8192 characters on one shared #oversized', async () => {
+    const long = 'x'.repeat(8192);
+    const key = (await keyOf('body.user', { body: { user: long } })) as string;
     expect(key).to.match(/^#[\w-]{43}$/);
-    expect(await keyOf('body.user', { body: { user: `${huge}y` } })).to.not.equal(key);
+    expect(await keyOf('body.user', { body: { user: `${long.slice(1)}y` } })).to.match(/^#[\w-]{43}$/);
+    expect(await keyOf('body.user', { body: { user: `${long.slice(1)}y` } })).to.not.equal(key);
+    for (const user of [`${long}y`, 'x'.repeat(1024 * 1024)])
+      expect(await keyOf('body.user', { body: { user } }, { normalize: true })).to.equal('#oversized');
+    const pair = (user: string) => keyOf(['body.user', 'ip'], { body: { user }, ip: '10.0.0.1' });
+    expect(await pair(`${long}y`), 'one pair per IP for every oversized name').to.equal(
+      await pair(`${long}z`),
+    );
   });
 
   it('digests other identities starting with #, keeps a digest as it is, and keeps lone surrogates apart', async () => {

@@ -3,6 +3,7 @@ import { algorithms, verdict } from '../algorithms/index.js';
 import { MEMORY_STORE_DEFAULTS } from '../defaults.js';
 import { RateLimitConfigError } from '../errors.js';
 import type { LockInfo } from '../types.js';
+import { MEMORY_STORE_FULL_WARNING, warnOnce } from '../warnings.js';
 import { type Entry, EntryRing, usageOf } from './memory-eviction.js';
 import type { EvalMode, EvalResult, OpResult, Refund, Store, StoreOp, StoreRule } from './store.js';
 
@@ -40,7 +41,7 @@ export class MemoryStore implements Store {
   readonly #timer: NodeJS.Timeout;
   /** Last time handed out: the store's clock never runs backwards. */
   #lastNow = 0;
-  #warnedFull = false;
+  readonly #warnFull = warnOnce(MEMORY_STORE_FULL_WARNING);
   /** The entries of the evaluation under way, reused: evaluateSync never re-enters. */
   readonly #scratch: Array<Entry | undefined> = [];
 
@@ -321,25 +322,15 @@ export class MemoryStore implements Store {
     while (this.#ring.size >= this.#maxKeys) {
       const victim = this.#ring.victim(nowMs, expire, busy);
       if (victim === undefined) {
-        this.#warnFull();
+        this.#warnFull(
+          `the MemoryStore holds more than maxKeys (${this.#maxKeys}) keys: every key it could evict still denies (a lock, an escalation level or an exhausted count), and those are never evicted. Raise maxKeys, or use a RedisStore`,
+        );
         return;
       }
       if (victim !== null) this.#remove(victim);
     }
   }
-
-  #warnFull(): void {
-    if (this.#warnedFull) return;
-    this.#warnedFull = true;
-    process.emitWarning(
-      `ratekeeper: the MemoryStore holds more than maxKeys (${this.#maxKeys}) keys: every key it could evict still denies (a lock, an escalation level or an exhausted count), and those are never evicted. Raise maxKeys, or use a RedisStore`,
-      { code: MEMORY_STORE_FULL_WARNING },
-    );
-  }
 }
-
-/** The code of the one-time warning a memory store emits when it grows past `maxKeys`. */
-export const MEMORY_STORE_FULL_WARNING = 'RATEKEEPER_MEMORY_STORE_FULL';
 
 /** The op at cost 0: reading a state as it is. */
 function withoutCost(op: StoreOp): StoreOp {

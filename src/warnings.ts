@@ -1,0 +1,34 @@
+// The one-time warnings ratekeeper emits (process warnings with a stable code) when a rule is silently wired
+// off or weakened: each names what it saw, and is emitted once per rule (or middleware) that saw it.
+
+/** A client IP any client can choose (Express `trust proxy` true, Koa `proxy` with `maxIpsCount` 0). */
+export const SPOOFABLE_IP_WARNING = 'RATEKEEPER_SPOOFABLE_IP';
+/** An `'ip'` key met a request whose client address cannot be resolved; it shares `UNRESOLVED_IP_KEY`. */
+export const UNRESOLVED_IP_WARNING = 'RATEKEEPER_UNRESOLVED_IP';
+/** A `body.*` key met a request that carries a body nothing parsed (no body parser, or one after the limiter). */
+export const UNPARSED_BODY_WARNING = 'RATEKEEPER_UNPARSED_BODY';
+/**
+ * A request no rule matched would have matched as the app routes it: the limiter is mounted at a prefix
+ * (rules match the full original URL), or the URL or method was rewritten (method-override) around it.
+ */
+export const UNMATCHED_ROUTE_WARNING = 'RATEKEEPER_UNMATCHED_ROUTE';
+/** A rule that counts outcomes met a redirect (3xx): neither success nor failure, so nothing was reported. */
+export const REDIRECT_OUTCOME_WARNING = 'RATEKEEPER_REDIRECT_OUTCOME';
+/** The memory store grew past `maxKeys`: every key it could evict still denies. */
+export const MEMORY_STORE_FULL_WARNING = 'RATEKEEPER_MEMORY_STORE_FULL';
+
+/** A function that emits `code`'s warning the first time it is called, and does nothing after. */
+export function warnOnce(code: string): (message: string) => void {
+  let warned = false;
+  return (message) => {
+    if (warned) return;
+    warned = true;
+    process.emitWarning(`ratekeeper: ${message}`, { code });
+  };
+}
+
+/** A request value for a warning message: JSON-quoted (no forged log lines) and cut to 64 characters. */
+export function quoted(value: unknown): string {
+  const text = JSON.stringify(typeof value === 'string' ? value.slice(0, 64) : String(value)) ?? '';
+  return typeof value === 'string' && value.length > 64 ? `${text}…` : text;
+}
