@@ -1,8 +1,13 @@
-// Build: ESM and CommonJS bundles with declarations for the three entry points.
+// Build: ESM and CommonJS bundles with declarations for every entry point.
 import { defineConfig } from 'tsup';
 
 export default defineConfig({
-  entry: { index: 'src/index.ts', express: 'adapters/express.ts', koa: 'adapters/koa.ts' },
+  entry: {
+    index: 'src/index.ts',
+    express: 'adapters/express.ts',
+    koa: 'adapters/koa.ts',
+    fastify: 'adapters/fastify.ts',
+  },
   format: ['esm', 'cjs'],
   dts: true,
   shims: true,
@@ -10,5 +15,5 @@ export default defineConfig({
   clean: true,
   target: 'node20',
   splitting: true,
-  external: ['ioredis', 'express', 'koa'],
+  external: ['ioredis', 'express', 'koa', 'fastify', 'fastify-plugin'],
 });

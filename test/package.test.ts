@@ -92,6 +92,33 @@ describe('the packed package', function () {
     expect(JSON.parse(out)).to.deep.equal([true, false, 'function', 'function', 'function']);
   });
 
+  /** Each framework entry, loaded both ways, limits a real app: one admitted request, then a 429. */
+  const frameworks: Array<{ entry: string; esm: string; cjs: string; app: string }> = [
+    {
+      entry: 'ratekeeper/fastify',
+      esm: `import Fastify from 'fastify'; import { rateLimit } from 'ratekeeper/fastify';`,
+      cjs: `const Fastify = require('fastify'); const { rateLimit } = require('ratekeeper/fastify');`,
+      app: `const app = Fastify();
+        await app.register(rateLimit, { rules });
+        app.get('/', async (request) => request.rateLimit.remaining);
+        const statuses = [];
+        for (let i = 0; i < 2; i++) statuses.push((await app.inject('/')).statusCode);
+        await app.close();`,
+    },
+  ];
+  for (const { entry, esm, cjs, app } of frameworks) {
+    const body = `const rules = [{ name: 'r', key: 'ip', limit: 1, window: { type: 'fixed', size: '1m' } }];
+      ${app}
+      console.log(JSON.stringify(statuses));`;
+    it(`limits an app through ${entry} from ESM and from CommonJS`, () => {
+      const name = entry.replace('ratekeeper/', '');
+      expect(JSON.parse(run(`${name}.mjs`, `${esm}\n${body}`))).to.deep.equal([200, 429]);
+      expect(JSON.parse(run(`${name}.cjs`, `${cjs}\n(async () => {\n${body}\n})();`))).to.deep.equal([
+        200, 429,
+      ]);
+    });
+  }
+
   it('finds its Lua scripts from the built files, in both formats', () => {
     // The constructor reads and hashes the scripts: it throws when lua/ cannot be found.
     const probe = `

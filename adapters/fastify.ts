@@ -1,0 +1,165 @@
+// Fastify plugin: a hook on every route of the instance, request to RequestInfo, decision to headers or a 429, outcome in onResponse.
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
+import { LIST_FIELDS } from '../src/headers.js';
+import { createLimiter, type Decision, type Limiter, type Rule } from '../src/index.js';
+import { type RateLimitOptions, type Setup, setup } from './common.js';
+import { believesAnyProxy, FastifyRequestInfo } from './fastify-request.js';
+
+export type { RateLimitOptions } from './common.js';
+export { SPOOFABLE_IP_WARNING } from './common.js';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The rate-limit decision for this request, set by the ratekeeper plugin before the handler runs. */
+    rateLimit?: Decision;
+  }
+  interface FastifyContextConfig {
+    /** This route's own rules or limiter instead of the plugin's, or `false` to exempt the route. */
+    rateLimit?: Rule[] | Limiter | false;
+  }
+}
+
+export interface FastifyRateLimitOptions extends RateLimitOptions<FastifyRequest> {
+  /** Rules for every route (a limiter on the memory store is built for them); or give `limiter`; neither: only routes with `config.rateLimit`. */
+  rules?: Rule[];
+  /** An existing limiter for every route, instead of `rules`. */
+  limiter?: Limiter;
+  /**
+   * The request phase that decides. The default runs after the body is parsed (rules keyed on `body.*` see it)
+   * and before schema validation; `'onRequest'` refuses earlier, without reading the body. @default 'preValidation'
+   */
+  hook?: 'onRequest' | 'preParsing' | 'preValidation' | 'preHandler';
+  /**
+   * Sends the denial instead of the default body; the rate-limit headers and `Retry-After` are already set,
+   * the status is not. @default reply.code(statusCode).send(message)
+   */
+  handler?: (request: FastifyRequest, reply: FastifyReply, decision: Decision) => unknown;
+}
+
+const HOOKS = ['onRequest', 'preParsing', 'preValidation', 'preHandler'] as const;
+/** One limiter per rule array of a route config, whichever registration covering the route decides it. */
+const routeLimiters = new Map<Rule[], Limiter>();
+const ROUTE_DECIDED = Symbol('ratekeeper route decided');
+
+/**
+ * Fastify plugin limiting every route of the instance it is registered on, and of its children (it is not
+ * encapsulated, as `@fastify/rate-limit` with `global: true`). Register it before the routes it limits.
+ * A route's `config: { rateLimit }` replaces the plugin's rules for that route; `false` exempts it.
+ *
+ * - Client address: `request.ip`, so Fastify's `trustProxy` decides whether `X-Forwarded-For` is believed;
+ *   `trustProxy: true` (spoofable) draws a one-time warning.
+ * - Admitted requests are judged in `onResponse` by `isFailure(reply.statusCode)`, errors included.
+ * - Limiter errors (a key function that threw, a bad cost) go to Fastify's error handler; nothing is consumed.
+ * - Limiters the plugin builds from `rules` are closed with the instance; a given `limiter` is the caller's.
+ *
+ * @example
+ * await app.register(rateLimit, { rules: [{ name: 'api', key: 'ip', limit: 100, window: { type: 'gcra', size: '1m' } }] });
+ * app.post('/login', { config: { rateLimit: loginRules() } }, login);
+ */
+const ratekeeperPlugin: FastifyPluginAsync<FastifyRateLimitOptions> = async (fastify, options) => {
+  const { rules, limiter, hook = 'preValidation', handler, ...common } = options;
+  if (!HOOKS.includes(hook))
+    throw new TypeError(`ratekeeper/fastify: hook must be one of ${HOOKS.join(', ')}`);
+  if (rules !== undefined && limiter !== undefined)
+    throw new TypeError('ratekeeper/fastify: give either rules or limiter, not both');
+  const setups = new WeakMap<Limiter, Setup<FastifyRequest>>();
+  const setupFor = (l: Limiter) => {
+    let s = setups.get(l);
+    if (s === undefined) {
+      s = setup(l, common);
+      setups.set(l, s);
+    }
+    return s;
+  };
+  const source = rules ?? limiter;
+  const plugin = source === undefined ? undefined : setup(source, common);
+  const owned: Array<[Rule[], Limiter]> = []; // closed with the instance, as the limiter built from `rules`
+  if (plugin !== undefined && plugin.limiter !== limiter) owned.push([[], plugin.limiter]);
+  // A route's rule array becomes one limiter, built by the outermost registration that sees the route.
+  fastify.addHook('onRoute', (route) => {
+    const own = route.config?.rateLimit;
+    if (!Array.isArray(own)) return;
+    let shared = routeLimiters.get(own);
+    if (shared === undefined) {
+      shared = createLimiter({ rules: own });
+      routeLimiters.set(own, shared);
+      owned.push([own, shared]);
+    }
+    route.config = { ...route.config, rateLimit: shared };
+  });
+  fastify.addHook('onClose', async () => {
+    for (const [own] of owned) routeLimiters.delete(own);
+    await Promise.all(owned.map(([, l]) => l.close()));
+  });
+
+  // Per registration, so a plugin registered again in a child context reports to its own limiter.
+  const admitted: Slots = { setup: Symbol('ratekeeper setup'), decision: Symbol('ratekeeper decision') };
+  if (!fastify.hasRequestDecorator('rateLimit')) fastify.decorateRequest('rateLimit', undefined);
+  if (!fastify.hasRequestDecorator(ROUTE_DECIDED)) fastify.decorateRequest(ROUTE_DECIDED, false);
+  fastify.decorateRequest(admitted.setup, undefined);
+  fastify.decorateRequest(admitted.decision, undefined);
+
+  const decide = decider(admitted, handler);
+  fastify.addHook(hook, async (request: FastifyRequest, reply: FastifyReply) => {
+    const own = request.routeOptions.config?.rateLimit as Limiter | false | undefined;
+    if (own === undefined) return plugin === undefined ? undefined : decide(plugin, request, reply);
+    // A route's own limiter is decided once, by the outermost registration covering it.
+    const flags = request as unknown as Record<symbol, boolean>;
+    if (own === false || flags[ROUTE_DECIDED]) return;
+    flags[ROUTE_DECIDED] = true;
+    return decide(setupFor(own), request, reply);
+  });
+  fastify.addHook('onResponse', async (request: FastifyRequest, reply: FastifyReply) => {
+    const slots = request as unknown as Record<symbol, unknown>;
+    const s = slots[admitted.setup] as Setup<FastifyRequest> | undefined;
+    if (s === undefined) return;
+    s.limiter.report(slots[admitted.decision] as Decision, s.outcome(reply.statusCode)).catch(() => {
+      // The limiter reports store faults through its 'storeError' event; the response is gone.
+    });
+  });
+};
+
+interface Slots {
+  setup: symbol;
+  decision: symbol;
+}
+
+function decider(admitted: Slots, handler: FastifyRateLimitOptions['handler']) {
+  return async function rateLimitHook(
+    s: Setup<FastifyRequest>,
+    request: FastifyRequest,
+    reply: FastifyReply,
+  ) {
+    if (s.skip !== undefined && (await s.skip(request))) return;
+    if (!s.warned && believesAnyProxy(request)) s.warnSpoofable('Fastify trustProxy is true');
+    const decision = await s.limiter.check(new FastifyRequestInfo(request));
+    if (decision.rules.length === 0) return; // an earlier limiter's decision stays in place
+    request.rateLimit = decision;
+    for (const [name, value] of s.headerFields(decision)) {
+      const previous = LIST_FIELDS.has(name) ? reply.getHeader(name) : undefined;
+      reply.header(name, previous === undefined ? value : `${previous}, ${value}`);
+    }
+    if (!decision.allowed || decision.dryRun) s.onLimited?.(decision, request);
+    if (decision.allowed) {
+      if (s.reports) {
+        const slots = request as unknown as Record<symbol, unknown>;
+        slots[admitted.setup] = s;
+        slots[admitted.decision] = decision;
+      }
+      return;
+    }
+    if (handler !== undefined) await handler(request, reply, decision);
+    else if (!reply.sent) {
+      const body = s.body(decision);
+      reply.code(s.statusCode);
+      if (typeof body === 'string') reply.type('text/plain; charset=utf-8');
+      reply.send(body);
+    }
+    return reply; // answered: Fastify runs no later hook and no handler
+  };
+}
+
+/** The plugin; `fastify.register(rateLimit, { rules | limiter, ...options })`. */
+export const rateLimit = fp(ratekeeperPlugin, { fastify: '5.x', name: 'ratekeeper' });
+export default rateLimit;
