@@ -65,12 +65,12 @@ const ratekeeperPlugin: FastifyPluginAsync<FastifyRateLimitOptions> = async (fas
     throw new TypeError('ratekeeper/fastify: give either rules or limiter, not both');
   const setups = new WeakMap<Limiter, Setup<FastifyRequest>>();
   const setupFor = (l: Limiter) => {
-    let s = setups.get(l);
-    if (s === undefined) {
-      s = setup(l, common);
-      setups.set(l, s);
+    let config = setups.get(l);
+    if (config === undefined) {
+      config = setup(l, common);
+      setups.set(l, config);
     }
-    return s;
+    return config;
   };
   const source = rules ?? limiter;
   const plugin = source === undefined ? undefined : setup(source, common);
@@ -112,11 +112,13 @@ const ratekeeperPlugin: FastifyPluginAsync<FastifyRateLimitOptions> = async (fas
   });
   fastify.addHook('onResponse', async (request: FastifyRequest, reply: FastifyReply) => {
     const slots = request as unknown as Record<symbol, unknown>;
-    const s = slots[admitted.setup] as Setup<FastifyRequest> | undefined;
-    if (s === undefined) return;
-    s.limiter.report(slots[admitted.decision] as Decision, s.outcome(reply.statusCode)).catch(() => {
-      // The limiter reports store faults through its 'storeError' event; the response is gone.
-    });
+    const config = slots[admitted.setup] as Setup<FastifyRequest> | undefined;
+    if (config === undefined) return;
+    config.limiter
+      .report(slots[admitted.decision] as Decision, config.outcome(reply.statusCode))
+      .catch(() => {
+        // The limiter reports store faults through its 'storeError' event; the response is gone.
+      });
   });
 };
 
@@ -127,32 +129,32 @@ interface Slots {
 
 function decider(admitted: Slots, handler: FastifyRateLimitOptions['handler']) {
   return async function rateLimitHook(
-    s: Setup<FastifyRequest>,
+    config: Setup<FastifyRequest>,
     request: FastifyRequest,
     reply: FastifyReply,
   ) {
-    if (s.skip !== undefined && (await s.skip(request))) return;
-    if (!s.warned && believesAnyProxy(request)) s.warnSpoofable('Fastify trustProxy is true');
-    const decision = await s.limiter.check(new FastifyRequestInfo(request));
+    if (config.skip !== undefined && (await config.skip(request))) return;
+    if (!config.warned && believesAnyProxy(request)) config.warnSpoofable('Fastify trustProxy is true');
+    const decision = await config.limiter.check(new FastifyRequestInfo(request));
     if (decision.rules.length === 0) return; // an earlier limiter's decision stays in place
     request.rateLimit = decision;
-    for (const [name, value] of s.headerFields(decision)) {
+    for (const [name, value] of config.headerFields(decision)) {
       const previous = LIST_FIELDS.has(name) ? reply.getHeader(name) : undefined;
       reply.header(name, previous === undefined ? value : `${previous}, ${value}`);
     }
-    if (!decision.allowed || decision.dryRun) s.onLimited?.(decision, request);
+    if (!decision.allowed || decision.dryRun) config.onLimited?.(decision, request);
     if (decision.allowed) {
-      if (s.reports) {
+      if (config.reports) {
         const slots = request as unknown as Record<symbol, unknown>;
-        slots[admitted.setup] = s;
+        slots[admitted.setup] = config;
         slots[admitted.decision] = decision;
       }
       return;
     }
     if (handler !== undefined) await handler(request, reply, decision);
     else if (!reply.sent) {
-      const body = s.body(decision);
-      reply.code(s.statusCode);
+      const body = config.body(decision);
+      reply.code(config.statusCode);
       if (typeof body === 'string') reply.type('text/plain; charset=utf-8');
       reply.send(body);
     }
