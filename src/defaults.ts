@@ -22,7 +22,8 @@ export const LIMITER_DEFAULTS = {
   storeTimeoutMs: 250,
   storeRetryIntervalMs: 1000,
   denyCacheMaxKeys: 10_000,
-  ipv6Subnet: 64,
+  /** express-rate-limit's default too: an IPv6 user often holds a /56, so /64 keys gave each of them 256 buckets. */
+  ipv6Subnet: 56,
   /** How many keys `limiter.locked(rule)` lists when not told. */
   lockedListLimit: 100,
 } as const;

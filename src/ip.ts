@@ -1,4 +1,4 @@
-// Client IP keys: canonical IPv4, IPv4-mapped IPv6 as IPv4, other IPv6 by prefix (/64 by default). Parsing by ipaddr.js.
+// Client IP keys: canonical IPv4, IPv4-mapped IPv6 as IPv4, other IPv6 by prefix (/56 by default). Parsing by ipaddr.js.
 import ipaddr from 'ipaddr.js';
 
 /**

@@ -27,7 +27,7 @@ export interface LimiterOptions {
    * they could pass. Not used with the memory store. @default true ({ maxKeys: 10000 })
    */
   denyCache?: boolean | { maxKeys?: number };
-  /** IPv6 addresses are keyed by this prefix length (48-128). @default 64 */
+  /** IPv6 addresses are keyed by this prefix length (48-128): users are commonly given a /56 or a /48. @default 56 */
   ipv6Subnet?: number;
   /** Log decisions and store failures: `true` writes to stderr, a function receives each line. Also `RATEKEEPER_DEBUG=1`. @default false */
   debug?: boolean | ((line: string) => void);

@@ -286,23 +286,24 @@ export function attackSuite(framework: Framework, stores: StoreFactory): void {
         expect(JSON.stringify([lockouts, unlocks])).not.to.match(/hunter2|correct-horse|password/);
       });
 
-      it('credential stuffing from one IPv6 /64, one address per attempt, meets one pair and one IP count', async () => {
+      it('credential stuffing from one IPv6 /56, one address (and /64) per attempt, meets one pair and one IP count', async () => {
         const app = await boot();
-        const in64 = (n: number) => `2001:db8:1:2:${(n + 1).toString(16)}:0:0:1`;
-        for (let i = 0; i < 5; i++) await login(app, { ip: in64(i), username: 'alice' }).expect(401);
-        const locked = await login(app, { ip: in64(5), username: 'alice', password: RIGHT }).expect(429);
+        // A new /64 of the same /56 for every attempt: 2001:db8:1:00xx::/64.
+        const in56 = (n: number) => `2001:db8:1:${(n % 256).toString(16)}:${(n + 1).toString(16)}::1`;
+        for (let i = 0; i < 5; i++) await login(app, { ip: in56(i), username: 'alice' }).expect(401);
+        const locked = await login(app, { ip: in56(5), username: 'alice', password: RIGHT }).expect(429);
         expect(locked.headers['retry-after']).to.equal('60');
         expect((await app.loginLimiter.locked('login-pair')).map((l) => l.key)).to.deep.equal([
-          'alice|2001:db8:1:2::/64',
+          'alice|2001:db8:1::/56',
         ]);
-        // Another /64 is another client.
-        await login(app, { ip: '2001:db8:1:3::1', username: 'alice', password: RIGHT }).expect(200);
+        // Another /56 is another client.
+        await login(app, { ip: '2001:db8:1:100::1', username: 'alice', password: RIGHT }).expect(200);
 
         for (let i = 0; i < 95; i++)
-          await login(app, { ip: in64(100 + i), username: `victim${i}@example.com` }).expect(401);
-        await login(app, { ip: in64(999), username: 'someone-else' }).expect(429);
+          await login(app, { ip: in56(100 + i), username: `victim${i}@example.com` }).expect(401);
+        await login(app, { ip: in56(999), username: 'someone-else' }).expect(429);
         expect((await app.loginLimiter.locked('login-ip')).map((l) => l.key)).to.deep.equal([
-          '2001:db8:1:2::/64',
+          '2001:db8:1::/56',
         ]);
         await login(app, { ip: '::ffff:198.51.100.1', username: 'bob' }).expect(401);
       });

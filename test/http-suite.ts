@@ -458,18 +458,18 @@ export function httpSuite(harness: Harness, stores: StoreFactory): void {
         expect(codes.filter((c) => c === SPOOFABLE_IP_WARNING)).to.have.length(1);
       });
 
-      it('keys IPv6 clients by their /64: addresses in one /64 share a count', async () => {
+      it('keys IPv6 clients by their /56: addresses in one /56 share a count', async () => {
         const { listener } = await app(one, { trust: 'one-hop' });
         const res = await request(listener)
           .get('/echo')
           .set('x-forwarded-for', '2001:db8:1:2::1')
           .expect(200);
-        expect(keyOf(res)).to.equal('2001:db8:1:2::/64');
+        expect(keyOf(res)).to.equal('2001:db8:1::/56');
         await request(listener)
           .get('/echo')
-          .set('x-forwarded-for', '2001:db8:1:2:ffff:eeee:dddd:9')
+          .set('x-forwarded-for', '2001:db8:1:ff:ffff:eeee:dddd:9')
           .expect(429);
-        await request(listener).get('/echo').set('x-forwarded-for', '2001:db8:1:3::1').expect(200);
+        await request(listener).get('/echo').set('x-forwarded-for', '2001:db8:1:100::1').expect(200);
         await request(listener).get('/echo').set('x-forwarded-for', '::ffff:5.6.7.8').expect(200);
         await request(listener).get('/echo').set('x-forwarded-for', '5.6.7.8').expect(429);
       });

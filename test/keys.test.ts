@@ -31,7 +31,13 @@ describe('IP keys', () => {
     expect(ipKey('64:ff9b::1.2.3.4', 64)).to.equal('64:ff9b::/64');
   });
 
-  it('keys IPv6 by its /64 by default and by the configured prefix', () => {
+  it('keys IPv6 by its /56 by default (a /48 holds 256 buckets, not 65,536)', async () => {
+    expect(await keyOf('ip', { ip: '2001:db8:1:2::1' })).to.equal('2001:db8:1::/56');
+    expect(await keyOf('ip', { ip: '2001:db8:1:ff:ffff::1' })).to.equal('2001:db8:1::/56');
+    expect(await keyOf('ip', { ip: '2001:db8:1:100::1' })).to.equal('2001:db8:1:100::/56');
+  });
+
+  it('keys IPv6 by the configured prefix', () => {
     expect(ipKey('2001:db8:1:2:aaaa::1', 64)).to.equal(ipKey('2001:db8:1:2:ffff:ffff:ffff:ffff', 64));
     expect(ipKey('2001:db8:1:2::1', 64)).to.not.equal(ipKey('2001:db8:1:3::1', 64));
     expect(ipKey('2001:db8:1:2::1', 48)).to.equal('2001:db8:1::/48');

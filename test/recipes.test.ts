@@ -258,7 +258,7 @@ describe('verificationCodeRules', () => {
     expect(keysOf(decision)).to.deep.equal({
       'code-minute': '+8613800138000',
       'code-day': '+8613800138000',
-      'code-ip': '2001:db8::/64',
+      'code-ip': '2001:db8::/56',
       'code-global': 'all',
     });
     await limiter.close();

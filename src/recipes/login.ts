@@ -1,4 +1,5 @@
 // Login recipe: the four rules that throttle password guessing per OWASP and NIST SP 800-63B §5.2.2.
+import { LIMITER_DEFAULTS } from '../defaults.js';
 import { describe, RateLimitConfigError } from '../errors.js';
 import { createExtractor, normalizeIdentity } from '../keys.js';
 import type { Duration, KeyExtractor, LockoutSpec, MatchSpec, RequestInfo, Rule } from '../types.js';
@@ -28,7 +29,7 @@ export interface LoginRulesOptions {
   pairWindow?: Duration;
   /** How long the pair stays locked: doubling on each repeated lockout up to an hour, forgotten a day after the last. @default { duration: '1m', escalate: 2, maxDuration: '1h', forgetAfter: '24h' } */
   pairLockout?: LockoutSpec;
-  /** Failed attempts per client IP (IPv6 per /64) before that IP is blocked. @default 100 */
+  /** Failed attempts per client IP (IPv6 per /56) before that IP is blocked. @default 100 */
   ipLimit?: number;
   /** The per-IP window (sliding: never more than `ipLimit` failures in any such span), also how long the block lasts. @default '1d' */
   ipWindow?: Duration;
@@ -123,7 +124,10 @@ export function loginRules(options: LoginRulesOptions = {}): Rule[] {
   const usernameKey = o.username as Rule['key'];
   let username: (req: RequestInfo) => string | undefined;
   try {
-    username = createExtractor(usernameKey, { ipv6Subnet: 64, normalize: normalizeIdentity });
+    username = createExtractor(usernameKey, {
+      ipv6Subnet: LIMITER_DEFAULTS.ipv6Subnet,
+      normalize: normalizeIdentity,
+    });
   } catch (error) {
     throw new RateLimitConfigError(
       'ERR_KEY',

@@ -26,7 +26,7 @@ export interface VerificationCodeRulesOptions {
   perDay?: number;
   /** IANA time zone of the day's midnight, e.g. `'Asia/Shanghai'`. @default 'UTC' */
   timeZone?: string;
-  /** Codes per client IP (IPv6 per /64) in any hour, whatever the destinations (SMS pumping). @default 20 */
+  /** Codes per client IP (IPv6 per /56) in any hour, whatever the destinations (SMS pumping). @default 20 */
   perIpPerHour?: number;
   /** Codes sent in any hour by the whole endpoint, a ceiling on cost. @default 1000 */
   globalPerHour?: number;
