@@ -1,4 +1,4 @@
-// Build: ESM and CommonJS bundles with declarations for every entry point.
+// Build: ESM and CommonJS bundles with declarations for every entry point, and the `ratekeeper` command.
 import { defineConfig } from 'tsup';
 
 export default defineConfig({
@@ -7,6 +7,7 @@ export default defineConfig({
     express: 'adapters/express.ts',
     koa: 'adapters/koa.ts',
     fastify: 'adapters/fastify.ts',
+    cli: 'src/operators/cli/bin.ts',
   },
   format: ['esm', 'cjs'],
   dts: true,

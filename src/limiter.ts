@@ -13,7 +13,7 @@ import { type LimiterOptions, resolveLimiterOptions } from './limiter-options.js
 import { identityOf, OpBuilder, type RuleOp } from './request-ops.js';
 import { Reservations } from './reservations.js';
 import type { EvalMode, OpResult, Store } from './stores/store.js';
-import type { Decision, LockInfo, Outcome, RequestInfo, RuleStatus } from './types.js';
+import type { Decision, LockInfo, Outcome, RequestInfo, Rule, RuleStatus } from './types.js';
 
 export type {
   LimitedEvent,
@@ -26,6 +26,7 @@ export type { LimiterOptions } from './limiter-options.js';
 
 export class Limiter extends EventEmitter<LimiterEvents> {
   readonly #ops: OpBuilder;
+  readonly #definitions: readonly Rule[];
   readonly #store: Store;
   readonly #policy: FailurePolicy;
   readonly #denyCache: DenyCache | undefined;
@@ -41,6 +42,7 @@ export class Limiter extends EventEmitter<LimiterEvents> {
     const store = resolved.store;
     this.#store = store;
     this.#ops = new OpBuilder(resolved.rules, () => store.now());
+    this.#definitions = Object.freeze([...options.rules]);
     this.#needsOutcomes = resolved.rules.some((r) => r.countOn !== 'all' || r.resetOnSuccess);
     this.#policy = new FailurePolicy(
       store,
@@ -64,6 +66,11 @@ export class Limiter extends EventEmitter<LimiterEvents> {
       log: this.#log,
       needsOutcomes: this.#needsOutcomes,
     });
+  }
+
+  /** The rules as given (validated), in order: for operator tools that show windows and limits. */
+  get rules(): readonly Rule[] {
+    return this.#definitions;
   }
 
   /** The rule names, in order. */

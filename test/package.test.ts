@@ -119,6 +119,36 @@ describe('the packed package', function () {
     });
   }
 
+  it('runs the `ratekeeper` command its bin names, with an ESM and a CommonJS rules module', () => {
+    const manifest = JSON.parse(
+      run(
+        'bin.mjs',
+        `import { readFileSync } from 'node:fs';
+      console.log(readFileSync('node_modules/ratekeeper/package.json', 'utf8'));`,
+      ),
+    ) as {
+      bin: Record<string, string>;
+    };
+    const bin = join(installed, manifest.bin.ratekeeper as string);
+    const ratekeeper = (...args: string[]) =>
+      execFileSync(bin, args, { cwd: sandbox, encoding: 'utf8', timeout: 30_000 });
+    expect(ratekeeper('--version').trim()).to.match(/^\d+\.\d+\.\d+/);
+    const rule = `{ name: 'sms', key: 'body.phone', limit: 1, window: { type: 'calendar', unit: 'day' } }`;
+    writeFileSync(join(sandbox, 'rules.mjs'), `export const rules = [${rule}];`);
+    writeFileSync(join(sandbox, 'rules.cjs'), `module.exports = [${rule}];`);
+    for (const module of ['rules.mjs', 'rules.cjs']) {
+      expect(JSON.parse(ratekeeper('rules', '--rules', module, '--json'))).to.deep.equal([
+        {
+          name: 'sms',
+          limit: '1 per day (calendar)',
+          match: 'every request',
+          lockout: 'none',
+          mode: 'enforce',
+        },
+      ]);
+    }
+  });
+
   it('finds its Lua scripts from the built files, in both formats', () => {
     // The constructor reads and hashes the scripts: it throws when lua/ cannot be found.
     const probe = `

@@ -1,0 +1,128 @@
+// The command line of `npx ratekeeper`: commands, options, usage text; wrong usage is refused before anything connects.
+import { parseArgs } from 'node:util';
+import { parseDuration } from '../../duration.js';
+
+export const USAGE = `Usage: ratekeeper <command> [arguments] [options]
+
+Commands:
+  status <rule> <key>                 count, remaining, lock, level and limit of one key
+  locked <rule>                       keys locked now, soonest unlock first (--limit, default 100)
+  unlock <rule> <key>...              clear count, lock and level (every process forgets the key)
+  unlock <rule> --all                 unlock every key of the rule that is locked now
+  rules                               the rules loaded, with their windows and limits
+  watch                               live decisions per rule, from apps that publish them
+
+Options:
+  --redis <url>      Redis URL (redis://[user:password@]host:port[/db], rediss:// for TLS); default $REDIS_URL
+  --prefix <p>       key prefix the app's RedisStore uses; default rk
+  --rules <module>   the app's module (ESM or CommonJS) exporting \`rules\`, a default rule array, or
+                     limiters; default $RATEKEEPER_RULES
+  --json             machine-readable output (watch: one JSON object per line)
+  --limit <n>        locked: how many keys to list (1-10000); default 100
+  --interval <d>     watch: refresh interval; default 1s
+  --window <d>       watch: the span totals and rates cover; default 10s
+  --once             watch: print one view and exit
+  -h, --help         this text
+  -v, --version      the package version
+`;
+
+export type Command = 'status' | 'locked' | 'unlock' | 'rules' | 'watch';
+
+export interface CliArgs {
+  command: Command | 'help' | 'version';
+  positionals: string[];
+  redis: string | undefined;
+  prefix: string;
+  rulesModule: string | undefined;
+  json: boolean;
+  limit: number;
+  all: boolean;
+  intervalMs: number;
+  windowMs: number;
+  once: boolean;
+}
+
+/** Wrong usage: printed with a pointer to --help, exit status 2. */
+export class UsageError extends Error {
+  override readonly name = 'UsageError';
+}
+
+const ARITY: Record<Command, [min: number, max: number, form: string]> = {
+  status: [2, 2, 'status <rule> <key>'],
+  locked: [1, 1, 'locked <rule>'],
+  unlock: [1, Number.POSITIVE_INFINITY, 'unlock <rule> <key>... | unlock <rule> --all'],
+  rules: [0, 0, 'rules'],
+  watch: [0, 0, 'watch'],
+};
+
+/** Parses argv (without node and the script); throws `UsageError` naming what was wrong. */
+export function parseCli(argv: string[], env: NodeJS.ProcessEnv): CliArgs {
+  let parsed: ReturnType<typeof parse>;
+  try {
+    parsed = parse(argv);
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
+  const { values: v, positionals } = parsed;
+  const [first, ...rest] = positionals;
+  const command = v.help ? 'help' : v.version ? 'version' : first;
+  if (command === undefined) throw new UsageError('no command given');
+  const base = {
+    redis: v.redis ?? (env.REDIS_URL || undefined),
+    prefix: v.prefix ?? 'rk',
+    rulesModule: v.rules ?? (env.RATEKEEPER_RULES || undefined),
+    json: v.json ?? false,
+    all: v.all ?? false,
+    once: v.once ?? false,
+    limit: integer('--limit', v.limit ?? '100', 1, 10_000),
+    intervalMs: duration('--interval', v.interval ?? '1s'),
+    windowMs: duration('--window', v.window ?? '10s'),
+  };
+  if (command === 'help' || command === 'version') return { command, positionals: [], ...base };
+  if (!(command in ARITY)) throw new UsageError(`unknown command '${command}'`);
+  const [min, max, form] = ARITY[command as Command];
+  const allForm = command === 'unlock' && base.all;
+  if (allForm ? rest.length !== 1 : rest.length < min || rest.length > max) {
+    throw new UsageError(`${command} takes ${form}, got ${rest.length} argument(s)`);
+  }
+  if (base.prefix === '' || /[{}]/.test(base.prefix)) {
+    throw new UsageError(`--prefix must be non-empty and without '{' or '}', got '${base.prefix}'`);
+  }
+  return { command: command as Command, positionals: rest, ...base };
+}
+
+function parse(argv: string[]) {
+  return parseArgs({
+    args: argv,
+    allowPositionals: true,
+    strict: true,
+    options: {
+      redis: { type: 'string' },
+      prefix: { type: 'string' },
+      rules: { type: 'string' },
+      json: { type: 'boolean' },
+      limit: { type: 'string' },
+      all: { type: 'boolean' },
+      interval: { type: 'string' },
+      window: { type: 'string' },
+      once: { type: 'boolean' },
+      help: { type: 'boolean', short: 'h' },
+      version: { type: 'boolean', short: 'v' },
+    },
+  });
+}
+
+function integer(name: string, text: string, min: number, max: number): number {
+  const value = Number(text);
+  if (!/^\d+$/.test(text) || value < min || value > max) {
+    throw new UsageError(`${name} must be an integer from ${min} to ${max}, got '${text}'`);
+  }
+  return value;
+}
+
+function duration(name: string, text: string): number {
+  const ms = parseDuration(text);
+  if (ms === undefined)
+    throw new UsageError(`${name} must be a duration such as 30s, 15m or 1d, got '${text}'`);
+  return ms;
+}

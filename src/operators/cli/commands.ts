@@ -1,0 +1,90 @@
+// The operator commands that act on one rule: status, locked, unlock, and the list of rules.
+import type { Limiter } from '../../limiter.js';
+import type { RuleStatus } from '../../types.js';
+import { formatDuration, summarizeRule } from '../describe.js';
+import { storeHealth } from '../health.js';
+import type { CliArgs } from './args.js';
+import { type Output, printable, table } from './output.js';
+import type { Targets } from './targets.js';
+
+export async function status(targets: Targets, args: CliArgs, out: Output): Promise<void> {
+  const [rule, key] = args.positionals as [string, string];
+  const limiter = targets.limiterFor(rule);
+  const [s, health] = await Promise.all([limiter.status(rule, key), storeHealth(limiter)]);
+  if (out.json) return out.value(health === undefined ? s : { ...s, store: health });
+  out.line(`${printable(s.rule)}  ${printable(s.key)}`);
+  out.line(`  count    ${s.count} of ${s.limit}, ${s.remaining} remaining${resetText(s)}`);
+  out.line(
+    `  locked   ${s.locked ? `yes, ${formatDuration(s.lockRemainingMs)} left` : 'no'}, level ${s.level}`,
+  );
+  if (health !== undefined) {
+    const since = new Date(health.sinceMs).toISOString();
+    const last = health.lastError === undefined ? '' : `; last error: ${health.lastError.message}`;
+    out.line(`  store    ${health.state} since ${since}${last}`);
+  }
+}
+
+function resetText(s: RuleStatus): string {
+  return s.count > 0 && s.resetMs > 0 ? `, back to full in ${formatDuration(s.resetMs)}` : '';
+}
+
+export async function locked(targets: Targets, args: CliArgs, out: Output): Promise<void> {
+  const [rule] = args.positionals as [string];
+  const list = await targets.limiterFor(rule).locked(rule, { limit: args.limit });
+  if (out.json) return out.value(list);
+  if (list.length === 0) return out.line(`no key of '${printable(rule)}' is locked`);
+  const rows = list.map((l) => [
+    formatDuration(l.remainingMs),
+    new Date(l.lockedUntil).toISOString(),
+    String(l.level),
+    printable(l.key),
+  ]);
+  for (const line of table(['unlocks in', 'at', 'level', 'key'], rows)) out.line(line);
+  if (list.length === args.limit) out.line(`(first ${args.limit}; --limit shows more)`);
+}
+
+/**
+ * Unlocks through `reset`: count, lock and level are cleared in the store, and every process's deny
+ * cache forgets the key (the store's reset announcement), so the key is admitted at once everywhere.
+ */
+export async function unlock(targets: Targets, args: CliArgs, out: Output): Promise<void> {
+  const [rule, ...given] = args.positionals as [string, ...string[]];
+  const limiter = targets.limiterFor(rule);
+  const keys = args.all ? (await limiter.locked(rule, { limit: 10_000 })).map((l) => l.key) : given;
+  const results: Array<{ rule: string; key: string; wasLocked: boolean }> = [];
+  for (const key of keys) results.push({ rule, key, wasLocked: await resetKey(limiter, rule, key) });
+  if (out.json) return out.value(results);
+  if (results.length === 0) out.line(`no key of '${printable(rule)}' is locked`);
+  for (const r of results) {
+    out.line(
+      `${r.wasLocked ? 'unlocked' : 'reset (was not locked)'}  ${printable(rule)}  ${printable(r.key)}`,
+    );
+  }
+}
+
+/** Resets one key; true when it was locked (read from the limiter's own 'unlock' event). */
+async function resetKey(limiter: Limiter, rule: string, key: string): Promise<boolean> {
+  let wasLocked = false;
+  const onUnlock = (event: { rule: string; key: string }) => {
+    if (event.rule === rule && event.key === key) wasLocked = true;
+  };
+  limiter.on('unlock', onUnlock);
+  try {
+    await limiter.reset(rule, key);
+  } finally {
+    limiter.off('unlock', onUnlock);
+  }
+  return wasLocked;
+}
+
+export async function rules(targets: Targets, _args: CliArgs, out: Output): Promise<void> {
+  const summaries = targets.names.map((name) => {
+    const definition = targets.definitions.get(name);
+    return definition === undefined ? { name } : summarizeRule(definition);
+  });
+  if (out.json) return out.value(summaries);
+  const rows = summaries.map((s) =>
+    'limit' in s ? [s.name, s.limit, s.lockout, s.mode, s.match] : [s.name, '(not exposed)', '', '', ''],
+  );
+  for (const line of table(['rule', 'limit', 'lockout', 'mode', 'match'], rows)) out.line(line);
+}

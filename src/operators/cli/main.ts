@@ -1,0 +1,75 @@
+// The command line's run: parse, load the app's rules, connect, answer one command, say what went wrong.
+import { readFileSync } from 'node:fs';
+import { RateLimitConfigError } from '../../errors.js';
+import { type CliArgs, parseCli, USAGE } from './args.js';
+import { locked, rules, status, unlock } from './commands.js';
+import { OperatorError } from './connect.js';
+import { createOutput, type Output } from './output.js';
+import { openTargets, type Targets } from './targets.js';
+
+const COMMANDS: Record<string, (t: Targets, a: CliArgs, o: Output) => Promise<void>> = {
+  status,
+  locked,
+  unlock,
+  rules,
+};
+
+export interface CliIo {
+  stdout: (text: string) => void;
+  stderr: (text: string) => void;
+  /** stdout is a terminal. */
+  tty: boolean;
+  /** Resolves when the operator interrupts (Ctrl-C): `watch` stops. */
+  interrupted: Promise<void>;
+}
+
+/** Runs one command line; resolves to the exit status (0 done, 1 a fault to fix, 2 wrong usage). */
+export async function runCli(
+  argv: string[],
+  env: NodeJS.ProcessEnv,
+  cwd: string,
+  io: CliIo,
+): Promise<number> {
+  let args: CliArgs;
+  try {
+    args = parseCli(argv, env);
+  } catch (error) {
+    io.stderr(`ratekeeper: ${(error as Error).message}\nRun 'ratekeeper --help' for usage.\n`);
+    return 2;
+  }
+  if (args.command === 'help') {
+    io.stdout(USAGE);
+    return 0;
+  }
+  if (args.command === 'version') {
+    io.stdout(`${version()}\n`);
+    return 0;
+  }
+  const command = COMMANDS[args.command] as (t: Targets, a: CliArgs, o: Output) => Promise<void>;
+  let targets: Targets | undefined;
+  try {
+    const rule = args.command === 'rules' ? undefined : args.positionals[0];
+    targets = await openTargets(args, cwd, { redis: false, store: args.command !== 'rules', rule });
+    await Promise.race([command(targets, args, createOutput(args.json, io.tty, io.stdout)), io.interrupted]);
+    return 0;
+  } catch (error) {
+    const known = error instanceof OperatorError || error instanceof RateLimitConfigError;
+    const message = error instanceof Error ? error.message : String(error);
+    io.stderr(`ratekeeper: ${known ? message : `${message} (${(error as Error)?.name ?? 'error'})`}\n`);
+    return 1;
+  } finally {
+    await targets?.close();
+  }
+}
+
+function version(): string {
+  for (const path of ['../../../package.json', '../package.json']) {
+    try {
+      return (JSON.parse(readFileSync(new URL(path, import.meta.url), 'utf8')) as { version: string })
+        .version;
+    } catch {
+      // The built bin sits in dist/, the source in src/operators/cli/: one of the two paths is right.
+    }
+  }
+  return 'unknown';
+}
