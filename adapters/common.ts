@@ -12,6 +12,7 @@ import {
   type ResetFormat,
   type Rule,
 } from '../src/index.js';
+import { assertKnownFields, fieldsOf } from '../src/known-fields.js';
 
 /** Options both adapters take; `Req` is the framework's request (`req` for Express, `ctx` for Koa). */
 export interface RateLimitOptions<Req> {
@@ -44,6 +45,18 @@ export interface RateLimitOptions<Req> {
   clock?: () => number;
 }
 
+/** The fields of `RateLimitOptions`; each adapter adds its own (`handler`) when it calls `setup`. */
+export const RATE_LIMIT_OPTION_FIELDS = fieldsOf<RateLimitOptions<unknown>>({
+  headers: true,
+  reset: true,
+  statusCode: true,
+  message: true,
+  onLimited: true,
+  isFailure: true,
+  skip: true,
+  clock: true,
+});
+
 /** The code of the one-time warning about a client IP the client itself can choose. */
 export const SPOOFABLE_IP_WARNING = 'RATEKEEPER_SPOOFABLE_IP';
 
@@ -65,10 +78,16 @@ export interface Setup<Req> {
   warned: boolean;
 }
 
+/**
+ * Resolves an adapter's arguments once. `adapterFields`: the options the adapter takes beyond
+ * `RateLimitOptions` (`['handler']`); any other field is refused as a typo (ERR_UNKNOWN_FIELD).
+ */
 export function setup<Req>(
   rulesOrLimiter: Rule[] | Limiter,
   options: RateLimitOptions<Req> = {},
+  adapterFields: readonly string[] = [],
 ): Setup<Req> {
+  assertKnownFields(options, [...RATE_LIMIT_OPTION_FIELDS, ...adapterFields], 'rateLimit');
   let limiter: Limiter;
   if (!Array.isArray(rulesOrLimiter)) {
     // Duck-typed rather than `instanceof`, so a limiter from the other module format (ESM/CJS) works too.

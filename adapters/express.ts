@@ -44,7 +44,7 @@ export function rateLimit(
   rulesOrLimiter: Rule[] | Limiter,
   options: ExpressRateLimitOptions = {},
 ): RequestHandler {
-  const config = setup(rulesOrLimiter, options);
+  const config = setup(rulesOrLimiter, options, ['handler']);
   const handler = options.handler;
 
   return async function rateLimitMiddleware(req: Request, res: Response, next: NextFunction): Promise<void> {

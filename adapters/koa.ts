@@ -31,7 +31,7 @@ export interface KoaRateLimitOptions extends RateLimitOptions<Context> {
  *   window: { type: 'fixed', size: '1m' } }]), sendCode);
  */
 export function rateLimit(rulesOrLimiter: Rule[] | Limiter, options: KoaRateLimitOptions = {}): Middleware {
-  const config = setup(rulesOrLimiter, options);
+  const config = setup(rulesOrLimiter, options, ['handler']);
   const handler = options.handler;
 
   return async function rateLimitMiddleware(ctx: Context, next: Next): Promise<void> {

@@ -15,6 +15,7 @@ export type ConfigErrorCode =
   | 'ERR_COST'
   | 'ERR_LOCKOUT'
   | 'ERR_OPTION'
+  | 'ERR_UNKNOWN_FIELD'
   | 'ERR_UNKNOWN_RULE';
 
 /** Thrown once, at construction (or when a method names a rule that does not exist). */
@@ -58,4 +59,14 @@ export function describe(value: unknown): string {
   } catch {
     return typeof value;
   }
+}
+
+/** Throws the `RateLimitConfigError` of one field: "<where>: <field> must be <allowed>, got <value>". */
+export type FieldFailure = (code: ConfigErrorCode, field: string, allowed: string, value: unknown) => never;
+
+/** The `FieldFailure` of one object, e.g. `failureIn('rule "login"')`. */
+export function failureIn(where: string): FieldFailure {
+  return (code, field, allowed, value) => {
+    throw new RateLimitConfigError(code, `${where}: ${field} must be ${allowed}, got ${describe(value)}`);
+  };
 }

@@ -2,6 +2,7 @@
 import { LIMITER_DEFAULTS } from './defaults.js';
 import { parseDuration } from './duration.js';
 import { describe, RateLimitConfigError } from './errors.js';
+import { assertKnownFields, fieldsOf } from './known-fields.js';
 import { type CompiledRule, compileRules } from './rules.js';
 import { MemoryStore } from './stores/memory-store.js';
 import type { Store } from './stores/store.js';
@@ -33,6 +34,17 @@ export interface LimiterOptions {
   debug?: boolean | ((line: string) => void);
 }
 
+const LIMITER_FIELDS = fieldsOf<LimiterOptions>({
+  store: true,
+  rules: true,
+  onStoreError: true,
+  storeTimeout: true,
+  storeRetryInterval: true,
+  denyCache: true,
+  ipv6Subnet: true,
+  debug: true,
+});
+
 export type StoreErrorPolicy = NonNullable<LimiterOptions['onStoreError']>;
 
 /** The options with every default filled in and every value checked. */
@@ -56,6 +68,7 @@ export function resolveLimiterOptions(options: LimiterOptions): ResolvedLimiterO
       `createLimiter: options must be an object with rules, got ${describe(options)}`,
     );
   }
+  assertKnownFields(options, LIMITER_FIELDS, 'createLimiter');
   const ipv6Subnet = options.ipv6Subnet ?? LIMITER_DEFAULTS.ipv6Subnet;
   if (!Number.isInteger(ipv6Subnet) || ipv6Subnet < 48 || ipv6Subnet > 128) {
     throw new RateLimitConfigError(
@@ -80,6 +93,7 @@ export function resolveLimiterOptions(options: LimiterOptions): ResolvedLimiterO
   const store = options.store ?? new MemoryStore();
   const cache = options.denyCache ?? LIMITER_DEFAULTS.denyCache;
   let denyCacheMaxKeys: number | undefined;
+  if (typeof cache === 'object') assertKnownFields(cache, ['maxKeys'], 'createLimiter', 'denyCache');
   if (cache !== false && !store.local) {
     denyCacheMaxKeys =
       cache === true

@@ -8,6 +8,7 @@ import { LIMITER_DEFAULTS } from './defaults.js';
 import { DenyCache } from './deny-cache.js';
 import { describe, RateLimitConfigError } from './errors.js';
 import { FailurePolicy } from './failure-policy.js';
+import { assertKnownFields } from './known-fields.js';
 import { type DebugLog, emitStoreError, type LimiterEvents, type UnlockEvent } from './limiter-events.js';
 import { type LimiterOptions, resolveLimiterOptions } from './limiter-options.js';
 import { identityOf, OpBuilder, type RuleOp } from './request-ops.js';
@@ -163,6 +164,7 @@ export class Limiter extends EventEmitter<LimiterEvents> {
   /** Keys of a rule locked now, soonest unlock first. */
   async locked(rule: string, options: { limit?: number } = {}): Promise<LockInfo[]> {
     const compiled = this.#ops.rule(rule);
+    assertKnownFields(options, ['limit'], 'locked');
     const limit = options.limit ?? LIMITER_DEFAULTS.lockedListLimit;
     if (!Number.isSafeInteger(limit) || limit < 1 || limit > 10_000) {
       throw new RateLimitConfigError(

@@ -1,13 +1,15 @@
 // Rule validation and normalization: bad rules are refused here, and the defaults of defaults.ts filled in.
 
 import type { StoreLockout, StoreRule } from './algorithms/types.js';
-import { assertCron, CALENDAR_UNITS, createPeriodFn, isValidTimeZone, type PeriodFn } from './calendar.js';
+import type { PeriodFn } from './calendar.js';
 import { RULE_DEFAULTS } from './defaults.js';
 import { parseDuration } from './duration.js';
-import { type ConfigErrorCode, describe, RateLimitConfigError } from './errors.js';
+import { describe, failureIn, RateLimitConfigError } from './errors.js';
 import { createExtractor, type Extractor, normalizeIdentity } from './keys.js';
+import { assertKnownFields, fieldsOf } from './known-fields.js';
 import { createMatcher, type Matcher } from './match.js';
-import type { RequestInfo, Rule, WindowType } from './types.js';
+import { compileWindow } from './rule-window.js';
+import type { LockoutSpec, MatchSpec, RequestInfo, Rule } from './types.js';
 
 /** A validated rule, ready for the hot path. */
 export interface CompiledRule {
@@ -26,16 +28,26 @@ export interface CompiledRule {
   readonly windowSeconds: number;
 }
 
-/** Nominal length of calendar units, for the `w` of `RateLimit-Policy` (a month as 30 days). */
-const UNIT_SECONDS: Record<string, number> = {
-  minute: 60,
-  hour: 3600,
-  day: 86400,
-  week: 604800,
-  month: 2592000,
-};
-
-const WINDOW_TYPES = ['fixed', 'calendar', 'sliding-log', 'sliding', 'token-bucket', 'gcra', 'leaky-bucket'];
+const RULE_FIELDS = fieldsOf<Rule>({
+  name: true,
+  match: true,
+  key: true,
+  limit: true,
+  window: true,
+  cost: true,
+  countOn: true,
+  lockout: true,
+  resetOnSuccess: true,
+  mode: true,
+  normalize: true,
+});
+const LOCKOUT_FIELDS = fieldsOf<LockoutSpec>({
+  duration: true,
+  escalate: true,
+  maxDuration: true,
+  forgetAfter: true,
+});
+const MATCH_FIELDS = fieldsOf<MatchSpec>({ method: true, path: true });
 
 export interface CompileOptions {
   ipv6Subnet: number;
@@ -72,91 +84,25 @@ function compileRule(input: unknown, index: number, options: CompileOptions): Co
   }
   const rule = input as Rule;
   const name = rule.name;
-  if (typeof name !== 'string' || !/^[\w.\-~]{1,64}$/.test(name)) {
+  const validName = typeof name === 'string' && /^[\w.\-~]{1,64}$/.test(name);
+  // Before the name: a misspelled `name` is reported as the typo it is.
+  assertKnownFields(rule, RULE_FIELDS, validName ? `rule "${name}"` : `rules[${index}]`);
+  if (!validName) {
     throw new RateLimitConfigError(
       'ERR_RULE_NAME',
       `rules[${index}]: name must be 1-64 characters of letters, digits, '_', '-', '.', '~', got ${describe(name)}`,
     );
   }
-  const fail = (code: ConfigErrorCode, field: string, allowed: string, value: unknown): never => {
-    throw new RateLimitConfigError(
-      code,
-      `rule "${name}": ${field} must be ${allowed}, got ${describe(value)}`,
-    );
-  };
+  const where = `rule "${name}"`;
+  const fail = failureIn(where);
 
   if (!Number.isSafeInteger(rule.limit) || rule.limit < 1)
     fail('ERR_LIMIT', 'limit', 'a positive integer', rule.limit);
 
-  const window = rule.window as unknown as Record<string, unknown> | undefined;
-  if (window === null || typeof window !== 'object')
-    fail('ERR_WINDOW', 'window', 'an object with a type', window);
-  const w = window as Record<string, unknown>;
-  if (typeof w.type !== 'string' || !WINDOW_TYPES.includes(w.type)) {
-    fail('ERR_WINDOW', 'window.type', `one of ${WINDOW_TYPES.map((t) => `'${t}'`).join(', ')}`, w.type);
-  }
-  const type = (w.type === 'leaky-bucket' ? 'gcra' : w.type) as WindowType;
+  const window = compileWindow(rule.window, rule.limit, where, fail);
   const duration = (field: string, value: unknown): number =>
     parseDuration(value as string | number) ??
     fail('ERR_DURATION', field, `a duration such as '1d' or 86400000`, value);
-
-  let sizeMs = 0;
-  let buckets = 0;
-  let burst = 0;
-  let periods: PeriodFn | undefined;
-  if (type === 'calendar') {
-    const zone = w.timezone ?? RULE_DEFAULTS.timezone;
-    if (typeof zone !== 'string' || !isValidTimeZone(zone)) {
-      fail('ERR_TIMEZONE', 'window.timezone', `an IANA time zone such as 'Asia/Shanghai'`, zone);
-    }
-    if (w.cron !== undefined) {
-      if (typeof w.cron !== 'string')
-        fail('ERR_CRON', 'window.cron', 'a cron expression such as "0 0 * * *"', w.cron);
-      try {
-        assertCron(w.cron as string, zone as string);
-      } catch (error) {
-        fail(
-          'ERR_CRON',
-          'window.cron',
-          `a cron expression such as "0 0 * * *" (${(error as Error).message})`,
-          w.cron,
-        );
-      }
-      periods = createPeriodFn({ cron: w.cron as string }, zone as string);
-    } else {
-      if (!CALENDAR_UNITS.includes(w.unit as never)) {
-        fail(
-          'ERR_WINDOW',
-          'window.unit',
-          `one of ${CALENDAR_UNITS.map((u) => `'${u}'`).join(', ')} (or give window.cron)`,
-          w.unit,
-        );
-      }
-      periods = createPeriodFn({ unit: w.unit as never }, zone as string);
-    }
-  } else {
-    sizeMs = duration('window.size', w.size);
-  }
-  if (type === 'sliding') {
-    buckets = (w.buckets as number | undefined) ?? RULE_DEFAULTS.slidingBuckets;
-    if (!Number.isSafeInteger(buckets) || buckets < 1 || buckets > 1000) {
-      fail('ERR_WINDOW', 'window.buckets', 'an integer from 1 to 1000', w.buckets);
-    }
-  }
-  if (type === 'token-bucket' || type === 'gcra') {
-    burst = (w.burst as number | undefined) ?? rule.limit;
-    if (!Number.isSafeInteger(burst) || burst < 1)
-      fail('ERR_WINDOW', 'window.burst', 'a positive integer', w.burst);
-    // Bucket state is exact integer arithmetic in units of 1/limit µs; keep it below 2^53.
-    if (Math.max(burst, rule.limit) * sizeMs * 1000 > Number.MAX_SAFE_INTEGER) {
-      fail(
-        'ERR_WINDOW',
-        'window.size',
-        `small enough that max(limit, burst) × size in µs stays below 2^53`,
-        w.size,
-      );
-    }
-  }
 
   let cost: number | ((req: RequestInfo) => number) = RULE_DEFAULTS.cost;
   if (rule.cost !== undefined) {
@@ -180,6 +126,7 @@ function compileRule(input: unknown, index: number, options: CompileOptions): Co
   if (rule.lockout !== undefined) {
     const l = rule.lockout as unknown as Record<string, unknown>;
     if (l === null || typeof l !== 'object') fail('ERR_LOCKOUT', 'lockout', 'an object with a duration', l);
+    assertKnownFields(l, LOCKOUT_FIELDS, where, 'lockout');
     const escalate = l.escalate ?? RULE_DEFAULTS.lockoutEscalate;
     if (typeof escalate !== 'number' || !Number.isFinite(escalate) || escalate < 1) {
       fail('ERR_LOCKOUT', 'lockout.escalate', 'a number of at least 1', l.escalate);
@@ -209,6 +156,7 @@ function compileRule(input: unknown, index: number, options: CompileOptions): Co
     return fail('ERR_KEY', 'key', `a known key form (${(error as Error).message})`, rule.key);
   }
   let matcher: Matcher | undefined;
+  if (typeof rule.match === 'object') assertKnownFields(rule.match, MATCH_FIELDS, where, 'match');
   try {
     matcher = createMatcher(rule.match);
   } catch (error) {
@@ -228,9 +176,18 @@ function compileRule(input: unknown, index: number, options: CompileOptions): Co
     cost,
     countOn,
     resetOnSuccess: rule.resetOnSuccess ?? RULE_DEFAULTS.resetOnSuccess,
-    periods,
-    windowSeconds: sizeMs > 0 ? Math.max(1, Math.ceil(sizeMs / 1000)) : (UNIT_SECONDS[w.unit as string] ?? 0),
-    store: { name, type, limit: rule.limit, sizeMs, buckets, burst, lockout, dryRun: mode === 'dry-run' },
+    periods: window.periods,
+    windowSeconds: window.windowSeconds,
+    store: {
+      name,
+      type: window.type,
+      limit: rule.limit,
+      sizeMs: window.sizeMs,
+      buckets: window.buckets,
+      burst: window.burst,
+      lockout,
+      dryRun: mode === 'dry-run',
+    },
   };
 }
 

@@ -2,6 +2,7 @@
 import { LIMITER_DEFAULTS } from '../defaults.js';
 import { describe, RateLimitConfigError } from '../errors.js';
 import { createExtractor, normalizeIdentity } from '../keys.js';
+import { assertKnownFields, fieldsOf } from '../known-fields.js';
 import type { Duration, KeyExtractor, LockoutSpec, MatchSpec, RequestInfo, Rule } from '../types.js';
 
 /** Options of `loginRules`. Every figure has a default; the rule names are `<prefix>-pair` and so on. */
@@ -69,6 +70,23 @@ export const LOGIN_DEFAULTS = {
   accountCapWindow: '30d',
 } as const;
 
+const LOGIN_FIELDS = fieldsOf<LoginRulesOptions>({
+  match: true,
+  username: true,
+  prefix: true,
+  pairLimit: true,
+  pairWindow: true,
+  pairLockout: true,
+  ipLimit: true,
+  ipWindow: true,
+  accountLimit: true,
+  accountWindow: true,
+  accountBurst: true,
+  accountCap: true,
+  accountCapWindow: true,
+  isTrustedDevice: true,
+});
+
 /** NIST SP 800-63B §5.2.2: "no more than 100" consecutive failed attempts on a single account. */
 const NIST_MAX_CONSECUTIVE_FAILURES = 100;
 
@@ -103,6 +121,7 @@ const NIST_MAX_CONSECUTIVE_FAILURES = 100;
  * app.use(rateLimit(limiter, { headers: false }));
  */
 export function loginRules(options: LoginRulesOptions = {}): Rule[] {
+  assertKnownFields(options, LOGIN_FIELDS, 'loginRules');
   const o = { ...LOGIN_DEFAULTS, ...definedOnly(options) };
   if (
     !Number.isSafeInteger(o.accountCap) ||

@@ -1,6 +1,7 @@
 // Verification-code recipe: limits on sending SMS or e-mail codes, per destination, per IP and overall.
 import { describe, RateLimitConfigError } from '../errors.js';
 import { nfkc } from '../key-material.js';
+import { assertKnownFields, fieldsOf } from '../known-fields.js';
 import type { KeyExtractor, MatchSpec, Rule } from '../types.js';
 import { definedOnly } from './login.js';
 
@@ -44,6 +45,18 @@ export const VERIFICATION_CODE_DEFAULTS = {
   globalPerHour: 1000,
 } as const;
 
+const VERIFICATION_CODE_FIELDS = fieldsOf<VerificationCodeRulesOptions>({
+  match: true,
+  destination: true,
+  normalize: true,
+  prefix: true,
+  perMinute: true,
+  perDay: true,
+  timeZone: true,
+  perIpPerHour: true,
+  globalPerHour: true,
+});
+
 /**
  * The key of a phone number or e-mail address: NFKC (in linear time, see `normalizeIdentity`) and
  * trimmed; then an address (it has an `@`) is
@@ -75,6 +88,7 @@ export function normalizeDestination(value: string): string {
  *   ...verificationCodeRules({ prefix: 'email-code', match: 'POST /email/code', destination: 'body.email' })]
  */
 export function verificationCodeRules(options: VerificationCodeRulesOptions = {}): Rule[] {
+  assertKnownFields(options, VERIFICATION_CODE_FIELDS, 'verificationCodeRules');
   const o = { ...VERIFICATION_CODE_DEFAULTS, ...definedOnly(options) };
   const normalize = options.normalize ?? normalizeDestination;
   if (typeof normalize !== 'function') {

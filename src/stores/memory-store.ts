@@ -2,6 +2,7 @@
 import { algorithms, verdict } from '../algorithms/index.js';
 import { MEMORY_STORE_DEFAULTS } from '../defaults.js';
 import { RateLimitConfigError } from '../errors.js';
+import { assertKnownFields } from '../known-fields.js';
 import type { LockInfo } from '../types.js';
 import { MEMORY_STORE_FULL_WARNING, warnOnce } from '../warnings.js';
 import { type Entry, EntryRing, usageOf } from './memory-eviction.js';
@@ -46,6 +47,7 @@ export class MemoryStore implements Store {
   readonly #scratch: Array<Entry | undefined> = [];
 
   constructor(options: MemoryStoreOptions = {}) {
+    assertKnownFields(options, ['maxKeys', 'clock', 'sweepIntervalMs'], 'MemoryStore');
     const maxKeys = options.maxKeys ?? MEMORY_STORE_DEFAULTS.maxKeys;
     if (!Number.isSafeInteger(maxKeys) || maxKeys < 1) {
       throw new RateLimitConfigError(
