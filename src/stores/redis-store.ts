@@ -2,6 +2,7 @@
 import type { Cluster, Redis } from 'ioredis';
 import { REDIS_STORE_DEFAULTS } from '../defaults.js';
 import { RateLimitConfigError } from '../errors.js';
+import { assertKnownFields } from '../known-fields.js';
 import type { LockInfo } from '../types.js';
 import { CheckCall, decodeResults, integers, OpTable, REFUND_FIELDS, unexpected } from './redis-codec.js';
 import { escapeIdentity, lockIndexKey, opKeys, resetChannel, tagSlot } from './redis-keys.js';
@@ -89,6 +90,7 @@ export class RedisStore implements Store {
         'RedisStore: client must be an ioredis Redis or Cluster instance',
       );
     }
+    assertKnownFields(options, ['client', 'prefix', 'clock', 'clockSyncIntervalMs'], 'RedisStore');
     const prefix = options.prefix ?? REDIS_STORE_DEFAULTS.prefix;
     if (typeof prefix !== 'string' || prefix === '' || /[{}]/.test(prefix)) {
       throw new RateLimitConfigError(
