@@ -62,10 +62,11 @@ export interface ResolvedLimiterOptions {
 
 /** Validates `createLimiter`'s options; throws `RateLimitConfigError` naming the option and the value. */
 export function resolveLimiterOptions(options: LimiterOptions): ResolvedLimiterOptions {
-  if (options === null || typeof options !== 'object') {
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
+    const hint = Array.isArray(options) ? ': pass the rules as createLimiter({ rules: [...] })' : '';
     throw new RateLimitConfigError(
       'ERR_OPTION',
-      `createLimiter: options must be an object with rules, got ${describe(options)}`,
+      `createLimiter takes an options object { rules: [...] }, got ${describe(options)}${hint}`,
     );
   }
   assertKnownFields(options, LIMITER_FIELDS, 'createLimiter');

@@ -1,8 +1,9 @@
 // A rule's window, validated and normalized: its type, its length in ms, buckets or burst, calendar periods.
 import { assertCron, CALENDAR_UNITS, createPeriodFn, isValidTimeZone, type PeriodFn } from './calendar.js';
+import { CRON_FIELDS, cronFieldCount } from './config-hints.js';
 import { RULE_DEFAULTS } from './defaults.js';
 import { parseDuration } from './duration.js';
-import type { FieldFailure } from './errors.js';
+import { describe, type FieldFailure, RateLimitConfigError } from './errors.js';
 import { assertKnownFields } from './known-fields.js';
 import type { WindowType } from './types.js';
 
@@ -63,7 +64,7 @@ export function compileWindow(
   let buckets = 0;
   let burst = 0;
   let periods: PeriodFn | undefined;
-  if (type === 'calendar') periods = calendarPeriods(w, fail);
+  if (type === 'calendar') periods = calendarPeriods(w, where, fail);
   else {
     sizeMs =
       parseDuration(w.size as string | number) ??
@@ -94,7 +95,7 @@ export function compileWindow(
   return { type, sizeMs, buckets, burst, periods, windowSeconds };
 }
 
-function calendarPeriods(w: Record<string, unknown>, fail: FieldFailure): PeriodFn {
+function calendarPeriods(w: Record<string, unknown>, where: string, fail: FieldFailure): PeriodFn {
   const zone = w.timezone ?? RULE_DEFAULTS.timezone;
   if (typeof zone !== 'string' || !isValidTimeZone(zone)) {
     fail('ERR_TIMEZONE', 'window.timezone', `an IANA time zone such as 'Asia/Shanghai'`, zone);
@@ -102,6 +103,12 @@ function calendarPeriods(w: Record<string, unknown>, fail: FieldFailure): Period
   if (w.cron !== undefined) {
     if (typeof w.cron !== 'string')
       fail('ERR_CRON', 'window.cron', 'a cron expression such as "0 0 * * *"', w.cron);
+    const fieldCount = cronFieldCount(w.cron as string);
+    if (fieldCount !== undefined)
+      throw new RateLimitConfigError(
+        'ERR_CRON',
+        `${where}: window.cron must be ${CRON_FIELDS}, got ${describe(w.cron)} (${fieldCount})`,
+      );
     try {
       assertCron(w.cron as string, zone as string);
     } catch (error) {

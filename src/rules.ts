@@ -2,6 +2,7 @@
 
 import type { StoreLockout, StoreRule } from './algorithms/types.js';
 import type { PeriodFn } from './calendar.js';
+import { explainPathError, KEY_FORMS } from './config-hints.js';
 import { RULE_DEFAULTS } from './defaults.js';
 import { parseDuration } from './duration.js';
 import { describe, failureIn, RateLimitConfigError } from './errors.js';
@@ -149,6 +150,9 @@ function compileRule(input: unknown, index: number, options: CompileOptions): Co
     fail('ERR_OPTION', 'normalize', 'a boolean or a function', rule.normalize);
   }
 
+  if (rule.key === undefined || rule.key === null) {
+    throw new RateLimitConfigError('ERR_KEY', `${where}: key is required (one of ${KEY_FORMS})`);
+  }
   let extract: Extractor;
   try {
     extract = createExtractor(rule.key, { ipv6Subnet: options.ipv6Subnet, normalize, rule: name });
@@ -160,6 +164,9 @@ function compileRule(input: unknown, index: number, options: CompileOptions): Co
   try {
     matcher = createMatcher(rule.match);
   } catch (error) {
+    const explained = explainPathError((error as Error).message);
+    if (explained !== undefined)
+      fail('ERR_MATCH', 'match', `in path-to-regexp 8 syntax: ${explained}`, rule.match);
     return fail(
       'ERR_MATCH',
       'match',

@@ -1,0 +1,67 @@
+// What to tell a newcomer for the configuration mistakes everyone makes once: the key forms, path-to-regexp 8
+// path syntax (wildcards and optional parts changed from Express 4), cron field counts.
+
+/** Every key form, for messages. */
+export const KEY_FORMS =
+  "'ip', 'user', 'header:<name>', 'body.<path>', 'query.<name>', 'param.<name>', a template such as " +
+  "'sms:{body.phone}', a function (req) => string, or an array of these";
+
+/** path-to-regexp's own error message: what it expected, where, in which path. */
+const PATH_ERROR = /^(.+?) at index (\d+)(?:, expected [^:]+)?: (.*); visit \S+ for info$/s;
+
+/**
+ * What a path-to-regexp error means for the path the user wrote, in path-to-regexp 8's terms (Express 5
+ * and @koa/router use the same version), with the corrected pattern where one can be built; undefined
+ * when the error is not one of the known cases (the parser's own message is then shown).
+ * For '/api/*': "a wildcard needs a name, as in '/api/*rest' (one or more segments) or '/api{/*rest}'
+ * (also /api itself)".
+ */
+export function explainPathError(message: string): string | undefined {
+  const parsed = PATH_ERROR.exec(message);
+  if (parsed === null) return undefined;
+  const [, problem, at, path] = parsed as unknown as [string, string, string, string];
+  const before = path[Number(at) - 1];
+  if (/:\w+\(/.test(path)) {
+    return `a parameter cannot carry its own pattern (':id(\\d+)'); match ':id' and check it in a key function`;
+  }
+  if (path.includes('(')) {
+    return `regular-expression groups are not supported; use a named wildcard such as '*rest' or a parameter such as ':id'`;
+  }
+  if (problem === 'Missing parameter name' && before === '*') {
+    const head = path.slice(0, Number(at) - 1);
+    const tail = path.slice(Number(at));
+    // A trailing '/*' can also take the slash into an optional part, so that the bare prefix matches too.
+    const bare = head.endsWith('/') && head.length > 1 && tail === '' ? head.slice(0, -1) : undefined;
+    const orBare = bare === undefined ? '' : ` or '${bare}{/*rest}' (also ${bare} itself)`;
+    return `a wildcard needs a name, as in '${head}*rest${tail}' (one or more segments)${orBare}`;
+  }
+  if (problem === 'Missing parameter name' && before === ':') {
+    return `a parameter needs a name, as in ':id'`;
+  }
+  if (problem === 'Unexpected ?') {
+    const fixed = path.replace(/\/:(\w+)\?/g, '{/:$1}');
+    const example = fixed === path ? "'/users{/:id}'" : `'${fixed}'`;
+    return `optional parts are written in braces, as in ${example}, not with '?'`;
+  }
+  return undefined;
+}
+
+/** Predefined schedules cron-parser takes instead of fields ('@daily', '@hourly' ...). */
+const CRON_ALIAS = /^@\w+$/;
+
+/** What a cron expression needs, for messages. */
+export const CRON_FIELDS =
+  'a cron expression of 5 fields (minute hour day-of-month month day-of-week) or 6 with seconds first';
+
+/**
+ * How many fields a cron expression has when that is wrong ('4 fields'), or undefined when it has 5
+ * or 6 (or is an alias such as '@daily'): cron-parser would read 4 fields as something else and
+ * report a confusing range error ("got value 0 expected range 1-31").
+ */
+export function cronFieldCount(expression: string): string | undefined {
+  const trimmed = expression.trim();
+  if (CRON_ALIAS.test(trimmed)) return undefined;
+  const fields = trimmed === '' ? 0 : trimmed.split(/\s+/).length;
+  if (fields === 5 || fields === 6) return undefined;
+  return `${fields} field${fields === 1 ? '' : 's'}`;
+}
