@@ -30,7 +30,6 @@ function storeOnly(rules: number): Contender {
       const storeRules: StoreRule[] = Array.from({ length: rules }, (_, i) => ({
         name: `r${i + 1}`,
         type: 'fixed',
-        limit: spec.limit,
         sizeMs: spec.windowMs * (i + 1),
         buckets: 0,
         burst: 0,
@@ -39,7 +38,7 @@ function storeOnly(rules: number): Contender {
       }));
       return {
         async decide(key: string) {
-          const ops: StoreOp[] = storeRules.map((rule) => ({ rule, key, cost: 1 }));
+          const ops: StoreOp[] = storeRules.map((rule) => ({ rule, key, cost: 1, limit: spec.limit }));
           const { results } = await store.evaluate(ops, 'check');
           return results.every((r) => r.allowed);
         },

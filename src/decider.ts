@@ -89,7 +89,7 @@ export class Decider {
     for (let i = 0; i < ops.length; i++) {
       const op = ops[i] as RuleOp;
       const r = result.results[i] as OpResult;
-      rules[i] = ruleResult(op.rule.name, op.key, op.rule.limit, op.rule.dryRun, r);
+      rules[i] = ruleResult(op.rule.name, op.key, r.limit, op.rule.dryRun, r);
       if (r.lockedNow) emitLockout(events, op, r, result.nowMs);
     }
     const decision = decide(rules);

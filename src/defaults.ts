@@ -28,6 +28,26 @@ export const LIMITER_DEFAULTS = {
   lockedListLimit: 100,
 } as const;
 
+/** Defaults of `limiter.override`'s options. */
+export const OVERRIDE_DEFAULTS = {
+  /** No expiry: the override holds until cleared with `null`. */
+  forMs: undefined,
+} as const;
+
+/** Defaults of `limiter.acquire`'s options. */
+export const ACQUIRE_DEFAULTS = {
+  cost: 1,
+  /** Wait as long as it takes (an `AbortSignal` can still end the wait). */
+  maxWaitMs: Number.POSITIVE_INFINITY,
+} as const;
+
+/** Defaults of `limiter.wrap`'s and `@limited`'s options. */
+export const WRAP_DEFAULTS = {
+  cost: 1,
+  /** No waiting: a denied call throws `RateLimitExceededError` at once. */
+  waitMs: 0,
+} as const;
+
 /** Defaults of `MemoryStoreOptions`. */
 export const MEMORY_STORE_DEFAULTS = {
   maxKeys: 100_000,

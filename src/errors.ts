@@ -1,4 +1,5 @@
 // Errors the library throws: configuration errors at construction, request errors at decision time.
+import type { Decision } from './types.js';
 
 /** Stable codes of `RateLimitConfigError`. */
 export type ConfigErrorCode =
@@ -29,9 +30,9 @@ export class RateLimitConfigError extends Error {
   }
 }
 
-export type RequestErrorCode = 'ERR_COST' | 'ERR_KEY_FUNCTION' | 'ERR_KEY';
+export type RequestErrorCode = 'ERR_COST' | 'ERR_KEY_FUNCTION' | 'ERR_KEY' | 'ERR_LIMIT';
 
-/** Thrown at request time when a request cannot be decided (a bad cost, a key function that threw). Nothing is consumed. */
+/** Thrown at request time when a request cannot be decided (a bad cost or limit, a key function that threw). Nothing is consumed. */
 export class RateLimitRequestError extends Error {
   override readonly name = 'RateLimitRequestError';
   readonly code: RequestErrorCode;
@@ -39,6 +40,31 @@ export class RateLimitRequestError extends Error {
   constructor(code: RequestErrorCode, message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.code = code;
+  }
+}
+
+/**
+ * A call that was not admitted: thrown by functions made with `limiter.wrap` and `@limited` (the
+ * wrapped function is not called), and by `limiter.acquire` when its turn is later than `maxWait`.
+ * HTTP adapters never throw it: a denied request is a 429.
+ */
+export class RateLimitExceededError extends Error {
+  override readonly name = 'RateLimitExceededError';
+  readonly code = 'ERR_RATE_LIMITED';
+  /** The decision that denied the call (its `rule`, `limit`, `rules`...). */
+  readonly decision: Decision;
+  /** Ms until the same call would be admitted. */
+  readonly retryAfterMs: number;
+
+  constructor(decision: Decision, message?: string) {
+    const retryAfterMs = decision.retryAfterMs ?? 0;
+    const key = decision.rules.find((r) => r.rule === decision.rule)?.key;
+    super(
+      message ??
+        `rate limited by rule "${decision.rule}" for key ${describe(key)}${decision.locked ? ' (locked)' : ''}: retry in ${retryAfterMs} ms`,
+    );
+    this.decision = decision;
+    this.retryAfterMs = retryAfterMs;
   }
 }
 

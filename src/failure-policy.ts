@@ -68,7 +68,9 @@ export class FailurePolicy {
     const results = ops.map(
       (op): OpResult => ({
         allowed,
-        remaining: allowed ? op.rule.limit : 0,
+        limit: op.limit,
+        overridden: false,
+        remaining: allowed ? op.limit : 0,
         resetMs: 0,
         retryAfterMs: allowed ? 0 : this.#retryMs,
         locked: false,

@@ -1,7 +1,13 @@
 // ratekeeper: the public entry point.
 
+export type { AcquireOptions, OverrideOptions, WrapOptions } from './call-options.js';
 export type { ConfigErrorCode, RequestErrorCode } from './errors.js';
-export { RateLimitConfigError, RateLimitRequestError, StoreTimeoutError } from './errors.js';
+export {
+  RateLimitConfigError,
+  RateLimitExceededError,
+  RateLimitRequestError,
+  StoreTimeoutError,
+} from './errors.js';
 export type { HeaderOptions, HeadersMode, ResetFormat } from './headers.js';
 export { formatHeaders } from './headers.js';
 export { ipKey } from './ip.js';
@@ -20,6 +26,7 @@ export type {
   UnlockEvent,
 } from './limiter.js';
 export { createLimiter, Limiter } from './limiter.js';
+export { DIRECT_REQUEST } from './limits.js';
 export type { LoginRulesOptions, VerificationCodeRulesOptions } from './recipes/index.js';
 export {
   LOGIN_DEFAULTS,

@@ -3,6 +3,7 @@
 // path (decider.ts), the failure policy (failure-policy.ts), reservations (reservations.ts), the deny
 // cache (deny-cache.ts), events and the debug log (limiter-events.ts).
 import { EventEmitter } from 'node:events';
+import { type OverrideOptions, overrideForMs } from './call-options.js';
 import { Decider } from './decider.js';
 import { LIMITER_DEFAULTS } from './defaults.js';
 import { DenyCache } from './deny-cache.js';
@@ -11,6 +12,7 @@ import { FailurePolicy } from './failure-policy.js';
 import { assertKnownFields } from './known-fields.js';
 import { type DebugLog, emitStoreError, type LimiterEvents, type UnlockEvent } from './limiter-events.js';
 import { type LimiterOptions, resolveLimiterOptions } from './limiter-options.js';
+import { overrideLimit } from './limits.js';
 import { identityOf, OpBuilder, type RuleOp } from './request-ops.js';
 import { Reservations } from './reservations.js';
 import type { EvalMode, OpResult, Store } from './stores/store.js';
@@ -104,12 +106,12 @@ export class Limiter extends EventEmitter<LimiterEvents> {
 
   /** Applies one rule to a key directly (no matching, no key extraction). */
   consume(rule: string, key: string, cost = 1): Promise<Decision> {
-    return this.#decideOps('check', () => [this.#ops.direct(rule, key, cost)]);
+    return this.#decideOps('check', () => this.#ops.direct([rule], key, cost));
   }
 
   /** Counting, not limiting: always adds `amount`, and reports the windowed total. */
   record(rule: string, key: string, amount = 1): Promise<Decision> {
-    return this.#decideOps('record', () => [this.#ops.direct(rule, key, amount)]);
+    return this.#decideOps('record', () => this.#ops.direct([rule], key, amount));
   }
 
   /**
@@ -142,17 +144,41 @@ export class Limiter extends EventEmitter<LimiterEvents> {
       this.emit('unlock', { rule: compiled.name, key: identity } satisfies UnlockEvent);
   }
 
-  /** Count, remaining, lock and level of a rule for a key; changes nothing. */
-  async status(rule: string, key: string): Promise<RuleStatus> {
+  /**
+   * Sets the limit of one key of one rule in every process sharing the store, from their next
+   * decision, over the rule's limit (number or function); `null` clears it. `for`: it expires then.
+   * `reset` leaves it in place.
+   */
+  async override(rule: string, key: string, limit: number | null, options?: OverrideOptions): Promise<void> {
     const compiled = this.#ops.rule(rule);
-    const op = this.#ops.op(compiled, identityOf(key), 0);
-    const { nowMs, results } = await this.#policy.timed(this.#store.evaluate([op], 'peek'));
+    const identity = identityOf(key);
+    const value = overrideLimit(limit, compiled.store);
+    const forMs = overrideForMs(options);
+    const store = this.#store;
+    if (store.override === undefined) {
+      throw new RateLimitConfigError(
+        'ERR_OPTION',
+        `override: the store (${store.constructor.name}) does not support overrides`,
+      );
+    }
+    this.#denyCache?.delete(compiled.name, identity);
+    await Promise.all([
+      this.#policy.timed(store.override(compiled.store, identity, value, forMs)),
+      this.#policy.insurance?.override(compiled.store, identity, value, forMs),
+    ]);
+  }
+
+  /** Count, remaining, the limit in force, lock and level of a rule for a key; changes nothing. */
+  async status(rule: string, key: string): Promise<RuleStatus> {
+    const [op] = await this.#ops.direct([rule], key, 0);
+    const { nowMs, results } = await this.#policy.timed(this.#store.evaluate([op as RuleOp], 'peek'));
     const r = results[0] as OpResult;
     return {
-      rule: compiled.name,
-      key: op.key,
+      rule: (op as RuleOp).rule.name,
+      key: (op as RuleOp).key,
       count: r.count,
-      limit: compiled.store.limit,
+      limit: r.limit,
+      overridden: r.overridden,
       remaining: r.remaining,
       resetMs: Math.max(0, r.resetMs),
       locked: r.locked,
@@ -184,13 +210,15 @@ export class Limiter extends EventEmitter<LimiterEvents> {
    * consumed, as a rejection, never synchronously). Not `async`: on the memory store the answer is
    * ready in the same turn, and one settled promise is all a decision costs.
    */
-  #decideOps(mode: EvalMode, build: () => RuleOp[]): Promise<Decision> {
-    let ops: RuleOp[];
+  #decideOps(mode: EvalMode, build: () => RuleOp[] | Promise<RuleOp[]>): Promise<Decision> {
+    let ops: RuleOp[] | Promise<RuleOp[]>;
     try {
       ops = build();
     } catch (error) {
       return Promise.reject(error);
     }
+    // A promise only when a limit function gave one.
+    if (ops instanceof Promise) return ops.then((settled) => this.#decider.decide(settled, mode));
     return this.#decider.decide(ops, mode);
   }
 }

@@ -1,6 +1,7 @@
 // Request to operations: which rules match a request, the key each one counts, the cost, as store ops.
 import { describe, RateLimitConfigError, RateLimitRequestError } from './errors.js';
 import { boundIdentity } from './keys.js';
+import { DIRECT_REQUEST, requestLimit } from './limits.js';
 import { assertCost, type CompiledRule } from './rules.js';
 import type { StoreOp } from './stores/store.js';
 import type { RequestInfo } from './types.js';
@@ -42,22 +43,63 @@ export class OpBuilder {
     return rule;
   }
 
-  /** The op of one rule for a key given directly: no matching, no key extraction. */
-  direct(rule: string, key: unknown, cost: number): RuleOp {
-    const compiled = this.rule(rule);
-    assertRequestCost(cost, compiled.name);
-    return this.op(compiled, identityOf(key), cost);
+  /**
+   * The ops of rules applied to a key given directly (no matching, no key extraction), decided
+   * together: `consume`, `record`, `status`, `acquire`, `wrap`. A promise only when a limit function
+   * gave one.
+   */
+  direct(rules: readonly string[], key: unknown, cost: number): RuleOp[] | Promise<RuleOp[]> {
+    const compiled = rules.map((name) => this.rule(name));
+    const identity = identityOf(key);
+    for (const rule of compiled) assertRequestCost(cost, rule.name);
+    const ops: Array<RuleOp | Promise<RuleOp>> = [];
+    try {
+      for (const rule of compiled) ops.push(this.#withLimit(rule, identity, cost, DIRECT_REQUEST));
+    } catch (error) {
+      abandon(ops);
+      throw error;
+    }
+    return settled(ops);
   }
 
-  op(rule: CompiledRule, key: string, cost: number): RuleOp {
-    if (rule.periods === undefined) return { rule: rule.store, key, cost, compiled: rule };
+  op(rule: CompiledRule, key: string, cost: number, limit: number): RuleOp {
+    if (rule.periods === undefined) return { rule: rule.store, key, cost, limit, compiled: rule };
     const { endMs, nextEndMs } = rule.periods(this.#now());
-    return { rule: rule.store, key, cost, periodEndMs: endMs, nextPeriodEndMs: nextEndMs, compiled: rule };
+    return {
+      rule: rule.store,
+      key,
+      cost,
+      limit,
+      periodEndMs: endMs,
+      nextPeriodEndMs: nextEndMs,
+      compiled: rule,
+    };
   }
 
-  /** The ops of every rule that matches the request and finds its key. Throws before anything is consumed. */
-  forRequest(req: RequestInfo): RuleOp[] {
-    const ops: RuleOp[] = [];
+  /** The op with the rule's limit for `req`: at once, unless the rule's limit function gave a promise. */
+  #withLimit(rule: CompiledRule, key: string, cost: number, req: RequestInfo): RuleOp | Promise<RuleOp> {
+    const limit = requestLimit(rule.limit, rule.store, req);
+    if (typeof limit === 'number') return this.op(rule, key, cost, limit);
+    return limit.then((value) => this.op(rule, key, cost, value));
+  }
+
+  /**
+   * The ops of every rule that matches the request and finds its key. Throws (or rejects) before
+   * anything is consumed. A promise only when a limit function gave one: the memory store decides
+   * every other request in the same turn.
+   */
+  forRequest(req: RequestInfo): RuleOp[] | Promise<RuleOp[]> {
+    const ops: Array<RuleOp | Promise<RuleOp>> = [];
+    try {
+      this.#collect(req, ops);
+    } catch (error) {
+      abandon(ops);
+      throw error;
+    }
+    return settled(ops);
+  }
+
+  #collect(req: RequestInfo, ops: Array<RuleOp | Promise<RuleOp>>): void {
     for (const rule of this.#rules) {
       let view = req;
       if (rule.matcher !== undefined) {
@@ -92,10 +134,20 @@ export class OpBuilder {
         }
         assertRequestCost(cost, rule.name);
       }
-      ops.push(this.op(rule, key, cost));
+      ops.push(this.#withLimit(rule, key, cost, view));
     }
-    return ops;
   }
+}
+
+/** Ops given up on (a later rule threw): a limit function's promise already made must not reject unheard. */
+function abandon(ops: Array<RuleOp | Promise<RuleOp>>): void {
+  for (const op of ops) if (op instanceof Promise) op.catch(() => undefined);
+}
+
+/** The ops as they are when none is a promise, else one promise of all of them. */
+function settled(ops: Array<RuleOp | Promise<RuleOp>>): RuleOp[] | Promise<RuleOp[]> {
+  for (const op of ops) if (op instanceof Promise) return Promise.all(ops);
+  return ops as RuleOp[];
 }
 
 /** The identity string of a key given directly: a non-empty string or a finite number, bounded in length. */

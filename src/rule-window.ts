@@ -5,7 +5,8 @@ import { RULE_DEFAULTS } from './defaults.js';
 import { parseDuration } from './duration.js';
 import { describe, type FieldFailure, RateLimitConfigError } from './errors.js';
 import { assertKnownFields } from './known-fields.js';
-import type { WindowType } from './types.js';
+import { exceedsBucketMath } from './limits.js';
+import type { LimitFunction, WindowType } from './types.js';
 
 /** A window as the algorithms need it; fields a type does not use are 0. */
 export interface CompiledWindow {
@@ -44,7 +45,7 @@ const UNIT_SECONDS: Record<string, number> = {
 /** Validates a rule's `window`; `where` and `fail` name the rule in every message. */
 export function compileWindow(
   window: unknown,
-  limit: number,
+  limit: number | LimitFunction,
   where: string,
   fail: FieldFailure,
 ): CompiledWindow {
@@ -76,19 +77,21 @@ export function compileWindow(
       fail('ERR_WINDOW', 'window.buckets', 'an integer from 1 to 1000', w.buckets);
     }
   }
-  if (type === 'token-bucket' || type === 'gcra') {
-    burst = (w.burst as number | undefined) ?? limit;
+  if ((type === 'token-bucket' || type === 'gcra') && w.burst !== undefined) {
+    // Else 0 in the store rule: the capacity is the limit of each request (see StoreRule.burst).
+    burst = w.burst as number;
     if (!Number.isSafeInteger(burst) || burst < 1)
       fail('ERR_WINDOW', 'window.burst', 'a positive integer', w.burst);
-    // Bucket state is exact integer arithmetic in units of 1/limit µs; keep it below 2^53.
-    if (Math.max(burst, limit) * sizeMs * 1000 > Number.MAX_SAFE_INTEGER) {
-      fail(
-        'ERR_WINDOW',
-        'window.size',
-        `small enough that max(limit, burst) × size in µs stays below 2^53`,
-        w.size,
-      );
-    }
+  }
+  // Bucket state is exact integer arithmetic on max(limit, burst) × size in µs; keep it below 2^53
+  // (a limit function's values are checked per request, in limits.ts).
+  if (exceedsBucketMath(typeof limit === 'number' ? limit : 1, { type, sizeMs, burst })) {
+    fail(
+      'ERR_WINDOW',
+      'window.size',
+      `small enough that max(limit, burst) × size in µs stays below 2^53`,
+      w.size,
+    );
   }
   const windowSeconds =
     sizeMs > 0 ? Math.max(1, Math.ceil(sizeMs / 1000)) : (UNIT_SECONDS[w.unit as string] ?? 0);

@@ -10,7 +10,7 @@ import { createExtractor, type Extractor, normalizeIdentity } from './keys.js';
 import { assertKnownFields, fieldsOf } from './known-fields.js';
 import { createMatcher, type Matcher } from './match.js';
 import { compileWindow } from './rule-window.js';
-import type { LockoutSpec, MatchSpec, RequestInfo, Rule } from './types.js';
+import type { LimitFunction, LockoutSpec, MatchSpec, RequestInfo, Rule } from './types.js';
 
 /** A validated rule, ready for the hot path. */
 export interface CompiledRule {
@@ -18,6 +18,8 @@ export interface CompiledRule {
   readonly index: number;
   readonly matcher: Matcher | undefined;
   readonly extract: Extractor;
+  /** The rule's number, or a function read per request (see limits.ts). */
+  readonly limit: number | LimitFunction;
   /** A fixed cost, or a function validated on each call. */
   readonly cost: number | ((req: RequestInfo) => number);
   readonly countOn: 'all' | 'failure' | 'success';
@@ -97,10 +99,11 @@ function compileRule(input: unknown, index: number, options: CompileOptions): Co
   const where = `rule "${name}"`;
   const fail = failureIn(where);
 
-  if (!Number.isSafeInteger(rule.limit) || rule.limit < 1)
-    fail('ERR_LIMIT', 'limit', 'a positive integer', rule.limit);
+  const limit = rule.limit;
+  if (typeof limit !== 'function' && (!Number.isSafeInteger(limit) || limit < 1))
+    fail('ERR_LIMIT', 'limit', 'a positive integer', limit);
 
-  const window = compileWindow(rule.window, rule.limit, where, fail);
+  const window = compileWindow(rule.window, limit, where, fail);
   const duration = (field: string, value: unknown): number =>
     parseDuration(value as string | number) ??
     fail('ERR_DURATION', field, `a duration such as '1d' or 86400000`, value);
@@ -180,6 +183,7 @@ function compileRule(input: unknown, index: number, options: CompileOptions): Co
     index,
     matcher,
     extract,
+    limit,
     cost,
     countOn,
     resetOnSuccess: rule.resetOnSuccess ?? RULE_DEFAULTS.resetOnSuccess,
@@ -188,7 +192,6 @@ function compileRule(input: unknown, index: number, options: CompileOptions): Co
     store: {
       name,
       type: window.type,
-      limit: rule.limit,
       sizeMs: window.sizeMs,
       buckets: window.buckets,
       burst: window.burst,

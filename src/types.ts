@@ -18,6 +18,17 @@ export interface RequestInfo {
   user?: unknown;
 }
 
+/**
+ * A limit read per request: a premium user gets 1000, a free one 100, under the same rule and keys.
+ * Must give a positive integer (or a promise of one); anything else, or a throw, refuses the decision
+ * with `RateLimitRequestError` (code `ERR_LIMIT`) and consumes nothing. Direct calls (`consume`,
+ * `record`, `status`, `acquire`, `wrap`) have no request: they call it with `DIRECT_REQUEST` (no user,
+ * no headers), so it should answer for an unknown caller.
+ * @example
+ * limit: (req) => ((req.user as { plan?: string } | undefined)?.plan === 'pro' ? 1000 : 100)
+ */
+export type LimitFunction = (req: RequestInfo) => number | Promise<number>;
+
 export type KeyExtractor = (req: RequestInfo) => string | number | undefined | null;
 /** A key form: `'ip'`, `'user'`, `'header:<name>'`, `'body.<path>'`, `'query.<name>'`, `'param.<name>'`, a template such as `'sms:{body.phone}'`, a function, or an array of these (composite). */
 export type KeySpec = string | KeyExtractor | ReadonlyArray<string | KeyExtractor>;
@@ -60,8 +71,11 @@ export interface Rule {
   match?: string | MatchSpec;
   /** Which identity the rule counts per. */
   key: KeySpec;
-  /** Positive integer: units admitted per window. */
-  limit: number;
+  /**
+   * Units admitted per window: a positive integer, or a function of the request (per-plan limits, see
+   * `LimitFunction`). An override set with `limiter.override` wins over it for its key.
+   */
+  limit: number | LimitFunction;
   window: WindowSpec;
   /** Units a request costs: a non-negative integer, or a function of the request. @default 1 */
   cost?: number | ((req: RequestInfo) => number);
@@ -114,6 +128,7 @@ export interface RuleStatus {
   key: string;
   /** Units counted in the current window (for token bucket and GCRA: units in use). */
   count: number;
+  /** The limit in force for the key: its override, else the rule's (see `LimitFunction` for functions). */
   limit: number;
   remaining: number;
   resetMs: number;
@@ -122,6 +137,8 @@ export interface RuleStatus {
   lockRemainingMs: number;
   /** Escalation level: how many lockouts are remembered for this key. */
   level: number;
+  /** True when `limit` is an override set with `limiter.override` (else the rule's limit). */
+  overridden: boolean;
 }
 
 export interface LockInfo {

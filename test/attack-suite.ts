@@ -426,6 +426,7 @@ export function attackSuite(framework: Framework, stores: StoreFactory): void {
           key: 'alice|198.51.100.2',
           count: 0,
           limit: 5,
+          overridden: false,
           remaining: 0,
           resetMs: MINUTE - 5 * SECOND,
           locked: true,

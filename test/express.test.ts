@@ -3,6 +3,7 @@ import express, { type NextFunction, type Request, type Response } from 'express
 import { type ExpressRateLimitOptions, rateLimit } from '../adapters/express.js';
 import { createExpressApp } from '../examples/express-app.js';
 import { exampleSuite, type Harness, httpSuite, type SuiteOptions } from './http-suite.js';
+import { planSuite } from './plans-suite.js';
 import { memoryStores, redisStores } from './support/stores.js';
 
 function expressOptions(o: SuiteOptions = {}): ExpressRateLimitOptions {
@@ -67,4 +68,5 @@ export const expressHarness: Harness = {
 for (const stores of [memoryStores, redisStores]) {
   httpSuite(expressHarness, stores);
   exampleSuite(expressHarness, stores);
+  planSuite(expressHarness, stores);
 }

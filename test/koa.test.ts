@@ -4,6 +4,7 @@ import Koa from 'koa';
 import { type KoaRateLimitOptions, rateLimit } from '../adapters/koa.js';
 import { createKoaApp } from '../examples/koa-app.js';
 import { exampleSuite, type Harness, httpSuite, type SuiteOptions } from './http-suite.js';
+import { planSuite } from './plans-suite.js';
 import { memoryStores, redisStores } from './support/stores.js';
 
 function koaOptions(o: SuiteOptions = {}): KoaRateLimitOptions {
@@ -89,4 +90,5 @@ export const koaHarness: Harness = {
 for (const stores of [memoryStores, redisStores]) {
   httpSuite(koaHarness, stores);
   exampleSuite(koaHarness, stores);
+  planSuite(koaHarness, stores);
 }

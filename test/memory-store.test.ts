@@ -2,9 +2,12 @@
 import { spawnSync } from 'node:child_process';
 import { expect } from 'chai';
 import { createLimiter, MemoryStore } from '../src/index.js';
+import { overrideSuite } from './conformance/overrides.js';
 import { conformanceSuite } from './conformance/suite.js';
 
 conformanceSuite({ name: 'MemoryStore', makeStore: (clock) => new MemoryStore({ clock }) });
+// Overrides: on RedisStore once it implements Store.override (redis helper), from redis-conformance too.
+overrideSuite({ name: 'MemoryStore', makeStore: (clock) => new MemoryStore({ clock }) });
 
 describe('MemoryStore bounds', () => {
   const rule = { name: 'r', key: 'ip', limit: 1, window: { type: 'fixed', size: '1h' } } as const;

@@ -52,6 +52,7 @@ function opOf(rule: CompiledRule, key: string, cost: number, nowMs: number): Sto
     rule: rule.store,
     key,
     cost,
+    limit: rule.limit as number,
     ...(periods && { periodEndMs: periods.endMs, nextPeriodEndMs: periods.nextEndMs }),
   };
 }

@@ -486,11 +486,8 @@ describe('Reliability: Redis faults with requests in flight', function () {
       await ready(client);
       const store = new RedisStore({ client, prefix: 'ct' });
       cleanups.push(() => store.close());
-      const op: StoreOp = {
-        rule: (compileRules(RULES, { ipv6Subnet: 64 })[0] as CompiledRule).store,
-        key: 'k',
-        cost: 1,
-      };
+      const rule = compileRules(RULES, { ipv6Subnet: 64 })[0] as CompiledRule;
+      const op: StoreOp = { rule: rule.store, key: 'k', cost: 1, limit: rule.limit as number };
       await store.evaluate([op], 'check');
       server.pause();
       const start = performance.now();

@@ -20,6 +20,9 @@ export function verdict(
 ): Verdict {
   return {
     allowed,
+    // Filled in by the store, with the lock fields: the limit in force may be an override.
+    limit: 0,
+    overridden: false,
     remaining,
     resetMs,
     retryAfterMs,
@@ -30,6 +33,11 @@ export function verdict(
     lockedUntil: 0,
     lockedNow: false,
   };
+}
+
+/** Token bucket and GCRA capacity: the explicit `window.burst`, else the op's limit (`StoreRule.burst` 0). */
+export function burstOf(op: StoreOp): number {
+  return op.rule.burst || op.limit;
 }
 
 export interface Algorithm<S> {

@@ -15,7 +15,7 @@ export function evaluateCounter(
   nowMs: number,
   add: boolean,
 ): Verdict {
-  const limit = op.rule.limit;
+  const limit = op.limit;
   const total = count + op.cost;
   const allowed = total <= limit;
   const counted = allowed || add ? total : count;

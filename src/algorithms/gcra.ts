@@ -1,12 +1,15 @@
 // GCRA (leaky bucket as a meter): one number per key, the theoretical arrival time (TAT) in whole microseconds.
-import { type Algorithm, verdict } from './algorithm.js';
+import { type Algorithm, burstOf, verdict } from './algorithm.js';
 import { ceilDiv, floorDiv } from './int-math.js';
 import type { StoreOp } from './types.js';
 
 /**
  * `tatUs`: epoch µs at which the bucket would be empty again. It advances by cost × size/limit per
  * op, rounded to the nearest µs (at most 0.5 µs of error per op; none when size×1000 is a multiple of
- * limit). Decisions compare in units of 1/limit µs relative to now, which are exact integers.
+ * limit). Decisions count whole units relative to now, exactly (see unitsIn).
+ * The state is time, so a key whose limit changes between requests (a plan upgrade, an override)
+ * keeps its backlog: what it holds is counted in units of the new limit (a key half a window behind
+ * stays half a window behind: 50 of 100 become 500 of 1000).
  */
 export interface GcraState {
   tatUs: number;
@@ -20,28 +23,42 @@ function backlogUs(state: GcraState | undefined, nowMs: number): number {
 
 /** How far an op moves the TAT: cost × size/limit, rounded to the nearest µs (lua/gcra.lua's stepUs). */
 function stepUs(op: StoreOp): number {
-  return Math.round((op.cost * op.rule.sizeMs * 1000) / op.rule.limit);
+  return Math.round((op.cost * op.rule.sizeMs * 1000) / op.limit);
+}
+
+/**
+ * Units a backlog of `backlogUs` holds at `limit` (one unit takes `unitUs` / limit µs): ceil(backlog ×
+ * limit / unitUs), without forming backlog × limit, which passes 2^53 when the limit of a key grows
+ * (a plan upgrade after a long backlog). Exact: every product here stays below limit × unitUs.
+ */
+function unitsIn(backlogUs: number, limit: number, unitUs: number): number {
+  const whole = floorDiv(backlogUs, unitUs);
+  return whole * limit + ceilDiv((backlogUs - whole * unitUs) * limit, unitUs);
+}
+
+/** Ms until (backlog × limit + units × unitUs) µs·limit have drained at limit × 1000 per ms, rounded up; exact as unitsIn. */
+function msUntil(backlogUs: number, units: number, op: StoreOp): number {
+  const ms = floorDiv(backlogUs, 1000);
+  return ms + ceilDiv((backlogUs - ms * 1000) * op.limit + units * op.rule.sizeMs * 1000, op.limit * 1000);
 }
 
 export const gcra: Algorithm<GcraState> = {
   evaluate(state, op, nowMs, add) {
-    const { burst, limit, sizeMs } = op.rule;
-    // Scaled units: 1 = 1/limit µs, so one request unit is exactly sizeMs × 1000.
-    const unit = sizeMs * 1000;
-    const capacity = burst * unit;
-    const base = backlogUs(state, nowMs) * limit;
-    const allowed = base + op.cost * unit <= capacity;
-    const used = allowed || add ? base + op.cost * unit : base;
-    const free = floorDiv(capacity - used, unit);
-    const remaining = Math.max(0, free);
-    // One more unit is free once the backlog drops to the multiple of a unit below it.
-    const untilUnit = used - (burst - remaining - 1) * unit;
+    const burst = burstOf(op);
+    const backlog = backlogUs(state, nowMs);
+    // Units in use, rounded up: the backlog's, plus this op's when it counts.
+    const inUse = unitsIn(backlog, op.limit, op.rule.sizeMs * 1000);
+    const allowed = inUse + op.cost <= burst;
+    const added = allowed || add ? op.cost : 0;
+    const counted = inUse + added;
+    const remaining = Math.max(0, burst - counted);
     return verdict(
       allowed,
       remaining,
-      used <= 0 || remaining >= burst ? 0 : ceilDiv(untilUnit, limit * 1000),
-      allowed ? 0 : Math.max(1, ceilDiv(base + Math.min(op.cost, burst) * unit - capacity, limit * 1000)),
-      burst - free,
+      // One more unit is free once the backlog drops to the multiple of a unit below it.
+      counted === 0 ? 0 : msUntil(backlog, added - burst + remaining + 1, op),
+      allowed ? 0 : Math.max(1, msUntil(backlog, Math.min(op.cost, burst) - burst, op)),
+      counted,
       0,
     );
   },

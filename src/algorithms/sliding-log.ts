@@ -22,7 +22,8 @@ function clamp(state: LogState | undefined, nowMs: number): number {
 export const slidingLog: Algorithm<LogState> = {
   evaluate(state, op, now, add) {
     const nowMs = clamp(state, now);
-    const { limit, sizeMs } = op.rule;
+    const { sizeMs } = op.rule;
+    const { limit } = op;
     const entries = state?.entries ?? [];
     const first = firstLive(entries, nowMs, sizeMs);
     let used = 0;

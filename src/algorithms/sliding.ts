@@ -37,7 +37,8 @@ function expiryMs(index: number, op: StoreOp, nowMs: number): number {
 
 export const sliding: Algorithm<BucketState> = {
   evaluate(state, op, nowMs, add) {
-    const { limit, buckets } = op.rule;
+    const { buckets } = op.rule;
+    const { limit } = op;
     const current = currentIndex(state, op, nowMs);
     const list = state?.buckets ?? [];
     const first = firstLive(state, current, buckets);

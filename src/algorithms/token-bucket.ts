@@ -1,11 +1,15 @@
 // Token bucket: refills `limit` tokens per `size`, continuously, up to `burst`; a request takes `cost` tokens.
-import { type Algorithm, verdict } from './algorithm.js';
+import { type Algorithm, burstOf, verdict } from './algorithm.js';
 import { ceilDiv, floorDiv } from './int-math.js';
 import type { StoreOp } from './types.js';
 
 /**
  * Tokens are kept in units of 1/sizeMs token (`scaled` = tokens × sizeMs), so refill is the whole
  * number `elapsed ms × limit` and every figure is exact integer arithmetic, in TypeScript and in Lua.
+ * The unit does not depend on the limit, so a key whose limit changes between requests (a plan
+ * upgrade, an override) keeps its tokens: they refill at the rate of the request that reads them, up
+ * to its capacity (tokens above it are cut), and a state left alone until it would have been full at
+ * the rate it was written with has expired, so it reads as a full bucket.
  */
 export interface TokenState {
   scaled: number;
@@ -20,8 +24,8 @@ function refillTs(state: TokenState | undefined, nowMs: number): number {
 
 /** Scaled tokens at `nowMs` (see refillTs). */
 function refilled(state: TokenState | undefined, op: StoreOp, nowMs: number): number {
-  const { burst, limit, sizeMs } = op.rule;
-  const capacity = burst * sizeMs;
+  const { limit } = op;
+  const capacity = burstOf(op) * op.rule.sizeMs;
   if (state === undefined) return capacity;
   // Past capacity/limit ms the bucket is full anyway; the cap keeps elapsed × limit small.
   const elapsed = Math.min(refillTs(state, nowMs) - state.ts, ceilDiv(capacity, limit));
@@ -30,7 +34,9 @@ function refilled(state: TokenState | undefined, op: StoreOp, nowMs: number): nu
 
 export const tokenBucket: Algorithm<TokenState> = {
   evaluate(state, op, nowMs, add) {
-    const { burst, limit, sizeMs } = op.rule;
+    const { limit } = op;
+    const { sizeMs } = op.rule;
+    const burst = burstOf(op);
     const scaled = refilled(state, op, nowMs);
     const need = op.cost * sizeMs;
     const allowed = scaled >= need;
@@ -58,9 +64,9 @@ export const tokenBucket: Algorithm<TokenState> = {
     return state;
   },
   refund(state, op, nowMs) {
-    const capacity = op.rule.burst * op.rule.sizeMs;
+    const capacity = burstOf(op) * op.rule.sizeMs;
     const scaled = Math.min(capacity, refilled(state, op, nowMs) + op.cost * op.rule.sizeMs);
     return scaled >= capacity ? undefined : { scaled, ts: refillTs(state, nowMs) };
   },
-  expiresAt: (state, op) => state.ts + ceilDiv(op.rule.burst * op.rule.sizeMs - state.scaled, op.rule.limit),
+  expiresAt: (state, op) => state.ts + ceilDiv(burstOf(op) * op.rule.sizeMs - state.scaled, op.limit),
 };

@@ -6,12 +6,15 @@ import type { WindowType } from '../types.js';
 export interface StoreRule {
   readonly name: string;
   readonly type: WindowType;
-  readonly limit: number;
   /** Window length in ms; 0 for calendar windows (their periods come with each op). */
   readonly sizeMs: number;
   /** Sliding counter: number of buckets. 0 for other types. */
   readonly buckets: number;
-  /** Token bucket and GCRA capacity (`burst ?? limit`). 0 for other types. */
+  /**
+   * Token bucket and GCRA: the explicit `window.burst`, or 0 meaning "the op's effective limit" (an
+   * override in force, else `StoreOp.limit`), so a per-request limit moves the capacity with it.
+   * 0 for other types.
+   */
   readonly burst: number;
   readonly lockout: StoreLockout | undefined;
   readonly dryRun: boolean;
@@ -32,6 +35,12 @@ export interface StoreOp {
   readonly key: string;
   /** Units this op costs: a non-negative safe integer. */
   readonly cost: number;
+  /**
+   * The limit asked for this op: the rule's number, or what its limit function returned for this
+   * request (a positive safe integer). An override in force for the key wins over it (see `OpResult.limit`).
+   * Algorithms read this, never a limit of the rule.
+   */
+  readonly limit: number;
   /** Calendar windows: end of the current period and of the one after it, epoch ms (store clock). */
   readonly periodEndMs?: number;
   readonly nextPeriodEndMs?: number;
@@ -39,10 +48,14 @@ export interface StoreOp {
 
 /**
  * The answer for one op. An algorithm fills in the counting fields; the lock fields start at "not
- * locked" and the store fills them in on the same object.
+ * locked" and the limit fields at 0 / false, and the store fills them in on the same object.
  */
 export interface OpResult {
   allowed: boolean;
+  /** The limit this op was decided on: the override in force for the key, else `StoreOp.limit`. */
+  limit: number;
+  /** True when an override set by `Store.override` decided the limit. */
+  overridden: boolean;
   /** Units left after this op (never negative). */
   remaining: number;
   resetMs: number;

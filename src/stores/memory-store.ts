@@ -6,6 +6,7 @@ import { assertKnownFields } from '../known-fields.js';
 import type { LockInfo } from '../types.js';
 import { MEMORY_STORE_FULL_WARNING, warnOnce } from '../warnings.js';
 import { type Entry, EntryRing, usageOf } from './memory-eviction.js';
+import { OverrideTable } from './memory-overrides.js';
 import type { EvalMode, EvalResult, OpResult, Refund, Store, StoreOp, StoreRule } from './store.js';
 
 export interface MemoryStoreOptions {
@@ -45,6 +46,9 @@ export class MemoryStore implements Store {
   readonly #warnFull = warnOnce(MEMORY_STORE_FULL_WARNING);
   /** The entries of the evaluation under way, reused: evaluateSync never re-enters. */
   readonly #scratch: Array<Entry | undefined> = [];
+  /** The ops of the evaluation under way as decided (with the override in force), reused likewise. */
+  readonly #decided: Array<StoreOp | undefined> = [];
+  readonly #overrides = new OverrideTable();
 
   constructor(options: MemoryStoreOptions = {}) {
     assertKnownFields(options, ['maxKeys', 'clock', 'sweepIntervalMs'], 'MemoryStore');
@@ -84,15 +88,18 @@ export class MemoryStore implements Store {
     const nowMs = this.now();
     const n = ops.length;
     const entries = this.#scratch;
+    // The ops as decided: an override in force replaces an op's limit.
+    const decided = this.#decided;
     for (let i = 0; i < n; i++) {
-      const op = ops[i] as StoreOp;
+      const op = this.#overrides.apply(ops[i] as StoreOp, nowMs);
+      decided[i] = op;
       entries[i] = this.#find(op.rule.name, op.key, nowMs);
     }
     const results: OpResult[] = [];
     let denied = false;
     // Phase 1: decide every op, writing nothing.
     for (let i = 0; i < n; i++) {
-      const op = ops[i] as StoreOp;
+      const op = decided[i] as StoreOp;
       const entry = entries[i];
       const lock = entry?.lock;
       const level = lock !== undefined && nowMs < lock.forgetAtMs ? lock.level : 0;
@@ -110,13 +117,13 @@ export class MemoryStore implements Store {
     }
     if (mode === 'peek') {
       for (let i = 0; i < n; i++)
-        this.#lockIfExceeded(ops[i] as StoreOp, results, i, nowMs, false, undefined);
-      this.#release(n);
+        this.#lockIfExceeded(decided[i] as StoreOp, results, i, nowMs, false, undefined);
+      this.#release(ops, results);
       return { nowMs, results };
     }
     // Phase 2: all consume, or none does; exceeded lockout rules lock.
     for (let i = 0; i < n; i++) {
-      const op = ops[i] as StoreOp;
+      const op = decided[i] as StoreOp;
       const result = results[i] as OpResult;
       if (result.locked) continue;
       const consume = mode === 'record' || (!denied && result.allowed);
@@ -140,16 +147,25 @@ export class MemoryStore implements Store {
       } else result.receipt = 0;
       this.#lockIfExceeded(op, results, i, nowMs, true, entries[i]);
     }
-    this.#release(n);
+    this.#release(ops, results);
     return { nowMs, results };
   }
 
-  /** Ends an evaluation: entries it found empty and did not write are dropped, the scratch array is cleared. */
-  #release(n: number): void {
+  /**
+   * Ends an evaluation: each result gets the limit it was decided on, entries it found empty and did
+   * not write are dropped, the scratch arrays are cleared.
+   */
+  #release(ops: readonly StoreOp[], results: OpResult[]): void {
     const entries = this.#scratch;
-    for (let i = 0; i < n; i++) {
+    const decided = this.#decided;
+    for (let i = 0; i < ops.length; i++) {
+      const op = decided[i] as StoreOp;
+      const result = results[i] as OpResult;
+      result.limit = op.limit;
+      result.overridden = op !== ops[i];
       const entry = entries[i];
       entries[i] = undefined;
+      decided[i] = undefined;
       if (entry !== undefined) this.#dropIfEmpty(entry);
     }
   }
@@ -183,7 +199,9 @@ export class MemoryStore implements Store {
 
   async refund(refunds: readonly Refund[]): Promise<void> {
     const nowMs = this.now();
-    for (const { op, receipt } of refunds) {
+    for (const refund of refunds) {
+      const op = this.#overrides.apply(refund.op, nowMs);
+      const receipt = refund.receipt;
       const entry = this.#get(op.rule.name, op.key, nowMs);
       if (entry?.state === undefined) continue;
       const algorithm = algorithms[op.rule.type];
@@ -214,6 +232,14 @@ export class MemoryStore implements Store {
     return wasLocked;
   }
 
+  async override(rule: StoreRule, key: string, limit: number | null, forMs?: number): Promise<void> {
+    if (limit === null) this.#overrides.delete(rule.name, key);
+    else {
+      const untilMs = forMs === undefined ? Number.POSITIVE_INFINITY : this.now() + forMs;
+      this.#overrides.set(rule.name, key, limit, untilMs);
+    }
+  }
+
   async locked(rule: StoreRule, limit: number): Promise<LockInfo[]> {
     const nowMs = this.now();
     const out: LockInfo[] = [];
@@ -235,6 +261,7 @@ export class MemoryStore implements Store {
   async close(): Promise<void> {
     clearInterval(this.#timer);
     this.#byRule.clear();
+    this.#overrides.clear();
     this.#ring.clear();
     this.#locks.clear();
   }
@@ -242,6 +269,7 @@ export class MemoryStore implements Store {
   /** Drops every expired key. Runs on the timer; callable directly. */
   sweep(): void {
     const nowMs = this.now();
+    this.#overrides.sweep(nowMs);
     this.#ring.park();
     for (const entry of this.#ring.values()) this.#expire(entry, nowMs);
   }
@@ -337,11 +365,12 @@ export class MemoryStore implements Store {
 /** The op at cost 0: reading a state as it is. */
 function withoutCost(op: StoreOp): StoreOp {
   return op.periodEndMs === undefined
-    ? { rule: op.rule, key: op.key, cost: 0 }
+    ? { rule: op.rule, key: op.key, cost: 0, limit: op.limit }
     : {
         rule: op.rule,
         key: op.key,
         cost: 0,
+        limit: op.limit,
         periodEndMs: op.periodEndMs,
         nextPeriodEndMs: op.nextPeriodEndMs as number,
       };

@@ -13,7 +13,8 @@ function luaNumber(value: number): string {
 /**
  * The first 10 of an op's 13 fields, its rule's (type, limit, sizeMs, buckets, burst, dryRun, lockout
  * durationMs (0: none), escalate, maxDurationMs, forgetAfterMs), computed once per rule: rules are
- * immutable once normalized.
+ * immutable once normalized. The limit and burst fields are placeholders here: OpTable.ref writes the
+ * op's own (a limit may differ per request).
  */
 const ruleFields = new WeakMap<StoreRule, readonly string[]>();
 
@@ -23,7 +24,7 @@ function fieldsOf(rule: StoreRule): readonly string[] {
     const lockout = rule.lockout;
     fields = [
       rule.type,
-      luaNumber(rule.limit),
+      '',
       luaNumber(rule.sizeMs),
       luaNumber(rule.buckets),
       luaNumber(rule.burst),
@@ -41,6 +42,7 @@ function fieldsOf(rule: StoreRule): readonly string[] {
 /** A distinct op of one script call: what its uses send. */
 interface OpRef {
   readonly cost: number;
+  readonly limit: number;
   readonly periodEndMs: number;
   readonly nextPeriodEndMs: number;
   /** Its 1-based index among the call's distinct ops, as text. */
@@ -73,6 +75,7 @@ export class OpTable {
       const ref = refs[k] as OpRef;
       if (
         ref.cost === op.cost &&
+        ref.limit === op.limit &&
         ref.periodEndMs === periodEndMs &&
         ref.nextPeriodEndMs === nextPeriodEndMs
       ) {
@@ -80,10 +83,16 @@ export class OpTable {
       }
     }
     const fields = fieldsOf(op.rule);
+    const at = this.#fields.length;
     for (let k = 0; k < fields.length; k++) this.#fields.push(fields[k] as string);
+    // The op's limit, and the burst it gives when the rule has none of its own (StoreRule.burst 0).
+    // Overrides are not sent yet: RedisStore has no `override` (see Store.override).
+    this.#fields[at + 1] = luaNumber(op.limit);
+    this.#fields[at + 4] = luaNumber(op.rule.burst || op.limit);
     this.#fields.push(luaNumber(op.cost), luaNumber(periodEndMs), luaNumber(nextPeriodEndMs));
     const ref: OpRef = {
       cost: op.cost,
+      limit: op.limit,
       periodEndMs,
       nextPeriodEndMs,
       index: luaNumber(++this.#count),
@@ -179,11 +188,16 @@ export function unexpected(reply: unknown, script: string): Error {
 }
 
 /**
- * Reads the results of one request of lua/check.lua from `reply`, starting at `at` (see the reply
- * format there), into `results`. Returns the position after them, or -1 when the reply does not
+ * Reads the results of one request of lua/check.lua (its `ops`) from `reply`, starting at `at` (see
+ * the reply format there), into `results`. Returns the position after them, or -1 when the reply does not
  * have that shape.
  */
-export function decodeResults(reply: readonly unknown[], at: number, results: OpResult[]): number {
+export function decodeResults(
+  reply: readonly unknown[],
+  at: number,
+  ops: readonly StoreOp[],
+  results: OpResult[],
+): number {
   for (let k = 0; k < results.length; k++) {
     const head = reply[at];
     const remaining = reply[at + 1];
@@ -209,6 +223,8 @@ export function decodeResults(reply: readonly unknown[], at: number, results: Op
     if (typeof retryAfterMs !== 'number' || typeof lockedUntil !== 'number') return -1;
     results[k] = {
       allowed: (flags & 1) !== 0,
+      limit: (ops[k] as StoreOp).limit,
+      overridden: false,
       remaining,
       resetMs,
       retryAfterMs,

@@ -338,7 +338,7 @@ export class RedisStore implements Store {
             continue;
           }
           const results: OpResult[] = new Array(request.ops.length);
-          const next = decodeResults(reply, at, results);
+          const next = decodeResults(reply, at, request.ops, results);
           if (next < 0) {
             // The reply has lost its shape: nothing after this point can be read either.
             const error = unexpected(reply, 'check');

@@ -36,6 +36,14 @@ export interface Store {
   clear(rule: StoreRule, key: string): Promise<void>;
   /** Clear count, lock and level. Resolves true when the key was locked. */
   reset(rule: StoreRule, key: string): Promise<boolean>;
+  /**
+   * Sets the limit of one key of one rule (`null` clears it), for every process sharing the store,
+   * from the next decision on: it wins over the ops' `limit`, a burst of 0 follows it, and results
+   * decided on it say `overridden`. `forMs`: it expires then (store clock); undefined: never. `reset`
+   * and `clear` leave it. Stores shared between processes tell `onReset` listeners (rule, key), so
+   * deny caches forget a key whose limit changed. Optional: without it `limiter.override` throws.
+   */
+  override?(rule: StoreRule, key: string, limit: number | null, forMs?: number): Promise<void>;
   /** Keys of a rule locked now, soonest unlock first, at most `limit`. */
   locked(rule: StoreRule, limit: number): Promise<LockInfo[]>;
   /**

@@ -8,6 +8,7 @@ import {
   type Rule,
   type Store,
 } from '../../src/index.js';
+import { limitSuite } from './limits.js';
 
 export interface FakeClock {
   now: number;
@@ -543,4 +544,6 @@ export function conformanceSuite(target: StoreUnderTest): void {
       }
     });
   });
+  // Per-request limits (test/conformance/limits.ts): every store, every window type.
+  limitSuite(target);
 }
