@@ -3,6 +3,7 @@
 import { ACQUIRE_DEFAULTS, OVERRIDE_DEFAULTS, WRAP_DEFAULTS } from './defaults.js';
 import { parseDuration } from './duration.js';
 import { describe, RateLimitConfigError } from './errors.js';
+import { assertKnownFields, fieldsOf } from './known-fields.js';
 import type { Duration } from './types.js';
 
 export interface OverrideOptions {
@@ -47,6 +48,10 @@ export interface WrapOptions<A extends unknown[]> {
   wait?: Duration | undefined;
 }
 
+const OVERRIDE_FIELDS = fieldsOf<OverrideOptions>({ for: true });
+const ACQUIRE_FIELDS = fieldsOf<AcquireOptions>({ cost: true, maxWait: true, signal: true });
+const WRAP_FIELDS = fieldsOf<WrapOptions<unknown[]>>({ rules: true, key: true, cost: true, wait: true });
+
 export interface ResolvedAcquire {
   cost: number;
   maxWaitMs: number;
@@ -54,7 +59,7 @@ export interface ResolvedAcquire {
 }
 
 export function overrideForMs(options: OverrideOptions | undefined): number | undefined {
-  const given = checkedFields(options, ['for'], 'override');
+  const given = checkedFields(options, OVERRIDE_FIELDS, 'override');
   if (given.for === undefined) return OVERRIDE_DEFAULTS.forMs;
   return (
     parseDuration(given.for) ?? refuse('override', 'for', `a duration such as '1h' or 3600000`, given.for)
@@ -62,7 +67,7 @@ export function overrideForMs(options: OverrideOptions | undefined): number | un
 }
 
 export function resolveAcquire(options: AcquireOptions | undefined): ResolvedAcquire {
-  const given = checkedFields(options, ['cost', 'maxWait', 'signal'], 'acquire');
+  const given = checkedFields(options, ACQUIRE_FIELDS, 'acquire');
   const signal = given.signal;
   if (signal !== undefined && !(signal instanceof AbortSignal))
     refuse('acquire', 'signal', 'an AbortSignal', signal);
@@ -82,7 +87,7 @@ export function resolveWrap<A extends unknown[]>(
   cost: NonNullable<WrapOptions<A>['cost']>;
   waitMs: number;
 } {
-  const given = checkedFields(options, ['rules', 'key', 'cost', 'wait'], 'wrap');
+  const given = checkedFields(options, WRAP_FIELDS, 'wrap');
   if (given === EMPTY) refuse('wrap', 'options', 'an object with rules and key', options);
   const rules = typeof given.rules === 'string' ? [given.rules] : given.rules;
   if (!Array.isArray(rules) || rules.length === 0 || rules.some((r) => typeof r !== 'string'))
@@ -120,14 +125,7 @@ function checkedFields<T extends object>(
   if (options === undefined) return EMPTY;
   if (options === null || typeof options !== 'object' || Array.isArray(options))
     refuse(where, 'options', 'an object', options);
-  for (const field of Object.keys(options)) {
-    if (!allowed.includes(field)) {
-      throw new RateLimitConfigError(
-        'ERR_UNKNOWN_FIELD',
-        `${where}: unknown field '${field}' (got ${describe((options as Record<string, unknown>)[field])}); allowed: ${allowed.map((f) => `'${f}'`).join(', ')}`,
-      );
-    }
-  }
+  assertKnownFields(options, allowed, where);
   return options;
 }
 
