@@ -11,8 +11,9 @@ local function refill(state, op, nowMs)
   local capacity = op.burst * op.sizeMs
   if state == nil then return { scaled = capacity, ts = nowMs } end
   local ts = math.max(nowMs, state.ts)
-  -- Past capacity/limit ms the bucket is full anyway; the cap keeps elapsed x limit small.
-  local elapsed = math.min(ts - state.ts, ceilDiv(capacity, op.limit))
+  -- Once full the bucket stays full; the cap keeps elapsed x limit small. Counted from the level it was
+  -- left at, which a record can take below zero (a debt takes longer than capacity/limit to refill).
+  local elapsed = math.min(ts - state.ts, ceilDiv(capacity - state.scaled, op.limit))
   return { scaled = math.min(capacity, state.scaled + elapsed * op.limit), ts = ts }
 end
 

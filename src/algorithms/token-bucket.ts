@@ -27,8 +27,9 @@ function refilled(state: TokenState | undefined, op: StoreOp, nowMs: number): nu
   const { limit } = op;
   const capacity = burstOf(op) * op.rule.sizeMs;
   if (state === undefined) return capacity;
-  // Past capacity/limit ms the bucket is full anyway; the cap keeps elapsed × limit small.
-  const elapsed = Math.min(refillTs(state, nowMs) - state.ts, ceilDiv(capacity, limit));
+  // Once full the bucket stays full; the cap keeps elapsed × limit small. Counted from the level it was
+  // left at, which a record can take below zero (a debt takes longer than capacity/limit to refill).
+  const elapsed = Math.min(refillTs(state, nowMs) - state.ts, ceilDiv(capacity - state.scaled, limit));
   return Math.min(capacity, state.scaled + elapsed * limit);
 }
 
