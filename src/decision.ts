@@ -15,6 +15,7 @@ export function ruleResult(
     allowed: r.allowed,
     limit,
     remaining: r.remaining,
+    count: r.count,
     resetMs: Math.max(0, r.resetMs),
     locked: r.locked,
   };
@@ -30,7 +31,7 @@ export function ruleResult(
  */
 export function decide(results: RuleResult[]): Decision {
   if (results.length === 0)
-    return { allowed: true, limit: 0, remaining: 0, resetMs: 0, locked: false, rules: results };
+    return { allowed: true, limit: 0, remaining: 0, count: 0, resetMs: 0, locked: false, rules: results };
   let denying: RuleResult | undefined;
   let retryAfterMs = 0;
   let tightest: RuleResult | undefined;
@@ -50,6 +51,7 @@ export function decide(results: RuleResult[]): Decision {
     allowed: denying === undefined,
     limit: top.limit,
     remaining: top.remaining,
+    count: top.count,
     resetMs: top.resetMs,
     rule: top.rule,
     locked: denying?.locked ?? false,

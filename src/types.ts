@@ -100,6 +100,11 @@ export interface RuleResult {
   allowed: boolean;
   limit: number;
   remaining: number;
+  /**
+   * Units counted in the rule's window after this decision (token bucket and GCRA: units in use), as
+   * `status` reports it. `record` keeps counting past the limit, so its total shows here. 0 while locked.
+   */
+  count: number;
   /** Ms until the rule is back to full (fixed, calendar) or until one more unit is free (others). */
   resetMs: number;
   /** Denials only: ms until this same request would be admitted. */
@@ -113,6 +118,8 @@ export interface Decision {
   allowed: boolean;
   limit: number;
   remaining: number;
+  /** The `count` of the rule the top-level figures come from (see `RuleResult.count`); 0 when no rule matched. */
+  count: number;
   resetMs: number;
   retryAfterMs?: number;
   /** The denying rule, or the most restrictive matching rule when allowed. */
