@@ -49,7 +49,7 @@ export class Decider {
     if (ops.length === 0) return Promise.resolve(decide([]));
     const sync = this.#sync;
     if (sync !== undefined)
-      return Promise.resolve(this.#conclude(ops, mode, sync, sync.evaluateSync(ops, mode), 'store'));
+      return Promise.resolve(this.#conclude(ops, mode, sync, sync.evaluateSync(ops, mode), 'store', 0));
     return this.#decideShared(ops, mode);
   }
 
@@ -59,15 +59,17 @@ export class Decider {
    */
   async #decideShared(ops: RuleOp[], mode: EvalMode): Promise<Decision> {
     const { store, policy, denyCache, events, log } = this.#parts;
+    // The store's clock as this request is sent: deny-cache entries are anchored here (see DenyCache).
+    const sentMs = denyCache !== undefined && mode === 'check' ? store.now() : 0;
     if (mode === 'check' && denyCache !== undefined) {
-      const cached = denyCache.find(ops, store.now());
+      const cached = denyCache.find(ops, sentMs);
       if (cached !== undefined) {
         emitLimited(events, cached, true);
         log?.(`${mode} denied from the deny cache ${logRules([cached])}`);
         return decide([cached]);
       }
     }
-    if (store.local) return this.#conclude(ops, mode, store, await store.evaluate(ops, mode), 'store');
+    if (store.local) return this.#conclude(ops, mode, store, await store.evaluate(ops, mode), 'store', 0);
     if (policy.storeUsable) {
       let result: EvalResult | undefined;
       try {
@@ -76,14 +78,24 @@ export class Decider {
         policy.decisionFailed();
         emitStoreError(events, log, error, mode, policy.policy);
       }
-      if (result !== undefined) return this.#conclude(ops, mode, store, result, 'store');
+      if (result !== undefined) return this.#conclude(ops, mode, store, result, 'store', sentMs);
     }
     const fallback = policy.fallback(ops, mode);
-    return this.#conclude(ops, mode, fallback.store, fallback.result, fallback.source);
+    return this.#conclude(ops, mode, fallback.store, fallback.result, fallback.source, 0);
   }
 
-  /** The decision from a store's answer: events, reservations, the deny cache, the debug log. */
-  #conclude(ops: RuleOp[], mode: EvalMode, store: Store, result: EvalResult, source: AnswerSource): Decision {
+  /**
+   * The decision from a store's answer: events, reservations, the deny cache, the debug log. `sentMs`:
+   * the store's clock when a 'check' was sent to a shared store with a deny cache (else unused).
+   */
+  #conclude(
+    ops: RuleOp[],
+    mode: EvalMode,
+    store: Store,
+    result: EvalResult,
+    source: AnswerSource,
+    sentMs: number,
+  ): Decision {
     const { events, denyCache, log } = this.#parts;
     const rules: RuleResult[] = new Array(ops.length);
     for (let i = 0; i < ops.length; i++) {
@@ -94,6 +106,8 @@ export class Decider {
     }
     const decision = decide(rules);
     if (mode === 'peek') return decision;
+    // Only the shared store's own answers: the insurance store and the policy know less than it does.
+    if (source === 'store') denyCache?.learn(ops, rules, mode, sentMs);
     if (decision.allowed) {
       if (this.#parts.needsOutcomes && mode === 'check')
         this.#parts.reservations.keep(decision, store, source !== 'policy', ops, result.results);
@@ -102,8 +116,6 @@ export class Decider {
         const r = rules[i] as RuleResult;
         if (r.allowed || r.dryRun) continue;
         emitLimited(events, r, false);
-        // Only the shared store's own denials: the insurance store and the policy know less than it does.
-        if (source === 'store') denyCache?.remember(ops[i] as RuleOp, r, result.nowMs);
       }
     }
     if (log !== undefined) {

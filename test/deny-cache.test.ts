@@ -131,11 +131,20 @@ describe('Deny cache', function () {
     expect({ latest, older }).to.deep.equal({ latest: 0, older: 200 });
 
     const cache = new DenyCache(3);
-    const denial = (key: string) => ({ rule: 'r', key, allowed: false, limit: 1, remaining: 0, resetMs: 9 });
-    for (let i = 0; i < 10; i++) cache.set({ ...denial(`k${i}`), locked: false }, Date.now() + 60_000);
+    const denial = (key: string) => ({
+      rule: 'r',
+      key,
+      allowed: false,
+      limit: 1,
+      remaining: 0,
+      count: 1,
+      resetMs: 9,
+    });
+    const now = Date.now();
+    for (let i = 0; i < 10; i++) cache.set({ ...denial(`k${i}`), locked: false }, now, now + 60_000, 1);
     expect(cache.size).to.equal(3);
-    expect(cache.get('r', 'k9', Date.now())).to.not.equal(undefined);
-    expect(cache.get('r', 'k6', Date.now())).to.equal(undefined);
+    expect(cache.get('r', 'k9', Date.now(), 1)).to.not.equal(undefined);
+    expect(cache.get('r', 'k6', Date.now(), 1)).to.equal(undefined);
   });
 
   it('caches no rule whose count an outcome report can lower (countOn, resetOnSuccess)', async () => {
