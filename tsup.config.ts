@@ -7,6 +7,7 @@ export default defineConfig({
     express: 'adapters/express.ts',
     koa: 'adapters/koa.ts',
     fastify: 'adapters/fastify.ts',
+    console: 'src/operators/console/index.ts',
     cli: 'src/operators/cli/bin.ts',
   },
   format: ['esm', 'cjs'],

@@ -73,3 +73,17 @@ export const ADAPTER_DEFAULTS = {
   /** Server errors count as failures too: a 5xx never resets a lockout count. */
   isFailure: (status: number): boolean => status >= 400,
 } as const;
+
+/** Defaults of the operator tools: the console, the command line, the decision-count publisher, the metrics. */
+export const OPERATOR_DEFAULTS = {
+  consoleTitle: 'ratekeeper console',
+  /** Locked keys the console lists per rule. */
+  consoleLockedLimit: 50,
+  /** How often `publishDecisionCounts` sends its counts. */
+  publishIntervalMs: 1000,
+  /** `npx ratekeeper watch`: refresh interval and the span its totals cover. */
+  watchIntervalMs: 1000,
+  watchWindowMs: 10_000,
+  /** Prefix of the Prometheus metric names. */
+  metricsPrefix: 'ratekeeper_',
+} as const;

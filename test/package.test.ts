@@ -119,6 +119,26 @@ describe('the packed package', function () {
     });
   }
 
+  it('serves the operator console through ratekeeper/console from ESM and from CommonJS', () => {
+    const body = `const limiter = createLimiter({ rules: [{ name: 'login', key: 'ip', limit: 1, window: { type: 'fixed', size: '1m' }, lockout: { duration: '1m' } }] });
+      await limiter.consume('login', 'a<b');
+      await limiter.consume('login', 'a<b');
+      const handler = operatorConsole(limiter, { authorize: (req) => req.headers['x-operator'] === 'yes' });
+      const server = createServer((req, res) => void handler(req, res));
+      await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+      const url = 'http://127.0.0.1:' + server.address().port + '/';
+      const refused = await fetch(url);
+      const page = await fetch(url, { headers: { 'x-operator': 'yes' } });
+      const text = await page.text();
+      console.log(JSON.stringify([refused.status, page.status, page.headers.get('content-security-policy').startsWith("default-src 'none'"), text.includes('a&lt;b')]));
+      server.close();`;
+    const expected = [403, 200, true, true];
+    const esm = `import { createServer } from 'node:http'; import { createLimiter } from 'ratekeeper'; import { operatorConsole } from 'ratekeeper/console';\n${body}`;
+    expect(JSON.parse(run('console.mjs', esm))).to.deep.equal(expected);
+    const cjs = `const { createServer } = require('node:http'); const { createLimiter } = require('ratekeeper'); const { operatorConsole } = require('ratekeeper/console');\n(async () => {\n${body}\n})();`;
+    expect(JSON.parse(run('console.cjs', cjs))).to.deep.equal(expected);
+  });
+
   it('runs the `ratekeeper` command its bin names, with an ESM and a CommonJS rules module', () => {
     const manifest = JSON.parse(
       run(

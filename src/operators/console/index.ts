@@ -1,0 +1,153 @@
+// ratekeeper/console: a small operator web page (no build step, no outside assets) as a Node request handler.
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { OPERATOR_DEFAULTS } from '../../defaults.js';
+import { describe, RateLimitConfigError } from '../../errors.js';
+import { assertKnownFields, fieldsOf } from '../../known-fields.js';
+import type { Limiter } from '../../limiter.js';
+import { type Change, readChange } from './change.js';
+import { refuseChange } from './csrf.js';
+import { buildPage, type Limiters, send } from './respond.js';
+
+export interface OperatorConsoleOptions<Req extends IncomingMessage = IncomingMessage> {
+  /**
+   * Decides whether this request may use the console (read the app's session, a header set by your
+   * auth proxy...). Required: a console without it would let anyone unlock anyone. Refused: 403.
+   */
+  authorize: (req: Req) => boolean | Promise<boolean>;
+  /** The page's heading, e.g. the app and environment. @default 'ratekeeper console' */
+  title?: string;
+  /** Locked keys listed per rule, soonest unlock first (1-1000). @default 50 */
+  lockedLimit?: number;
+}
+
+/** A Node request handler; `next` (Express, Connect) receives errors thrown by `authorize`. */
+export type ConsoleHandler<Req extends IncomingMessage = IncomingMessage> = (
+  req: Req,
+  res: ServerResponse,
+  next?: (error?: unknown) => void,
+) => Promise<void>;
+
+/**
+ * The operator console for one limiter (or several, whose rule names differ): rules with their
+ * windows and limits, locked keys per rule, a key lookup, unlock. Changes are POST forms with a CSRF
+ * token; the page runs no script and loads nothing from elsewhere (a strict Content-Security-Policy).
+ * @example
+ * app.use('/ops', operatorConsole(limiter, { authorize: (req) => req.user?.role === 'support' }));
+ */
+export function operatorConsole<Req extends IncomingMessage = IncomingMessage>(
+  limiters: Limiter | readonly Limiter[],
+  options: OperatorConsoleOptions<Req>,
+): ConsoleHandler<Req> {
+  const config = resolve(limiters, options);
+  return async (req, res, next) => {
+    try {
+      if ((await options.authorize(req)) !== true) {
+        return send(res, 403, 'text/plain; charset=utf-8', 'Forbidden: this console is for operators.\n');
+      }
+      if (req.method === 'GET' || req.method === 'HEAD') {
+        const url = new URL(req.url ?? '/', 'http://console');
+        const rule = url.searchParams.get('rule') ?? undefined;
+        const key = url.searchParams.get('key') ?? undefined;
+        const done = url.searchParams.get('done') ?? undefined;
+        return await buildPage(req, res, config, { rule, key, done });
+      }
+      if (req.method !== 'POST') {
+        res.setHeader('Allow', 'GET, HEAD, POST');
+        return send(res, 405, 'text/plain; charset=utf-8', 'Method Not Allowed\n');
+      }
+      const change = await readChange(req);
+      if (typeof change === 'number')
+        return send(res, change, 'text/plain; charset=utf-8', 'Bad request body\n');
+      const refused = refuseChange(req, change.csrf);
+      if (refused !== undefined)
+        return await buildPage(req, res, config, {
+          status: 403,
+          error: `Refused: ${refused}. Nothing was changed.`,
+        });
+      return await apply(change, req, res, config);
+    } catch (error) {
+      if (next !== undefined) return next(error);
+      if (!res.headersSent) send(res, 500, 'text/plain; charset=utf-8', 'Internal Server Error\n');
+      else res.destroy();
+    }
+  };
+}
+
+async function apply(
+  change: Change,
+  req: IncomingMessage,
+  res: ServerResponse,
+  config: Limiters,
+): Promise<void> {
+  const limiter = config.byRule.get(change.rule);
+  if (limiter === undefined || change.key === '') {
+    const why = limiter === undefined ? `no rule named '${change.rule}'` : 'no key given';
+    return buildPage(req, res, config, { status: 400, error: `Refused: ${why}. Nothing was changed.` });
+  }
+  try {
+    // Through reset: the store clears count, lock and level, and every process's deny cache forgets the key.
+    await limiter.reset(change.rule, change.key);
+  } catch (error) {
+    return buildPage(req, res, config, {
+      status: 503,
+      error: `The store failed: ${(error as Error).message}. Nothing was changed.`,
+    });
+  }
+  res.statusCode = 303;
+  res.setHeader(
+    'Location',
+    `?${new URLSearchParams({ rule: change.rule, key: change.key, done: change.action })}`,
+  );
+  res.end();
+}
+
+function resolve<Req extends IncomingMessage>(
+  limiters: Limiter | readonly Limiter[],
+  options: OperatorConsoleOptions<Req>,
+): Limiters {
+  if (options === null || typeof options !== 'object' || typeof options.authorize !== 'function') {
+    throw new RateLimitConfigError(
+      'ERR_OPTION',
+      `operatorConsole: options.authorize must be a function (req) => boolean deciding who may use the console, got ${describe(options?.authorize)}`,
+    );
+  }
+  assertKnownFields(
+    options,
+    fieldsOf<OperatorConsoleOptions<Req>>({ authorize: true, title: true, lockedLimit: true }),
+    'operatorConsole',
+  );
+  const title = options.title ?? OPERATOR_DEFAULTS.consoleTitle;
+  const lockedLimit = options.lockedLimit ?? OPERATOR_DEFAULTS.consoleLockedLimit;
+  if (typeof title !== 'string' || title === '') {
+    throw new RateLimitConfigError(
+      'ERR_OPTION',
+      `operatorConsole: title must be a non-empty string, got ${describe(title)}`,
+    );
+  }
+  if (!Number.isSafeInteger(lockedLimit) || lockedLimit < 1 || lockedLimit > 1000) {
+    throw new RateLimitConfigError(
+      'ERR_OPTION',
+      `operatorConsole: lockedLimit must be an integer from 1 to 1000, got ${describe(lockedLimit)}`,
+    );
+  }
+  const list = Array.isArray(limiters) ? limiters : [limiters];
+  const byRule = new Map<string, Limiter>();
+  for (const limiter of list as Limiter[]) {
+    if (typeof limiter?.reset !== 'function' || !Array.isArray(limiter.rules)) {
+      throw new RateLimitConfigError(
+        'ERR_OPTION',
+        `operatorConsole: expects a limiter from createLimiter (or an array of them), got ${describe(limiter)}`,
+      );
+    }
+    for (const rule of limiter.rules) {
+      if (byRule.has(rule.name)) {
+        throw new RateLimitConfigError(
+          'ERR_OPTION',
+          `operatorConsole: two limiters have a rule named '${rule.name}'`,
+        );
+      }
+      byRule.set(rule.name, limiter);
+    }
+  }
+  return { limiters: list as Limiter[], byRule, title, lockedLimit };
+}
