@@ -2,9 +2,8 @@
 // master and a Sentinel master failed over, a reply lost. Requests stay in flight throughout; each one is timed,
 // admissions are counted, and decisions must come from Redis again afterwards.
 import { spawnSync } from 'node:child_process';
-import { connect } from 'node:net';
 import { expect } from 'chai';
-import { type Cluster, Redis } from 'ioredis';
+import type { Cluster, Redis, RedisOptions } from 'ioredis';
 import {
   createLimiter,
   type Limiter,
@@ -21,7 +20,15 @@ import {
   STORE_TIMEOUT_MS,
 } from './fixtures/redis-options.js';
 import { type Sample, Traffic } from './fixtures/traffic.js';
-import { startCluster, startRedis, startSentinel } from './support/redis.js';
+import {
+  commandCalls,
+  type NodeAddress,
+  refused,
+  startCluster,
+  startProxy,
+  startRedis,
+  startSentinel,
+} from './support/redis.js';
 
 type Policy = 'allow' | 'deny' | 'insurance';
 
@@ -36,7 +43,6 @@ const BURST = 4 * LIMIT;
 const ADMITTED: Record<Policy, number> = { allow: BURST, deny: 0, insurance: LIMIT };
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
-const noop = () => {};
 
 /**
  * Resolves on the client's next `event`. Not events.once: that rejects on an 'error' event, and a killed
@@ -50,37 +56,9 @@ async function ready(client: Redis | Cluster): Promise<void> {
   if (client.status !== 'ready') await next(client, 'ready');
 }
 
-/** Resolves once nothing accepts connections on `port` (the process there is gone). */
-async function refused(port: number, maxMs = 10_000): Promise<void> {
-  const deadline = performance.now() + maxMs;
-  while (performance.now() < deadline) {
-    const open = await new Promise<boolean>((resolve) => {
-      const socket = connect(port, '127.0.0.1');
-      socket.once('connect', () => {
-        socket.destroy();
-        resolve(true);
-      });
-      socket.once('error', () => resolve(false));
-    });
-    if (!open) return;
-    await sleep(20);
-  }
-  throw new Error(`port ${port} still accepts connections after ${maxMs} ms`);
-}
-
 /** EVALSHA + EVAL calls a server has run, from INFO commandstats. */
-async function scriptCallsAt(port: number): Promise<number> {
-  const conn = new Redis({ port, host: '127.0.0.1', lazyConnect: true, retryStrategy: () => null });
-  conn.on('error', noop);
-  try {
-    await conn.connect();
-    const info = await conn.info('commandstats');
-    const calls = (cmd: string) =>
-      Number(new RegExp(`^cmdstat_${cmd}:calls=(\\d+)`, 'm').exec(info)?.[1] ?? 0);
-    return calls('evalsha') + calls('eval');
-  } finally {
-    conn.disconnect();
-  }
+async function scriptCallsAt(node: NodeAddress): Promise<number> {
+  return (await commandCalls(node, 'evalsha')) + (await commandCalls(node, 'eval'));
 }
 
 describe('Reliability: Redis faults with requests in flight', function () {
@@ -141,9 +119,17 @@ describe('Reliability: Redis faults with requests in flight', function () {
 
   /** Three requests for a fresh key are counted by Redis, each once, and cost Redis script calls. */
   async function expectRedisDecides(limiter: Limiter, scriptCalls: () => Promise<number>, key = 'after') {
+    // Called once the traffic has stopped: a request sent during the fault may still have timed out after
+    // Redis came back, and the limiter then skips Redis for storeRetryInterval. Let that interval pass.
+    await sleep(RETRY_MS);
     const before = await scriptCalls();
+    const errors: string[] = [];
+    const onError = (event: StoreErrorEvent) => errors.push(event.error.message);
+    limiter.on('storeError', onError);
     for (let i = 0; i < 3; i++) expect((await limiter.consume('api', key)).allowed).to.equal(true);
-    expect((await limiter.status('api', key)).count, 'counted by Redis').to.equal(3);
+    limiter.off('storeError', onError);
+    const count = (await limiter.status('api', key)).count;
+    expect(count, `counted by Redis (store errors meanwhile: ${JSON.stringify(errors)})`).to.equal(3);
     expect((await scriptCalls()) - before, 'script calls on the server').to.be.at.least(3);
   }
 
@@ -156,15 +142,20 @@ describe('Reliability: Redis faults with requests in flight', function () {
     extra: string,
   ) {
     const maxMs = samples.reduce((max, s) => Math.max(max, s.latencyMs), 0);
+    // What the library answers for: the wait less the time this process's event loop stood still
+    // (on a busy machine a request can sit out a stall of 100 ms or more that no deadline can shorten).
+    const maxWaitMs = samples.reduce((max, s) => Math.max(max, s.latencyMs - s.stalledMs), 0);
+    const stalledMs = samples.reduce((max, s) => Math.max(max, s.stalledMs), 0);
     console.log(
       `      ${what}: ${samples.length} requests, ${samples.filter((s) => s.allowed).length} admitted, ` +
-        `max latency ${maxMs.toFixed(1)} ms, ${storeErrors.length} storeError events; ${extra}`,
+        `max latency ${maxMs.toFixed(1)} ms (${maxWaitMs.toFixed(1)} ms without event-loop stalls, ` +
+        `longest stall ${stalledMs.toFixed(0)} ms), ${storeErrors.length} storeError events; ${extra}`,
     );
     expect(
       samples.filter((s) => s.error !== undefined).map((s) => String(s.error)),
       'rejected calls',
     ).to.deep.equal([]);
-    expect(maxMs, 'longest wait, ms').to.be.at.most(BOUND_MS);
+    expect(maxWaitMs, 'longest wait without event-loop stalls, ms').to.be.at.most(BOUND_MS);
     expect(storeErrors.length, 'storeError events').to.be.greaterThan(0);
     for (const event of storeErrors) {
       expect(event.error).to.be.an.instanceOf(Error);
@@ -198,7 +189,7 @@ describe('Reliability: Redis faults with requests in flight', function () {
       const background = traffic.sentBetween(downAt, restartAt, 'bg-');
       expect(background.length).to.be.greaterThan(5);
       expect(background.filter((s) => s.allowed).length).to.equal(policy === 'deny' ? 0 : background.length);
-      await expectRedisDecides(limiter, () => scriptCallsAt(server.port));
+      await expectRedisDecides(limiter, () => scriptCallsAt(server));
       expectContained(
         `kill, '${policy}'`,
         samples,
@@ -222,7 +213,7 @@ describe('Reliability: Redis faults with requests in flight', function () {
     const samples = await traffic.stop();
 
     expect(await server.commandCount('eval'), 'EVAL after NOSCRIPT on the new process').to.be.at.least(1);
-    await expectRedisDecides(limiter, () => scriptCallsAt(server.port));
+    await expectRedisDecides(limiter, () => scriptCallsAt(server));
     // Again with nothing else in flight: exactly one EVAL, and the request counted once.
     const control = server.client();
     await control.script('FLUSH');
@@ -264,7 +255,7 @@ describe('Reliability: Redis faults with requests in flight', function () {
     // The burst's commands were already in the socket: Redis runs them when it wakes up.
     const lateCount = (await limiter.status('api', 'outage')).count;
     expect(lateCount).to.be.at.most(LIMIT);
-    await expectRedisDecides(limiter, () => scriptCallsAt(server.port));
+    await expectRedisDecides(limiter, () => scriptCallsAt(server));
     expectContained(
       'pause',
       samples,
@@ -291,7 +282,7 @@ describe('Reliability: Redis faults with requests in flight', function () {
     const samples = await traffic.stop();
 
     expect(outage.filter((s) => s.allowed).length, 'outage key admitted').to.equal(LIMIT);
-    await expectRedisDecides(limiter, () => scriptCallsAt(server.port));
+    await expectRedisDecides(limiter, () => scriptCallsAt(server));
     expectContained(
       'unreachable at start-up',
       samples,
@@ -361,7 +352,7 @@ describe('Reliability: Redis faults with requests in flight', function () {
     const promoted = await sentinel.master();
     expect(promoted.port).to.not.equal(old.port);
     expect(outage.filter((s) => s.allowed).length, 'outage key admitted').to.equal(LIMIT);
-    await expectRedisDecides(limiter, () => scriptCallsAt(promoted.port));
+    await expectRedisDecides(limiter, () => scriptCallsAt(promoted));
     expectContained(
       'Sentinel failover',
       samples,
@@ -373,74 +364,79 @@ describe('Reliability: Redis faults with requests in flight', function () {
 
   describe('the recommended ioredis settings, each against the default it replaces', () => {
     /**
-     * Loses the reply of one request: Redis is stopped while the request's EVALSHA and then a CLIENT KILL
-     * of its connection (from another connection) wait in the socket buffers; on SIGCONT Redis reads them in
-     * arrival order, runs the script (counting the request) and closes the connection before the reply is
-     * written. Returns the decision, how long it took after SIGCONT, and the count Redis holds afterwards.
+     * Loses the reply of one request: the client reaches Redis through a proxy that passes the request's
+     * EVALSHA on (Redis runs the script and counts it), drops the reply and closes the client's connection
+     * (the limiter's subscriber connects through the proxy too, and is left alone).
+     * `settledOnClose`: whether the call had settled by the next turn of the event loop after the client
+     * saw its connection close, i.e. the close itself ended it, rather than a later resend or a timeout.
+     * Returns that, the decision, how long after the close it came, and the count Redis holds afterwards.
      */
-    async function loseOneReply(options: Record<string, unknown>) {
+    async function loseOneReply(options: RedisOptions) {
       const server = await own(startRedis());
-      const client = server.client(options);
-      const control = server.client();
-      await Promise.all([ready(client), ready(control)]);
+      const proxy = await own(startProxy(server));
+      const client = server.client({ ...options, port: proxy.port });
+      await ready(client);
       const { limiter, storeErrors } = setup(client, 'insurance');
       await limiter.consume('api', 'warm-up'); // the script is loaded
-      const id = await client.client('ID');
-      const closed = next(client, 'close');
-      server.pause();
-      let resumedAt = 0;
-      const decided = limiter.consume('api', 'victim').then((decision) => ({
-        decision,
-        afterResumeMs: performance.now() - resumedAt,
-      }));
-      await sleep(50);
-      const killed = control.client('KILL', 'ID', String(id));
-      await sleep(50);
-      resumedAt = performance.now();
-      server.resume();
-      expect(await killed, 'connections killed').to.equal(1);
-      await closed;
-      const { decision, afterResumeMs } = await decided;
+      let settledAt: number | undefined;
+      const closed = new Promise<{ closedAt: number; settledOnClose: boolean }>((resolve) =>
+        client.once('close', () => {
+          const closedAt = performance.now();
+          setImmediate(() => resolve({ closedAt, settledOnClose: settledAt !== undefined }));
+        }),
+      );
+      const lost = proxy.loseNextReply('evalsha');
+      const decision = await limiter.consume('api', 'victim').finally(() => {
+        settledAt = performance.now();
+      });
+      await lost;
+      const { closedAt, settledOnClose } = await closed;
       await sleep(300); // time for a resend, if there is one
+      await ready(client); // status is an operator call: it throws while the client reconnects
       const count = (await limiter.status('api', 'victim')).count;
-      return { decision, afterResumeMs, count, storeErrors };
+      return {
+        decision,
+        afterCloseMs: (settledAt ?? Number.NaN) - closedAt,
+        settledOnClose,
+        count,
+        storeErrors,
+      };
     }
 
     it('defaults: a reply lost to a dropped connection is resent on reconnect and counted twice, silently', async () => {
-      // The setup needs Redis to read the request before the CLIENT KILL once SIGCONT wakes it; when it
-      // reads the KILL first, the request is dropped unexecuted and its resend is answered normally
-      // (count 1, decided by Redis): no reply was lost, so the scenario is set up again, at most 3 times.
-      let lost = await loseOneReply({});
-      for (let attempt = 1; attempt < 3 && lost.count === 1 && lost.storeErrors.length === 0; attempt++)
-        lost = await loseOneReply({});
-      const { decision, count, storeErrors } = lost;
+      const { decision, count, settledOnClose, storeErrors } = await loseOneReply({});
       console.log(
         `      defaults: one request, count ${count} in Redis, decision remaining ${decision.remaining}`,
       );
+      expect(settledOnClose, 'still waiting for the resend when the connection closed').to.equal(false);
       expect(count, 'one request, counted').to.equal(2);
       expect(decision).to.include({ allowed: true, remaining: LIMIT - 2 });
       expect(storeErrors, 'nothing reported').to.deep.equal([]);
     });
 
     it('recommended: the call fails at once, the policy decides, and Redis counted the request once', async () => {
-      const { decision, afterResumeMs, count, storeErrors } = await loseOneReply(RECOMMENDED_REDIS_OPTIONS);
+      const { decision, afterCloseMs, settledOnClose, count, storeErrors } =
+        await loseOneReply(RECOMMENDED_REDIS_OPTIONS);
       console.log(
-        `      recommended: count ${count} in Redis, decided by insurance ${afterResumeMs.toFixed(1)} ms after SIGCONT`,
+        `      recommended: count ${count} in Redis, decided by insurance ${afterCloseMs.toFixed(1)} ms after the connection closed`,
       );
       expect(count).to.equal(1);
       expect(decision).to.include({ allowed: true, remaining: LIMIT - 1 }); // the insurance store's first unit
-      expect(afterResumeMs).to.be.at.most(50);
+      expect(settledOnClose, 'decided as the connection closed, not at a timeout').to.equal(true);
       expect(storeErrors.map((e) => e.error.name)).to.deep.equal(['MaxRetriesPerRequestError']);
       expect(unhandled).to.deep.equal([]);
     });
 
     it('autoResendUnfulfilledCommands: false alone also counts once, but the call then ends only at commandTimeout', async () => {
-      const { count, afterResumeMs, storeErrors } = await loseOneReply({
+      const { count, afterCloseMs, settledOnClose, storeErrors } = await loseOneReply({
         autoResendUnfulfilledCommands: false,
         commandTimeout: STORE_TIMEOUT_MS,
       });
+      console.log(
+        `      resend off alone: count ${count}, decided ${afterCloseMs.toFixed(1)} ms after the close`,
+      );
       expect(count).to.equal(1);
-      expect(afterResumeMs).to.be.at.least(STORE_TIMEOUT_MS - 120); // the 100 ms paused count toward it
+      expect(settledOnClose, 'the close left the call waiting').to.equal(false);
       // ioredis's commandTimeout and the limiter's storeTimeout have the same length here: under load
       // either timer may fire first, and both end the call the same way.
       expect(storeErrors).to.have.length(1);

@@ -1,5 +1,6 @@
 // The real-Redis test support itself: spawned servers, the shared server, Cluster and Sentinel.
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { once } from 'node:events';
 import type { Cluster } from 'ioredis';
 import {
@@ -7,9 +8,15 @@ import {
   type RedisCluster,
   type RedisServer,
   startCluster,
+  startProxy,
   startRedis,
   startSentinel,
 } from './redis.js';
+
+const processState = (pid: number) =>
+  execFileSync('ps', ['-o', 'state=', '-p', String(pid)], { encoding: 'utf8' })
+    .trim()
+    .slice(0, 1);
 
 const isAlive = (pid: number) => {
   try {
@@ -54,11 +61,22 @@ describe('test support: spawned redis-server', () => {
     assert.deepEqual(await client.script('EXISTS', sha), [0]);
   });
 
+  it('keeps its data (and TTLs) but not its scripts across a restart with keepData', async () => {
+    const client = server.client();
+    await client.set('kept', 'v', 'PX', 60_000);
+    const sha = String(await client.script('LOAD', 'return 2'));
+    await server.restart({ keepData: true });
+    assert.equal(await client.get('kept'), 'v');
+    assert.ok((await client.pttl('kept')) > 0, 'the TTL survives');
+    assert.deepEqual(await client.script('EXISTS', sha), [0]);
+  });
+
   it('times out commands while paused and answers again after resume', async () => {
     const client = server.client({ commandTimeout: 200 });
     assert.equal(await client.ping(), 'PONG');
     server.pause();
     try {
+      assert.equal(processState(server.pid), 'T', 'stopped by the time pause() returns');
       const started = Date.now();
       await assert.rejects(client.ping(), /timed out/i);
       assert.ok(Date.now() - started < 1000, 'the timeout fires at about 200 ms');
@@ -77,6 +95,38 @@ describe('test support: spawned redis-server', () => {
     assert.equal(isAlive(pid), false);
     if (client.status !== 'end') await once(client, 'end');
     await own.stop();
+  });
+});
+
+describe('test support: proxy that loses a reply', () => {
+  it('passes commands both ways, and loses exactly one reply of a command Redis ran, closing that connection', async () => {
+    const server = await startRedis();
+    const proxy = await startProxy(server);
+    try {
+      const client = server.client({
+        port: proxy.port,
+        maxRetriesPerRequest: 0,
+        autoResendUnfulfilledCommands: false,
+      });
+      assert.equal(await client.set('k', '1'), 'OK');
+      assert.equal(proxy.connections, 1);
+      const closed = once(client, 'close');
+      const lost = proxy.loseNextReply('incr');
+      assert.equal(await client.get('k'), '1', 'a command other than the one named passes');
+      await assert.rejects(client.incr('k'), /max retries/i);
+      await lost;
+      await closed;
+      const direct = server.client();
+      assert.equal(await direct.get('k'), '2', 'Redis ran the command whose reply was lost');
+      assert.equal(
+        await client.incr('k'),
+        3,
+        'the client reconnected through the proxy and is answered again',
+      );
+    } finally {
+      await proxy.stop();
+      await server.stop();
+    }
   });
 });
 
@@ -151,6 +201,13 @@ describe('test support: Redis Cluster', function () {
       for (const tag of tags) assert.equal(await client.get(`{${tag}}:k`), tag);
       await client.set('{x}:after', 'ok');
       assert.equal(await client.get('{x}:after'), 'ok');
+
+      await cluster.restartNode(victim?.port ?? -1);
+      const back = cluster.nodes.find((node) => node.port === victim?.port);
+      assert.equal(back?.role, 'replica', 'the old master rejoined as a replica');
+      assert.equal(cluster.nodes.filter((node) => node.role === 'replica').length, 3);
+      await cluster.killMaster(0);
+      for (const tag of tags) assert.equal(await client.get(`{${tag}}:k`), tag);
     });
   });
 });

@@ -4,11 +4,13 @@
 //   cluster.ts     startCluster(): 3 masters, optionally a replica each, a master killed and failed over
 //   sentinel.ts    startSentinel(): master, replica and 3 sentinels, failover
 //   containers.ts  testcontainers, when a Docker engine answers
+//   proxy.ts       startProxy(): a TCP proxy in front of a node that can lose one reply on purpose
 //   ports.ts, probe.ts, redis-process.ts: free ports, admin connections, the redis-server processes
 // Handles expose host and port (cluster nodes, sentinels too), so clients of any library can connect.
 export { type ClusterNodeInfo, type RedisCluster, startCluster } from './redis/cluster.js';
 export { accepting, freePort, HOST, refused } from './redis/ports.js';
 export { commandCalls, type NodeAddress, withConnection } from './redis/probe.js';
+export { type RedisProxy, startProxy } from './redis/proxy.js';
 export { type SentinelSetup, startSentinel } from './redis/sentinel.js';
 export { type RedisServer, startRedis } from './redis/server.js';
 export { getRedis } from './redis/shared.js';

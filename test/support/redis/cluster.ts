@@ -25,8 +25,17 @@ export interface RedisCluster {
   readonly nodes: ClusterNodeInfo[];
   /** An ioredis Cluster client seeded with every live node, disconnected on `stop()`. */
   client(opts?: ClusterOptions): Cluster;
-  /** Kill the index-th master of `nodes`; with replicas, resolve once a replica took over its slots. */
-  killMaster(index: number): Promise<void>;
+  /**
+   * Kill the index-th master of `nodes`; with replicas, resolve once a replica took over its slots.
+   * Resolves with the node killed.
+   */
+  killMaster(index: number): Promise<ClusterNodeInfo>;
+  /**
+   * Start a node killed earlier again, on its port with its cluster config: it rejoins as a replica of
+   * the master that took over its slots. Resolves once it is in sync and every node reports the
+   * cluster healthy, so the next `killMaster` has a replica to fail over to.
+   */
+  restartNode(port: number): Promise<void>;
   commandCount(cmd: string): Promise<number>;
   resetStats(): Promise<void>;
   stop(): Promise<void>;
@@ -126,7 +135,7 @@ export async function startCluster(opts: { replicas?: 0 | 1 } = {}): Promise<Red
       const victimId = String(await withConnection(victim, (conn) => conn.cluster('MYID')));
       await fleet.kill(victim.port);
       nodes = nodes.filter((node) => node !== victim);
-      if (replicas === 0) return;
+      if (replicas === 0) return victim;
       await waitFor(
         `a replica to take over from the master killed on port ${victim.port}`,
         30_000,
@@ -136,6 +145,22 @@ export async function startCluster(opts: { replicas?: 0 | 1 } = {}): Promise<Red
           );
           return views.every(Boolean);
         },
+      );
+      await refreshRoles();
+      return victim;
+    },
+    async restartNode(port: number) {
+      if (fleet.procs.has(port)) throw new Error(`restartNode(${port}): that node is running`);
+      await fleet.launch({ args: clusterArgs, port: async () => port });
+      const node = { host: HOST, port };
+      await waitFor(`the node on port ${port} to rejoin as a replica in sync`, 30_000, async () => {
+        const info = await withConnection(node, (conn) => conn.info('replication'));
+        return infoField(info, 'role') === 'slave' && infoField(info, 'master_link_status') === 'up';
+      });
+      await waitFor('every cluster node to report cluster_state:ok', 15_000, async () =>
+        (
+          await Promise.all([...fleet.procs.keys()].map((p) => clusterHealthy({ host: HOST, port: p })))
+        ).every(Boolean),
       );
       await refreshRoles();
     },

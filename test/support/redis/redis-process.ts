@@ -1,5 +1,5 @@
 // Spawned redis-server processes: one per port, started until it answers, and a fleet that stops together.
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { exited, makeTempDir, removeTempDir, track } from '../processes.js';
@@ -17,6 +17,24 @@ export const redisServerBinary = () => process.env.REDIS_SERVER_BIN ?? 'redis-se
 
 export const HOW_TO_GET_REDIS =
   'install redis-server (Debian/Ubuntu: apt-get install -y redis-server) or set REDIS_URL=redis://host:port';
+
+const pauseCell = new Int32Array(new SharedArrayBuffer(4));
+
+/** The process's one-letter state ('T' when stopped): from /proc on Linux, else from ps. */
+function processState(pid: number): string {
+  try {
+    if (existsSync('/proc/self/stat')) {
+      // "pid (comm) S ...": the comm may hold spaces and parentheses; the state follows the last ')'.
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+    }
+    return execFileSync('ps', ['-o', 'state=', '-p', String(pid)], { encoding: 'utf8' })
+      .trim()
+      .slice(0, 1);
+  } catch {
+    return ''; // no such process
+  }
+}
 
 /** One redis-server process; `exited` settles when it is gone, whatever the reason. */
 export class RedisProcess {
@@ -47,6 +65,29 @@ export class RedisProcess {
   async kill(): Promise<void> {
     if (!this.done) this.child.kill('SIGKILL');
     await this.exited;
+  }
+
+  /**
+   * SIGSTOP, returning only once the kernel reports the process stopped. A process stops itself when
+   * it next runs, so on a busy machine it may go on for a few ms after kill() returns: a request sent
+   * then can still be read (and, after SIGCONT, answered before anything sent while it was stopped).
+   */
+  pause(): void {
+    this.child.kill('SIGSTOP');
+    const deadline = Date.now() + 5000;
+    for (let state = processState(this.pid); state !== 'T'; state = processState(this.pid)) {
+      // Events do not run in this loop: a process that died shows as a zombie, or is gone.
+      if (state === 'Z' || state === '' || this.done)
+        throw new Error(`redis-server ${this.pid} exited instead of stopping`);
+      if (Date.now() > deadline)
+        throw new Error(`redis-server ${this.pid} did not stop within 5 s of SIGSTOP`);
+      Atomics.wait(pauseCell, 0, 0, 1); // a 1 ms synchronous sleep, leaving the CPU to the process
+    }
+  }
+
+  /** SIGCONT: unlike SIGSTOP, the sender itself makes the process runnable again before kill() returns. */
+  resume(): void {
+    this.child.kill('SIGCONT');
   }
 
   logTail(): string {

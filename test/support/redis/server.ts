@@ -1,7 +1,7 @@
 // A standalone Redis server for tests and benchmarks: spawned (killable, restartable, pausable) or external.
 import { Redis, type RedisOptions } from 'ioredis';
 import { HOST } from './ports.js';
-import { commandCalls, type NodeAddress, resetStats, serverVersion } from './probe.js';
+import { commandCalls, type NodeAddress, resetStats, serverVersion, withConnection } from './probe.js';
 import { Fleet } from './redis-process.js';
 
 /** A Redis server for one suite; the process controls work only on a server this process spawned. */
@@ -13,9 +13,13 @@ export interface RedisServer extends NodeAddress {
   /** SIGKILL the server, wait for it to exit, disconnect every client made by `client()`. */
   stop(): Promise<void>;
   kill(): Promise<void>;
-  /** A fresh process on the same port: data and loaded scripts are gone; clients reconnect. */
-  restart(): Promise<void>;
-  /** SIGSTOP: connections stay open and nothing answers. */
+  /**
+   * A fresh process on the same port: loaded scripts are gone, and so is the data unless `keepData`
+   * (then the server is shut down with SHUTDOWN SAVE and loads its snapshot, as after a maintenance
+   * restart); clients reconnect.
+   */
+  restart(opts?: { keepData?: boolean }): Promise<void>;
+  /** SIGSTOP, returning once the process is stopped: connections stay open and nothing answers. */
   pause(): void;
   resume(): void;
   /** An ioredis client of this server, disconnected on `stop()`; for another library use host and port. */
@@ -64,18 +68,23 @@ export class Server implements RedisServer {
     return this.stop();
   }
 
-  async restart(): Promise<void> {
+  async restart(opts: { keepData?: boolean } = {}): Promise<void> {
     const fleet = this.ownFleet('restart()');
+    if (opts.keepData) {
+      // The server exits without a reply: the connection closing is the answer.
+      await withConnection(this, (conn) => conn.shutdown('SAVE')).catch(() => {});
+      await this.proc('restart()').exited;
+    }
     await fleet.kill(this.port);
     await fleet.launch({ args: () => this.args, port: async () => this.port });
   }
 
   pause(): void {
-    this.proc('pause()').child.kill('SIGSTOP');
+    this.proc('pause()').pause();
   }
 
   resume(): void {
-    this.proc('resume()').child.kill('SIGCONT');
+    this.proc('resume()').resume();
   }
 
   commandCount(cmd: string): Promise<number> {
