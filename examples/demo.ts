@@ -1,5 +1,7 @@
-// `npm run demo`: starts the Express example on the memory store, plays a scripted session, prints what came back.
+// `npm run demo`: starts the Express example on the memory store, plays a scripted session, prints what came back;
+// then per-plan limits and paced outgoing calls (demo-plans.ts).
 import type { AddressInfo } from 'node:net';
+import { pacedCallsDemo, plansDemo } from './demo-plans.js';
 import { createExpressApp } from './express-app.js';
 
 interface Step {
@@ -154,6 +156,9 @@ console.log(
 if (pair) await loginLimiter.reset('login-pair', pair.key);
 console.log(`after reset: ${(await loginLimiter.locked('login-pair')).length} pairs locked`);
 console.log('\nThe SMS and e-mail day counts reset at midnight Asia/Shanghai.');
+
+await plansDemo(console.log);
+await pacedCallsDemo(console.log);
 
 server.close();
 await Promise.all([limiter.close(), loginLimiter.close()]);

@@ -56,12 +56,11 @@ export class RateLimitExceededError extends Error {
   /** Ms until the same call would be admitted. */
   readonly retryAfterMs: number;
 
-  constructor(decision: Decision, message?: string) {
-    const retryAfterMs = decision.retryAfterMs ?? 0;
+  /** `retryAfterMs`: when the call could be admitted later than the decision says (a queue ahead of it). */
+  constructor(decision: Decision, retryAfterMs = decision.retryAfterMs ?? 0) {
     const key = decision.rules.find((r) => r.rule === decision.rule)?.key;
     super(
-      message ??
-        `rate limited by rule "${decision.rule}" for key ${describe(key)}${decision.locked ? ' (locked)' : ''}: retry in ${retryAfterMs} ms`,
+      `rate limited by rule "${decision.rule}" for key ${describe(key)}${decision.locked ? ' (locked)' : ''}: retry in ${retryAfterMs} ms`,
     );
     this.decision = decision;
     this.retryAfterMs = retryAfterMs;

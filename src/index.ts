@@ -58,3 +58,4 @@ export {
   UNPARSED_BODY_WARNING,
   UNRESOLVED_IP_WARNING,
 } from './warnings.js';
+export { limited } from './wrap.js';

@@ -3,7 +3,14 @@
 // path (decider.ts), the failure policy (failure-policy.ts), reservations (reservations.ts), the deny
 // cache (deny-cache.ts), events and the debug log (limiter-events.ts).
 import { EventEmitter } from 'node:events';
-import { type OverrideOptions, overrideForMs } from './call-options.js';
+import { assertWaitable, costNeverFits, TurnQueues } from './acquire.js';
+import {
+  type AcquireOptions,
+  type OverrideOptions,
+  overrideForMs,
+  resolveAcquire,
+  type WrapOptions,
+} from './call-options.js';
 import { Decider } from './decider.js';
 import { LIMITER_DEFAULTS } from './defaults.js';
 import { DenyCache } from './deny-cache.js';
@@ -17,6 +24,7 @@ import { identityOf, OpBuilder, type RuleOp } from './request-ops.js';
 import { Reservations } from './reservations.js';
 import type { EvalMode, OpResult, Store } from './stores/store.js';
 import type { Decision, LockInfo, Outcome, RequestInfo, Rule, RuleStatus } from './types.js';
+import { wrapFunction } from './wrap.js';
 
 export type {
   LimitedEvent,
@@ -35,6 +43,8 @@ export class Limiter extends EventEmitter<LimiterEvents> {
   readonly #denyCache: DenyCache | undefined;
   readonly #reservations = new Reservations();
   readonly #decider: Decider;
+  /** Waiters of `acquire` and of wrapped functions with `wait`. */
+  readonly #turns = new TurnQueues();
   readonly #log: DebugLog;
   /** Some rule needs outcomes, so allowed decisions keep their reservations. */
   readonly #needsOutcomes: boolean;
@@ -131,6 +141,42 @@ export class Limiter extends EventEmitter<LimiterEvents> {
     }
   }
 
+  /**
+   * Waits until the rule admits `cost` for the key, then consumes it (a `check`): for pacing calls to an
+   * API with its own limit. Each try is a decision of the store, so across processes nothing is admitted
+   * that `check` would not admit; within a process the waiters of a key are served first come, first
+   * served. Rejects at once with `RateLimitExceededError` when the earliest admission is later than
+   * `maxWait`, with the signal's reason (an `AbortError`) on abort; leaves no timer behind.
+   */
+  acquire(rule: string, key: string, options?: AcquireOptions): Promise<Decision> {
+    try {
+      const { cost, maxWaitMs, signal } = resolveAcquire(options);
+      assertWaitable([this.#ops.rule(rule)], 'acquire');
+      return this.#waitTurn([rule], identityOf(key), cost, maxWaitMs, signal);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  /**
+   * A function that decides the named rules together on a key from its arguments before calling `fn`;
+   * a denied call throws `RateLimitExceededError` and `fn` is not called (with `wait`, it waits for its
+   * turn first, as `acquire`). Rules, key and options are checked now.
+   */
+  wrap<This, A extends unknown[], R>(
+    fn: (this: This, ...args: A) => R,
+    options: WrapOptions<A>,
+  ): (this: This, ...args: A) => Promise<Awaited<R>> {
+    return wrapFunction(fn, options, {
+      check: (rules, waits, where) => {
+        const compiled = rules.map((name) => this.#ops.rule(name));
+        if (waits) assertWaitable(compiled, where);
+      },
+      decide: (rules, key, cost) => this.#decideOps('check', () => this.#ops.direct(rules, key, cost)),
+      waitTurn: (rules, key, cost, maxWaitMs) => this.#waitTurn(rules, key, cost, maxWaitMs, undefined),
+    });
+  }
+
   /** Clears count, lock and escalation level of a rule for a key, in every process. */
   async reset(rule: string, key: string): Promise<void> {
     const compiled = this.#ops.rule(rule);
@@ -203,6 +249,24 @@ export class Limiter extends EventEmitter<LimiterEvents> {
 
   async close(): Promise<void> {
     await Promise.all([this.#store.close(), this.#policy.close()]);
+  }
+
+  #waitTurn(
+    rules: readonly string[],
+    key: string,
+    cost: number,
+    maxWaitMs: number,
+    signal: AbortSignal | undefined,
+  ): Promise<Decision> {
+    const compiled = rules.map((name) => this.#ops.rule(name));
+    return this.#turns.take(
+      `${rules.join(',')}\0${key}`,
+      cost,
+      maxWaitMs,
+      signal,
+      (units) => this.#decideOps('check', () => this.#ops.direct(rules, key, units)),
+      (decision, units) => costNeverFits(compiled, decision, units),
+    );
   }
 
   /**

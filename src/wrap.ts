@@ -1,0 +1,87 @@
+// Service methods under rate limits, no HTTP: `limiter.wrap(fn, options)` and the `@limited` method decorator.
+import { resolveWrap, type WrapOptions } from './call-options.js';
+import { describe, RateLimitConfigError, RateLimitExceededError, RateLimitRequestError } from './errors.js';
+import type { Limiter } from './limiter.js';
+import type { Decision } from './types.js';
+import { argumentKey } from './wrap-key.js';
+
+/** What a wrapped function needs of its limiter. */
+export interface WrapParts {
+  /** Checks that the rules exist (and, for waiting, can be waited on); throws `RateLimitConfigError`. */
+  check(rules: readonly string[], waits: boolean, where: string): void;
+  /** Decides the rules together on the key (all consume or none does). */
+  decide(rules: readonly string[], key: string, cost: number): Promise<Decision>;
+  /** Waits up to `maxWaitMs` for the rules to admit the cost together (see acquire.ts). */
+  waitTurn(rules: readonly string[], key: string, cost: number, maxWaitMs: number): Promise<Decision>;
+}
+
+/** See `Limiter.wrap`. */
+export function wrapFunction<This, A extends unknown[], R>(
+  fn: (this: This, ...args: A) => R,
+  options: WrapOptions<A>,
+  parts: WrapParts,
+): (this: This, ...args: A) => Promise<Awaited<R>> {
+  if (typeof fn !== 'function')
+    throw new RateLimitConfigError('ERR_OPTION', `wrap: fn must be a function, got ${describe(fn)}`);
+  const { rules, key, cost, waitMs } = resolveWrap(options);
+  parts.check(rules, waitMs > 0, 'wrap');
+  const keyOf = argumentKey(key);
+  const costOf = typeof cost === 'function' ? (args: A) => costFrom(cost, args) : () => cost;
+  return async function limitedCall(this: This, ...args: A): Promise<Awaited<R>> {
+    const identity = keyOf(args);
+    const units = costOf(args);
+    const decision =
+      waitMs > 0
+        ? await parts.waitTurn(rules, identity, units, waitMs)
+        : await parts.decide(rules, identity, units);
+    if (!decision.allowed) throw new RateLimitExceededError(decision);
+    return await fn.apply(this, args);
+  };
+}
+
+function costFrom<A extends unknown[]>(cost: (...args: A) => number, args: A): number {
+  try {
+    return cost(...args);
+  } catch (error) {
+    throw new RateLimitRequestError(
+      'ERR_COST',
+      `wrap: cost function threw: ${(error as Error)?.message ?? describe(error)}`,
+      { cause: error },
+    );
+  }
+}
+
+/**
+ * A method type whose parameters are compared both ways (declared as a method), so a decorator whose
+ * options do not name the arguments (a key template) fits any method of the class.
+ */
+type LimitableMethod<This, A extends unknown[]> = {
+  method(this: This, ...args: A): Promise<unknown>;
+}['method'];
+
+/**
+ * A standard (TC39, TypeScript 5+ without `experimentalDecorators`) decorator for an async method:
+ * each call is decided as `limiter.wrap(method, options)` would decide it; a denied call throws
+ * `RateLimitExceededError` and the method is not run. List every rule in one decorator to decide
+ * them together: stacked decorators decide one after the other, and an outer one stays spent when
+ * an inner one denies.
+ * @example
+ * class Mailer {
+ *   @limited(limiter, { rules: ['code-minute', 'code-hour'], key: '{0.email}' })
+ *   async sendCode(to: { email: string }): Promise<void> { ... }
+ * }
+ */
+export function limited<A extends unknown[] = unknown[]>(limiter: Limiter, options: WrapOptions<A>) {
+  return <This, M extends LimitableMethod<This, A>>(
+    target: M,
+    context: ClassMethodDecoratorContext<This, M>,
+  ): M => {
+    if (context.kind !== 'method') {
+      throw new RateLimitConfigError(
+        'ERR_OPTION',
+        `@limited decorates methods, not a ${String(context.kind)}`,
+      );
+    }
+    return limiter.wrap(target as (this: This, ...args: A) => Promise<unknown>, options) as unknown as M;
+  };
+}
