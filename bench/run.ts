@@ -14,6 +14,7 @@ import { runMiddleware } from './middleware.js';
 import { ratekeeperSource } from './ratekeeper.js';
 import { describeMachine, resultsMarkdown, type Section, textTable, writeText } from './report.js';
 import { keptPart, readResults } from './results-file.js';
+import { runRuleCount } from './rule-count.js';
 import { summarize } from './summary.js';
 import { evaluateTargets, type Findings } from './targets.js';
 
@@ -25,6 +26,7 @@ const commands = [
   'middleware',
   'redis-cost',
   'exactness',
+  'rules',
 ] as const;
 type Command = (typeof commands)[number];
 
@@ -184,6 +186,16 @@ async function main(): Promise<number> {
         (r) => {
           findings.exactness = r.rows;
         },
+      );
+    }
+
+    if (wants('rules')) {
+      await runScenario(
+        'rules',
+        () => runRuleCount(config.reps, config.quick ? 200 : 500, log),
+        sections,
+        findings,
+        () => {},
       );
     }
 

@@ -104,6 +104,22 @@ export class Limiter extends EventEmitter<LimiterEvents> {
     return this.#needsOutcomes;
   }
 
+  /**
+   * True while an admitted decision holds a reservation that `report` has not settled yet (a rule counts
+   * outcomes and nobody reported this decision's). Adapters use it to tell whether an app reported itself.
+   */
+  awaitsReport(decision: Decision): boolean {
+    return this.#reservations.pending(decision);
+  }
+
+  /**
+   * The names of the rules whose `match` accepts a request with this method and path (whatever its key),
+   * in rule order: which rules a URL falls under, for debugging and for the adapters' wiring warnings.
+   */
+  matchingRules(method: string, path: string): string[] {
+    return this.#ops.matching(method, path);
+  }
+
   /** Evaluates every rule matching the request and consumes all of them, or none. */
   check(req: RequestInfo): Promise<Decision> {
     return this.#decideOps('check', () => this.#ops.forRequest(req));

@@ -2,6 +2,7 @@
 import { describe, RateLimitConfigError, RateLimitRequestError } from './errors.js';
 import { boundIdentity } from './keys.js';
 import { DIRECT_REQUEST, requestLimit } from './limits.js';
+import { RuleIndex } from './rule-index.js';
 import { assertCost, type CompiledRule } from './rules.js';
 import type { StoreOp } from './stores/store.js';
 import type { RequestInfo } from './types.js';
@@ -18,12 +19,15 @@ export interface RuleOp extends StoreOp {
 export class OpBuilder {
   readonly #rules: readonly CompiledRule[];
   readonly #byName = new Map<string, CompiledRule>();
+  /** Finds the rules a request may match without running every rule's matcher. */
+  readonly #index: RuleIndex<CompiledRule>;
   /** The store's clock: calendar periods are computed on it. */
   readonly #now: () => number;
 
   constructor(rules: readonly CompiledRule[], now: () => number) {
     this.#rules = rules;
     for (const rule of rules) this.#byName.set(rule.name, rule);
+    this.#index = new RuleIndex(rules);
     this.#now = now;
   }
 
@@ -99,8 +103,16 @@ export class OpBuilder {
     return settled(ops);
   }
 
+  /** The names of the rules whose `match` accepts this method and path, in rule order. */
+  matching(method: string, path: string): string[] {
+    const names: string[] = [];
+    for (const rule of this.#index.candidates(method, () => path))
+      if (rule.matcher === undefined || rule.matcher(method, path) !== undefined) names.push(rule.name);
+    return names;
+  }
+
   #collect(req: RequestInfo, ops: Array<RuleOp | Promise<RuleOp>>): void {
-    for (const rule of this.#rules) {
+    for (const rule of this.#index.candidates(req.method, () => req.path)) {
       let view = req;
       if (rule.matcher !== undefined) {
         const params = rule.matcher(req.method, req.path);

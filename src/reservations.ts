@@ -38,6 +38,11 @@ export class Reservations {
     if (items.length > 0) this.#byDecision.set(decision, { store, consumed, items });
   }
 
+  /** True while a decision holds a reservation that no outcome has settled yet. */
+  pending(decision: Decision): boolean {
+    return this.#byDecision.has(decision);
+  }
+
   /**
    * Settles a decision's reservation with its outcome, once: the store calls that give units back
    * and clear counts. Undefined when there is nothing to do (no reservation, or already settled).
