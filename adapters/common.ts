@@ -1,4 +1,5 @@
-// What the Express and Koa adapters share: options, the limiter they run, the denial body, outcome judging.
+// What the HTTP adapters share: options, the limiter they run, the denial body, outcome judging, and the
+// protections every adapter applies (a client already gone, redirects as unknown outcomes, wiring warnings).
 
 import { ADAPTER_DEFAULTS } from '../src/defaults.js';
 import { describe as describeValue } from '../src/errors.js';
@@ -13,6 +14,10 @@ import {
   type Rule,
 } from '../src/index.js';
 import { assertKnownFields, fieldsOf } from '../src/known-fields.js';
+import { REDIRECT_OUTCOME_WARNING, SPOOFABLE_IP_WARNING, warnOnce } from '../src/warnings.js';
+import { createWiringCheck, type WiringCheck } from './wiring.js';
+
+export { SPOOFABLE_IP_WARNING } from '../src/warnings.js';
 
 /** Options both adapters take; `Req` is the framework's request (`req` for Express, `ctx` for Koa). */
 export interface RateLimitOptions<Req> {
@@ -35,8 +40,10 @@ export interface RateLimitOptions<Req> {
   /**
    * Judges an admitted request's final status, for rules with `countOn` or `resetOnSuccess`.
    * Server errors count as failures too: a 5xx never resets a lockout count, and a code that failed
-   * to send is not charged to a `countOn: 'success'` rule.
-   * @default (status) => status >= 400
+   * to send is not charged to a `countOn: 'success'` rule. Without it a redirect (3xx) is neither: the
+   * attempt stays counted, nothing resets, and a one-time warning `RATEKEEPER_REDIRECT_OUTCOME` says so
+   * (a login answering with redirects reports its outcome with `limiter.report`, or judges them here).
+   * @default (status) => status >= 400, and 3xx unknown
    */
   isFailure?: (status: number) => boolean;
   /** Requests for which this returns true bypass the limiter entirely (no headers, nothing counted). @default none */
@@ -57,9 +64,6 @@ export const RATE_LIMIT_OPTION_FIELDS = fieldsOf<RateLimitOptions<unknown>>({
   clock: true,
 });
 
-/** The code of the one-time warning about a client IP the client itself can choose. */
-export const SPOOFABLE_IP_WARNING = 'RATEKEEPER_SPOOFABLE_IP';
-
 /** Everything an adapter needs, resolved once when the middleware is built. */
 export interface Setup<Req> {
   limiter: Limiter;
@@ -71,7 +75,14 @@ export interface Setup<Req> {
   /** False when the limiter never needs `report` (no rule counts outcomes): no listener per response then. */
   reports: boolean;
   body: (decision: Decision) => unknown;
-  outcome: (status: number) => 'success' | 'failure';
+  /**
+   * Reports an admitted decision's outcome from the response's final status, after the response: by
+   * `isFailure` when given, else failure from 400, success below 300, and a redirect reported as
+   * nothing (the reservation stays, nothing resets; warned once unless the app reported it itself).
+   */
+  report: (decision: Decision, status: number) => void;
+  /** Wiring warnings for requests no rule matched (see wiring.ts). */
+  wiring: WiringCheck;
   /** Emits the spoofable-IP warning once per middleware. */
   warnSpoofable: (detail: string) => void;
   /** The warning was emitted: adapters stop checking the proxy settings. */
@@ -127,7 +138,8 @@ export function setup<Req>(
     );
   }
   const clock = options.clock ?? Date.now;
-  const isFailure = options.isFailure ?? ADAPTER_DEFAULTS.isFailure;
+  const judge = options.isFailure;
+  const warnRedirect = warnOnce(REDIRECT_OUTCOME_WARNING);
   const message = options.message;
   const result: Setup<Req> = {
     limiter,
@@ -141,15 +153,30 @@ export function setup<Req>(
       if (typeof message === 'function') return message(decision);
       return message ?? ADAPTER_DEFAULTS.message(decision);
     },
-    outcome: (status) => (isFailure(status) ? 'failure' : 'success'),
+    report: (decision, status) => {
+      let failed: boolean;
+      if (judge !== undefined) failed = judge(status);
+      else if (status >= 300 && status < 400) {
+        // Duck-typed: a limiter without `awaitsReport` is warned about, as one that was not reported.
+        if ((limiter as Partial<Limiter>).awaitsReport?.(decision) ?? true) {
+          const rules = decision.rules.map((r) => r.rule).join('", "');
+          warnRedirect(
+            `a request admitted by rules "${rules}" (some count outcomes: countOn or resetOnSuccess) was answered with a redirect (${status}), which is neither a success nor a failure: the attempt stays counted and nothing is reset. Report the outcome with limiter.report(decision, outcome) before redirecting (Passport: a custom callback instead of failureRedirect), or judge redirects with the isFailure option`,
+          );
+        }
+        return;
+      } else failed = ADAPTER_DEFAULTS.isFailure(status);
+      limiter.report(decision, failed ? 'failure' : 'success').catch(() => {
+        // The limiter reports store faults through its 'storeError' event; the response is gone.
+      });
+    },
+    wiring: createWiringCheck(limiter),
     warnSpoofable: (detail) => {
       if (result.warned) return;
       result.warned = true;
       process.emitWarning(
         `ratekeeper: ${detail}; any client can choose its rate-limit key by sending X-Forwarded-For`,
-        {
-          code: SPOOFABLE_IP_WARNING,
-        },
+        { code: SPOOFABLE_IP_WARNING },
       );
     },
     warned: false,
@@ -173,6 +200,15 @@ export function pathOf(url: string): string {
   } catch {
     return path;
   }
+}
+
+/**
+ * True when the client's connection is closed already. Its handler must not run: nothing can be sent
+ * back, and a client that writes a whole request and resets the connection would otherwise have it
+ * served (an SMS sent, a password checked), with no address left to key it on.
+ */
+export function clientGone(socket: { readonly destroyed?: boolean } | null | undefined): boolean {
+  return socket?.destroyed === true;
 }
 
 /** The status an error thrown through Koa ends in: its `status` or `statusCode` when it is 4xx/5xx, else 500. */

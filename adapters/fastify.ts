@@ -114,11 +114,7 @@ const ratekeeperPlugin: FastifyPluginAsync<FastifyRateLimitOptions> = async (fas
     const slots = request as unknown as Record<symbol, unknown>;
     const config = slots[admitted.setup] as Setup<FastifyRequest> | undefined;
     if (config === undefined) return;
-    config.limiter
-      .report(slots[admitted.decision] as Decision, config.outcome(reply.statusCode))
-      .catch(() => {
-        // The limiter reports store faults through its 'storeError' event; the response is gone.
-      });
+    config.report(slots[admitted.decision] as Decision, reply.statusCode);
   });
 };
 

@@ -1,8 +1,9 @@
 // Koa middleware: context to RequestInfo, one limiter decision, headers or a 429, outcome judged after `next`.
 import type { Context, Middleware, Next } from 'koa';
 import { LIST_FIELDS } from '../src/headers.js';
-import type { Decision, Limiter, RequestInfo, Rule } from '../src/index.js';
-import { errorStatus, pathOf, type RateLimitOptions, setup } from './common.js';
+import type { Decision, Limiter, Rule } from '../src/index.js';
+import { clientGone, errorStatus, type RateLimitOptions, setup } from './common.js';
+import { KoaRequestInfo, nextUnmatched } from './koa-request.js';
 
 export type { RateLimitOptions } from './common.js';
 export { SPOOFABLE_IP_WARNING } from './common.js';
@@ -23,6 +24,8 @@ export interface KoaRateLimitOptions extends RateLimitOptions<Context> {
  *   is believed; `proxy` with `maxIpsCount` 0 (the left-most, spoofable entry) draws a one-time warning.
  * - Admitted requests are judged after `await next()` by `isFailure(ctx.status)`; when a later
  *   middleware throws, by the status the error ends in (`err.status`, else 500), and the error is rethrown.
+ *   A redirect is neither outcome (see `isFailure`). A client gone before or during the decision never
+ *   reaches `next`.
  * - Limiter errors (a key function that threw, a bad cost) are thrown; nothing is consumed.
  * - The decision is `ctx.state.rateLimit`.
  *
@@ -35,10 +38,12 @@ export function rateLimit(rulesOrLimiter: Rule[] | Limiter, options: KoaRateLimi
   const handler = options.handler;
 
   return async function rateLimitMiddleware(ctx: Context, next: Next): Promise<void> {
+    if (clientGone(ctx.req.socket)) return; // reset after writing the request: nothing to answer, nothing to run
     if (config.skip !== undefined && (await config.skip(ctx))) return next();
     if (!config.warned && ctx.app.proxy && !(ctx.app.maxIpsCount > 0))
       config.warnSpoofable('Koa app.proxy is on with maxIpsCount 0');
-    const decision = await config.limiter.check(new KoaRequestInfo(ctx));
+    const info = new KoaRequestInfo(ctx);
+    const decision = await config.limiter.check(info);
     // A limiter that matched no rule leaves the decision of an earlier one in place.
     if (decision.rules.length > 0) ctx.state.rateLimit = decision;
     if (!ctx.headerSent) {
@@ -55,8 +60,11 @@ export function rateLimit(rulesOrLimiter: Rule[] | Limiter, options: KoaRateLimi
       ctx.body = config.body(decision); // an object is sent as JSON, a string as text
       return;
     }
+    // Gone while the store decided: the handler must not run; what was reserved stays counted.
+    if (clientGone(ctx.req.socket)) return;
+    if (decision.rules.length === 0) return nextUnmatched(config, ctx, info, next);
     // Nothing to report (no rule counts outcomes): no need to wait for the response here.
-    if (!config.reports || decision.rules.length === 0) return next();
+    if (!config.reports) return next();
     let status = 500;
     try {
       await next();
@@ -65,53 +73,7 @@ export function rateLimit(rulesOrLimiter: Rule[] | Limiter, options: KoaRateLimi
       status = errorStatus(error);
       throw error;
     } finally {
-      config.limiter.report(decision, config.outcome(status)).catch(() => {
-        // The limiter reports store faults through its 'storeError' event; the response is not held up.
-      });
+      config.report(decision, status);
     }
   };
-}
-
-/**
- * The request as the core sees it; `ip` is Koa's own notion (after `app.proxy`, `maxIpsCount`). Everything
- * but the method and the headers is read lazily: the path, `ip` and `query` are parsed, and `params`,
- * `body` and `user` looked up, only for the rules that read them (see ExpressRequestInfo).
- */
-class KoaRequestInfo implements RequestInfo {
-  readonly method: string;
-  readonly headers: RequestInfo['headers'];
-  readonly #ctx: Context;
-  #path: string | undefined;
-
-  constructor(ctx: Context) {
-    this.#ctx = ctx;
-    this.method = ctx.method;
-    this.headers = ctx.headers;
-  }
-
-  get path(): string {
-    this.#path ??= pathOf(this.#ctx.originalUrl ?? this.#ctx.url);
-    return this.#path;
-  }
-
-  /** Koa caches both. */
-  get ip(): string {
-    return this.#ctx.ip;
-  }
-
-  get query(): Record<string, unknown> {
-    return this.#ctx.query as Record<string, unknown>;
-  }
-
-  get params(): Record<string, unknown> | undefined {
-    return (this.#ctx as { params?: Record<string, unknown> }).params;
-  }
-
-  get body(): unknown {
-    return (this.#ctx.request as { body?: unknown }).body;
-  }
-
-  get user(): unknown {
-    return (this.#ctx.state as { user?: unknown }).user;
-  }
 }

@@ -53,7 +53,7 @@ describe('MemoryStore eviction under a flood of new keys', () => {
     expect([carol.level, carol.lockRemainingMs], 'escalated: 4 minutes').to.deep.equal([2, 4 * 60_000]);
   });
 
-  it('evicts the counts that are the smallest share of their limits first, so a flood of single hits goes before them', async () => {
+  it('evicts the keys that counted the fewest units first, so a flood of single hits goes before any count of 2 or more', async () => {
     const store = setup(50, [
       { name: 'cap', key: 'ip', limit: 100, window: { type: 'fixed', size: '30d' } },
       { name: 'pair', key: 'ip', limit: 5, window: { type: 'fixed', size: '15m' } },

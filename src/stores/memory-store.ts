@@ -5,16 +5,17 @@ import { RateLimitConfigError } from '../errors.js';
 import { assertKnownFields } from '../known-fields.js';
 import type { LockInfo } from '../types.js';
 import { MEMORY_STORE_FULL_WARNING, warnOnce } from '../warnings.js';
-import { type Entry, EntryRing, usageOf } from './memory-eviction.js';
+import { type Entry, EvictionQueues } from './memory-eviction.js';
 import { OverrideTable } from './memory-overrides.js';
 import type { EvalMode, EvalResult, OpResult, Refund, Store, StoreOp, StoreRule } from './store.js';
 
 export interface MemoryStoreOptions {
   /**
-   * Most keys held at once (a key is one rule for one identity). When full, the key whose count is the
-   * smallest share of its limit is evicted (equal shares: the least recently written). A key whose state
-   * denies (a lock, an escalation level, an exhausted count) never is: while only such keys are held the
-   * store grows past `maxKeys`, and a one-time warning `RATEKEEPER_MEMORY_STORE_FULL` says so.
+   * Most keys held at once (a key is one rule for one identity). When full, a key that counted the fewest
+   * units is evicted (a single hit before two, two before ten; among equals the least recently written).
+   * A key whose state denies (a lock, an escalation level, an exhausted count) never is: while only such
+   * keys are held the store grows past `maxKeys`, and a one-time warning `RATEKEEPER_MEMORY_STORE_FULL`
+   * says so.
    * @default 100000
    */
   maxKeys?: number;
@@ -35,8 +36,8 @@ export class MemoryStore implements Store {
   readonly local = true;
   /** Rule name, then identity: no joined string to build and hash on every lookup. */
   readonly #byRule = new Map<string, Map<string, Entry>>();
-  /** Every entry, oldest first, and the eviction hand. */
-  readonly #ring = new EntryRing();
+  /** Every entry, in the order it would be evicted. */
+  readonly #queues = new EvictionQueues();
   readonly #locks = new Set<Entry>();
   readonly #maxKeys: number;
   readonly #clock: () => number;
@@ -70,7 +71,7 @@ export class MemoryStore implements Store {
 
   /** Keys held now (for tests and metrics). */
   get size(): number {
-    return this.#ring.size;
+    return this.#queues.size;
   }
 
   now(): number {
@@ -129,14 +130,17 @@ export class MemoryStore implements Store {
       const consume = mode === 'record' || (!denied && result.allowed);
       if (consume && op.cost > 0) {
         let entry = entries[i];
+        const again = entry !== undefined;
         if (entry === undefined) {
-          entry = this.#create(op.rule.name, op.key);
+          entry = this.#create(op.rule.name, op.key, nowMs);
           entries[i] = entry;
-        } else entry.recent = true;
+        }
         const algorithm = algorithms[op.rule.type];
         entry.state = algorithm.apply(entry.state, op, nowMs);
         entry.stateExpiresAt = algorithm.expiresAt(entry.state, op);
-        entry.usage = usageOf(result.count, result.remaining);
+        entry.count = result.count;
+        entry.exhausted = result.remaining === 0;
+        this.#queues.place(entry, nowMs, again);
       } else if (result.allowed) {
         // Admitted by its own rule but not consumed (another rule denied): report the state as it is.
         const now = algorithms[op.rule.type].evaluate(entries[i]?.state, withoutCost(op), nowMs, false);
@@ -188,12 +192,13 @@ export class MemoryStore implements Store {
     results[i] = lockedResult(durationMs, level, untilMs, write);
     if (!write) return;
     let entry = existing;
-    if (entry === undefined) entry = this.#create(op.rule.name, op.key);
-    else entry.recent = true;
+    if (entry === undefined) entry = this.#create(op.rule.name, op.key, nowMs);
     entry.state = undefined;
     entry.stateExpiresAt = 0;
-    entry.usage = 0;
+    entry.count = 0;
+    entry.exhausted = false;
     entry.lock = { untilMs, level, forgetAtMs: untilMs + lockout.forgetAfterMs };
+    this.#queues.place(entry, nowMs);
     this.#locks.add(entry);
   }
 
@@ -210,9 +215,10 @@ export class MemoryStore implements Store {
       else {
         entry.stateExpiresAt = algorithm.expiresAt(entry.state, op);
         const now = algorithm.evaluate(entry.state, withoutCost(op), nowMs, false);
-        entry.usage = usageOf(now.count, now.remaining);
+        entry.count = now.count;
+        entry.exhausted = now.remaining === 0;
       }
-      this.#dropIfEmpty(entry);
+      if (!this.#dropIfEmpty(entry)) this.#queues.place(entry, nowMs);
     }
   }
 
@@ -221,7 +227,9 @@ export class MemoryStore implements Store {
     if (entry === undefined) return;
     entry.state = undefined;
     entry.stateExpiresAt = 0;
-    this.#dropIfEmpty(entry);
+    entry.count = 0;
+    entry.exhausted = false;
+    if (!this.#dropIfEmpty(entry)) this.#queues.place(entry, this.now());
   }
 
   async reset(rule: StoreRule, key: string): Promise<boolean> {
@@ -262,7 +270,7 @@ export class MemoryStore implements Store {
     clearInterval(this.#timer);
     this.#byRule.clear();
     this.#overrides.clear();
-    this.#ring.clear();
+    this.#queues.clear();
     this.#locks.clear();
   }
 
@@ -270,8 +278,10 @@ export class MemoryStore implements Store {
   sweep(): void {
     const nowMs = this.now();
     this.#overrides.sweep(nowMs);
-    this.#ring.park();
-    for (const entry of this.#ring.values()) this.#expire(entry, nowMs);
+    this.#queues.park();
+    // Survivors are filed again: a lock that ended or a count that expired no longer holds its entry back.
+    for (const entry of this.#queues.values())
+      if (!this.#expire(entry, nowMs)) this.#queues.place(entry, nowMs);
   }
 
   #get(rule: string, key: string, nowMs: number): Entry | undefined {
@@ -314,43 +324,45 @@ export class MemoryStore implements Store {
 
   #remove(entry: Entry): void {
     this.#byRule.get(entry.rule)?.delete(entry.key);
-    this.#ring.delete(entry);
+    this.#queues.delete(entry);
     this.#locks.delete(entry);
   }
 
-  #create(rule: string, key: string): Entry {
+  #create(rule: string, key: string, nowMs: number): Entry {
     const entry: Entry = {
       rule,
       key,
       state: undefined,
       stateExpiresAt: 0,
       lock: undefined,
-      usage: 0,
+      count: 0,
+      exhausted: false,
+      queue: -1,
       recent: false,
     };
-    if (this.#ring.size >= this.#maxKeys) this.#evict();
+    if (this.#queues.size >= this.#maxKeys) this.#evict(nowMs);
     let keys = this.#byRule.get(rule);
     if (keys === undefined) {
       keys = new Map();
       this.#byRule.set(rule, keys);
     }
     keys.set(key, entry);
-    this.#ring.add(entry);
+    // Filed at once (as a count of 0), so the keys of one evaluation never push the store past maxKeys.
+    this.#queues.place(entry, nowMs, false);
     return entry;
   }
 
   /**
-   * Makes room for one key (see EntryRing.victim for the order), and for more when the store had grown
+   * Makes room for one key (see EvictionQueues for the order), and for more when the store had grown
    * past maxKeys while it held only keys that deny. A key that denies is never evicted, so a flood of new
    * keys cannot hand back an attacker's spent count, lock or escalation level; the store is never
    * cleared wholesale.
    */
-  #evict(): void {
-    const nowMs = this.now();
+  #evict(nowMs: number): void {
     const expire = (entry: Entry) => this.#expire(entry, nowMs);
     const busy = (entry: Entry) => this.#scratch.includes(entry);
-    while (this.#ring.size >= this.#maxKeys) {
-      const victim = this.#ring.victim(nowMs, expire, busy);
+    while (this.#queues.size >= this.#maxKeys) {
+      const victim = this.#queues.victim(nowMs, expire, busy);
       if (victim === undefined) {
         this.#warnFull(
           `the MemoryStore holds more than maxKeys (${this.#maxKeys}) keys: every key it could evict still denies (a lock, an escalation level or an exhausted count), and those are never evicted. Raise maxKeys, or use a RedisStore`,
