@@ -229,6 +229,13 @@ describe('ratekeeper command line', function () {
         /status takes status <rule> <key>, got 1 argument/,
       ],
       [
+        'a mistyped option',
+        () => ['locked', 'login', '--rulez', 'x'],
+        {},
+        2,
+        /unknown option '--rulez', did you mean --rules\?/,
+      ],
+      [
         'a bad --limit',
         () => ['locked', 'login', '--limit', '0'],
         {},

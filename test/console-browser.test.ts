@@ -84,9 +84,13 @@ describe('operator console in a headless browser', function () {
     expect(await page.locator('dl').textContent()).to.match(
       /Lockedyes, unlocks in (14m \d+s|15m)Lockout level1/,
     );
-    if (process.env.RATEKEEPER_SCREENSHOT) await page.screenshot({ path: process.env.RATEKEEPER_SCREENSHOT });
+    if (process.env.RATEKEEPER_SCREENSHOT)
+      await page.screenshot({ path: process.env.RATEKEEPER_SCREENSHOT, fullPage: true });
 
-    await Promise.all([page.waitForURL(/done=unlock/), page.locator('dl + form button').click()]);
+    await Promise.all([
+      page.waitForURL(/done=unlock/),
+      page.locator('.result').getByRole('button', { name: 'Unlock' }).click(),
+    ]);
     expect(await page.getByRole('status').textContent()).to.equal(
       "Unlock sent for 'mallory' (rule login); its state now is below.",
     );

@@ -142,7 +142,7 @@ describe('operator console', () => {
       .get('/ops')
       .query({ rule: 'api', key: 'bob' })
       .set('x-operator', 'yes');
-    expect(page.text).to.match(/<dt>Count<\/dt><dd>1 of 100<\/dd><dt>Remaining<\/dt><dd>99<\/dd>/);
+    expect(page.text).to.match(/<dt>Count<\/dt><dd>1 of 100<\/dd>\s*<dt>Remaining<\/dt><dd>99<\/dd>/);
     expect(page.text).to.include('<dt>Locked</dt><dd>no</dd><dt>Lockout level</dt><dd>0</dd>');
     const locked = await request(server)
       .get('/ops')
@@ -157,6 +157,41 @@ describe('operator console', () => {
       .set('x-operator', 'yes')
       .expect(200);
     expect(unknown.text).to.include('No rule named &#39;nope&#39;.');
+  });
+
+  it('sets a limit override for a key (for a while), shows it, and clears it; a bad limit or duration is refused on the page', async () => {
+    const { token, cookie } = await session(server);
+    const post = (fields: Record<string, string>) =>
+      request(server)
+        .post('/ops')
+        .set({ 'x-operator': 'yes', cookie })
+        .type('form')
+        .send({ rule: 'api', key: 'bob', csrf: token, ...fields });
+    const set = await post({ action: 'override', limit: '5', for: '1h' }).expect(303);
+    expect(set.headers.location).to.equal('?rule=api&key=bob&done=override');
+    expect(await limiter.status('api', 'bob')).to.include({ limit: 5, overridden: true });
+    const page = await request(server)
+      .get(`/ops${set.headers.location}`)
+      .set({ 'x-operator': 'yes', cookie });
+    expect(page.text).to.include('<dd>0 of 5 (override for this key)</dd>');
+    expect(page.text).to.include('Limit override set for &#39;bob&#39; (rule api)');
+    expect(page.text).to.include('Clear override</button>');
+
+    const refusals: Array<[Record<string, string>, string]> = [
+      [
+        { action: 'override', limit: 'ten' },
+        'Refused: the limit must be a whole number, got &#39;ten&#39;. Nothing was changed.',
+      ],
+      [{ action: 'override', limit: '0' }, 'limit must be a positive integer or null, got 0'],
+      [{ action: 'override', limit: '7', for: 'soon' }, 'for must be a duration'],
+    ];
+    for (const [fields, message] of refusals) {
+      const refused = await post(fields).expect(400);
+      expect(refused.text).to.include(message);
+    }
+    expect(await limiter.status('api', 'bob')).to.include({ limit: 5, overridden: true });
+    await post({ action: 'clear-override' }).expect(303);
+    expect(await limiter.status('api', 'bob')).to.include({ limit: 100, overridden: false });
   });
 
   it('refuses what no console form sends: other methods, other body types, oversized bodies', async () => {

@@ -1,6 +1,8 @@
 // The command line of `npx ratekeeper`: commands, options, usage text; wrong usage is refused before anything connects.
 import { parseArgs } from 'node:util';
+import { LIMITER_DEFAULTS, OPERATOR_DEFAULTS, REDIS_STORE_DEFAULTS } from '../../defaults.js';
 import { parseDuration } from '../../duration.js';
+import { closestName } from '../../known-fields.js';
 
 export const USAGE = `Usage: ratekeeper <command> [arguments] [options]
 
@@ -61,7 +63,7 @@ export function parseCli(argv: string[], env: NodeJS.ProcessEnv): CliArgs {
   try {
     parsed = parse(argv);
   } catch (error) {
-    throw new UsageError((error as Error).message);
+    throw new UsageError(explainParseError(error as Error & { code?: string }));
   }
   const { values: v, positionals } = parsed;
   const [first, ...rest] = positionals;
@@ -69,14 +71,15 @@ export function parseCli(argv: string[], env: NodeJS.ProcessEnv): CliArgs {
   if (command === undefined) throw new UsageError('no command given');
   const base = {
     redis: v.redis ?? (env.REDIS_URL || undefined),
-    prefix: v.prefix ?? 'rk',
+    prefix: v.prefix ?? REDIS_STORE_DEFAULTS.prefix,
     rulesModule: v.rules ?? (env.RATEKEEPER_RULES || undefined),
     json: v.json ?? false,
     all: v.all ?? false,
     once: v.once ?? false,
-    limit: integer('--limit', v.limit ?? '100', 1, 10_000),
-    intervalMs: duration('--interval', v.interval ?? '1s'),
-    windowMs: duration('--window', v.window ?? '10s'),
+    limit: v.limit === undefined ? LIMITER_DEFAULTS.lockedListLimit : integer('--limit', v.limit, 1, 10_000),
+    intervalMs:
+      v.interval === undefined ? OPERATOR_DEFAULTS.watchIntervalMs : duration('--interval', v.interval),
+    windowMs: v.window === undefined ? OPERATOR_DEFAULTS.watchWindowMs : duration('--window', v.window),
   };
   if (command === 'help' || command === 'version') return { command, positionals: [], ...base };
   if (!(command in ARITY)) throw new UsageError(`unknown command '${command}'`);
@@ -91,25 +94,31 @@ export function parseCli(argv: string[], env: NodeJS.ProcessEnv): CliArgs {
   return { command: command as Command, positionals: rest, ...base };
 }
 
+const OPTIONS = {
+  redis: { type: 'string' },
+  prefix: { type: 'string' },
+  rules: { type: 'string' },
+  json: { type: 'boolean' },
+  limit: { type: 'string' },
+  all: { type: 'boolean' },
+  interval: { type: 'string' },
+  window: { type: 'string' },
+  once: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+  version: { type: 'boolean', short: 'v' },
+} as const;
+
 function parse(argv: string[]) {
-  return parseArgs({
-    args: argv,
-    allowPositionals: true,
-    strict: true,
-    options: {
-      redis: { type: 'string' },
-      prefix: { type: 'string' },
-      rules: { type: 'string' },
-      json: { type: 'boolean' },
-      limit: { type: 'string' },
-      all: { type: 'boolean' },
-      interval: { type: 'string' },
-      window: { type: 'string' },
-      once: { type: 'boolean' },
-      help: { type: 'boolean', short: 'h' },
-      version: { type: 'boolean', short: 'v' },
-    },
-  });
+  return parseArgs({ args: argv, allowPositionals: true, strict: true, options: OPTIONS });
+}
+
+/** parseArgs's message, shorter, with the option a typo meant. */
+function explainParseError(error: Error & { code?: string }): string {
+  const unknown = /Unknown option '(-{1,2})([^']*)'/.exec(error.message);
+  if (error.code !== 'ERR_PARSE_ARGS_UNKNOWN_OPTION' || unknown === null) return error.message;
+  const close = closestName(unknown[2] ?? '', Object.keys(OPTIONS));
+  const hint = close === undefined ? '' : `, did you mean --${close}?`;
+  return `unknown option '${unknown[1]}${unknown[2]}'${hint} (a key starting with '-' goes after '--')`;
 }
 
 function integer(name: string, text: string, min: number, max: number): number {

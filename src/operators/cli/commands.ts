@@ -13,7 +13,8 @@ export async function status(targets: Targets, args: CliArgs, out: Output): Prom
   const [s, health] = await Promise.all([limiter.status(rule, key), storeHealth(limiter)]);
   if (out.json) return out.value(health === undefined ? s : { ...s, store: health });
   out.line(`${printable(s.rule)}  ${printable(s.key)}`);
-  out.line(`  count    ${s.count} of ${s.limit}, ${s.remaining} remaining${resetText(s)}`);
+  const limit = `${s.limit}${s.overridden ? ' (override for this key)' : ''}`;
+  out.line(`  count    ${s.count} of ${limit}, ${s.remaining} remaining${resetText(s)}`);
   out.line(
     `  locked   ${s.locked ? `yes, ${formatDuration(s.lockRemainingMs)} left` : 'no'}, level ${s.level}`,
   );

@@ -2,13 +2,21 @@
 import type { IncomingMessage } from 'node:http';
 import { CSRF_FIELD } from './csrf.js';
 
+export type ChangeAction = 'unlock' | 'override' | 'clear-override';
+
 export interface Change {
-  action: 'unlock';
+  action: ChangeAction;
   rule: string;
   key: string;
+  /** `override`: the limit as typed; the limiter validates it. */
+  limit: string;
+  /** `override`: how long it lasts, as typed (empty: until cleared). */
+  for: string;
   /** The token the form carried. */
   csrf: string | undefined;
 }
+
+const ACTIONS: readonly string[] = ['unlock', 'override', 'clear-override'];
 
 /** Bodies larger than this are refused (413): a form holds a rule name, a key and a token. */
 const MAX_BODY_BYTES = 16 * 1024;
@@ -17,11 +25,18 @@ const MAX_BODY_BYTES = 16 * 1024;
 export async function readChange(req: IncomingMessage): Promise<Change | number> {
   const fields = await readFields(req);
   if (typeof fields === 'number') return fields;
-  const action = fields.get('action');
+  const action = fields.get('action') ?? '';
   const rule = fields.get('rule');
   const key = fields.get('key');
-  if (action !== 'unlock' || rule === null || key === null) return 400;
-  return { action, rule, key, csrf: fields.get(CSRF_FIELD) ?? undefined };
+  if (!ACTIONS.includes(action) || rule === null || key === null) return 400;
+  return {
+    action: action as ChangeAction,
+    rule,
+    key,
+    limit: fields.get('limit')?.trim() ?? '',
+    for: fields.get('for')?.trim() ?? '',
+    csrf: fields.get(CSRF_FIELD) ?? undefined,
+  };
 }
 
 async function readFields(req: IncomingMessage): Promise<URLSearchParams | number> {

@@ -80,17 +80,30 @@ async function apply(
   config: Limiters,
 ): Promise<void> {
   const limiter = config.byRule.get(change.rule);
-  if (limiter === undefined || change.key === '') {
-    const why = limiter === undefined ? `no rule named '${change.rule}'` : 'no key given';
-    return buildPage(req, res, config, { status: 400, error: `Refused: ${why}. Nothing was changed.` });
-  }
+  const refuse = (status: number, why: string) =>
+    buildPage(req, res, config, { status, error: `Refused: ${why}. Nothing was changed.` });
+  if (limiter === undefined) return refuse(400, `no rule named '${change.rule}'`);
+  if (change.key === '') return refuse(400, 'no key given');
   try {
-    // Through reset: the store clears count, lock and level, and every process's deny cache forgets the key.
-    await limiter.reset(change.rule, change.key);
+    if (change.action === 'unlock') {
+      // Through reset: the store clears count, lock and level, and every process's deny cache forgets the key.
+      await limiter.reset(change.rule, change.key);
+    } else if (change.action === 'clear-override') {
+      await limiter.override(change.rule, change.key, null);
+    } else {
+      const limit = /^\d{1,15}$/.test(change.limit) ? Number(change.limit) : Number.NaN;
+      if (Number.isNaN(limit)) return refuse(400, `the limit must be a whole number, got '${change.limit}'`);
+      await limiter.override(change.rule, change.key, limit, change.for === '' ? {} : { for: change.for });
+    }
   } catch (error) {
+    // The limiter's own refusals (a bad limit or duration, a store without overrides) are the operator's
+    // to fix; anything else is the store failing.
+    // By name, not instanceof: the limiter may come from the package's other module format (ESM/CJS).
+    const { name, message } = error as Error;
+    if (name === 'RateLimitConfigError' || name === 'RateLimitRequestError') return refuse(400, message);
     return buildPage(req, res, config, {
       status: 503,
-      error: `The store failed: ${(error as Error).message}. Nothing was changed.`,
+      error: `The store failed: ${message}. Nothing was changed.`,
     });
   }
   res.statusCode = 303;

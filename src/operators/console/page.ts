@@ -72,15 +72,25 @@ function storeLine(health: StoreHealthView | undefined): SafeHtml | string {
 
 function statusBlock(s: RuleStatus, token: string): SafeHtml {
   const lock = s.locked ? `yes, unlocks in ${formatDuration(s.lockRemainingMs)}` : 'no';
-  return html`<h3>${s.rule}: <span class="key">${s.key}</span></h3>
-<dl><dt>Count</dt><dd>${s.count} of ${s.limit}</dd><dt>Remaining</dt><dd>${s.remaining}</dd>
-<dt>Back to full in</dt><dd>${s.locked ? 'when unlocked' : s.count > 0 ? formatDuration(s.resetMs) : 'now'}</dd>
+  const full = s.locked ? 'when unlocked' : s.count > 0 ? formatDuration(s.resetMs) : 'now';
+  return html`<section class="result"><h3>${s.rule}: <span class="key">${s.key}</span></h3>
+<dl><dt>Count</dt><dd>${s.count} of ${s.limit}${s.overridden ? ' (override for this key)' : ''}</dd>
+<dt>Remaining</dt><dd>${s.remaining}</dd><dt>Back to full in</dt><dd>${full}</dd>
 <dt>Locked</dt><dd>${lock}</dd><dt>Lockout level</dt><dd>${s.level}</dd></dl>
-${unlockForm(s.rule, s.key, token, s.locked ? 'Unlock' : 'Reset count')}`;
+<p>${changeForm(s, token, 'unlock', s.locked ? 'Unlock' : 'Reset count')}</p>
+<p>${changeForm(s, token, 'override', 'Set limit', html`<label>Limit for this key <input name="limit" inputmode="numeric" pattern="[0-9]+" required size="6"></label> <label>for <input name="for" placeholder="e.g. 1h; empty: until cleared" size="28"></label> `)}
+${s.overridden ? changeForm(s, token, 'clear-override', 'Clear override') : ''}</p></section>`;
 }
 
-function unlockForm(rule: string, key: string, token: string, label: string): SafeHtml {
-  return html`<form method="post"><input type="hidden" name="${CSRF_FIELD}" value="${token}"><input type="hidden" name="action" value="unlock"><input type="hidden" name="rule" value="${rule}"><input type="hidden" name="key" value="${key}"><button class="danger">${label}</button></form>`;
+/** A POST form acting on one key; `fields` are the visible inputs before the button. */
+function changeForm(
+  target: { rule: string; key: string },
+  token: string,
+  action: string,
+  label: string,
+  fields: SafeHtml | string = '',
+): SafeHtml {
+  return html`<form method="post"><input type="hidden" name="${CSRF_FIELD}" value="${token}"><input type="hidden" name="action" value="${action}"><input type="hidden" name="rule" value="${target.rule}"><input type="hidden" name="key" value="${target.key}">${fields}<button${action === 'unlock' ? html` class="danger"` : ''}>${label}</button></form>`;
 }
 
 function lockedSections(m: PageModel): SafeHtml[] | SafeHtml {
@@ -91,7 +101,7 @@ function lockedSections(m: PageModel): SafeHtml[] | SafeHtml {
       (
         l,
       ) => html`<tr><td class="key">${l.key}</td><td>${formatDuration(l.remainingMs)}</td><td>${utc(l.lockedUntil)}</td><td>${l.level}</td>
-<td><a href="${query({ rule: l.rule, key: l.key })}">look up</a></td><td>${unlockForm(l.rule, l.key, m.token, 'Unlock')}</td></tr>`,
+<td><a href="${query({ rule: l.rule, key: l.key })}">look up</a></td><td>${changeForm(l, m.token, 'unlock', 'Unlock')}</td></tr>`,
     );
     const more =
       locked.length >= m.lockedLimit

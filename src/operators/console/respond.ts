@@ -30,6 +30,13 @@ export function send(res: ServerResponse, status: number, type: string, body: st
   res.end(res.req?.method === 'HEAD' ? undefined : body);
 }
 
+/** What the page says after a change, by the `done` its redirect carries. */
+const DONE: Record<string, string> = {
+  unlock: 'Unlock sent for',
+  override: 'Limit override set for',
+  'clear-override': 'Limit override cleared for',
+};
+
 export interface PageRequest {
   rule?: string | undefined;
   key?: string | undefined;
@@ -80,8 +87,8 @@ export async function buildPage(
     ...(view.rule !== undefined && view.key !== undefined
       ? { lookup: { rule: view.rule, key: view.key, ...(status === undefined ? {} : { status }) } }
       : {}),
-    ...(view.done === 'unlock' && status !== undefined
-      ? { notice: `Unlock sent for '${status.key}' (rule ${status.rule}); its state now is below.` }
+    ...(status !== undefined && view.done !== undefined && Object.hasOwn(DONE, view.done)
+      ? { notice: `${DONE[view.done]} '${status.key}' (rule ${status.rule}); its state now is below.` }
       : {}),
     ...(errors.length === 0 ? {} : { error: errors.join(' ') }),
   });
