@@ -10,6 +10,11 @@ interface Cached {
   untilMs: number;
   /** The cost the answer is for; undefined for a lock, which denies every cost. */
   cost: number | undefined;
+  /**
+   * The limit the request asked for (`StoreOp.limit`); undefined for a lock. A request at another
+   * limit (a limit function giving more after a plan upgrade) is the store's to decide.
+   */
+  limit: number | undefined;
 }
 
 /**
@@ -41,10 +46,11 @@ export class DenyCache {
    * The cached denial of `rule` for `key` at `nowMs`, for a request of `cost`, with its times counted
    * down; undefined when none applies.
    */
-  get(rule: string, key: string, nowMs: number, cost: number): RuleResult | undefined {
+  get(rule: string, key: string, nowMs: number, cost: number, limit?: number): RuleResult | undefined {
     const id = `${rule}\u0000${key}`;
     const cached = this.#entries.get(id);
     if (cached === undefined || (cached.cost !== undefined && cached.cost !== cost)) return undefined;
+    if (cached.limit !== undefined && limit !== undefined && cached.limit !== limit) return undefined;
     if (nowMs >= cached.untilMs) {
       this.#entries.delete(id);
       return undefined;
@@ -61,7 +67,7 @@ export class DenyCache {
   /** The first cached denial among a request's ops; dry-run rules never deny, so they are not looked up. */
   find(ops: readonly RuleOp[], nowMs: number): RuleResult | undefined {
     for (const op of ops) {
-      const cached = op.rule.dryRun ? undefined : this.get(op.rule.name, op.key, nowMs, op.cost);
+      const cached = op.rule.dryRun ? undefined : this.get(op.rule.name, op.key, nowMs, op.cost, op.limit);
       if (cached !== undefined) return cached;
     }
     return undefined;
@@ -102,22 +108,22 @@ export class DenyCache {
     // After resetMs a unit is back (remaining and count change), after retryAfterMs this cost fits.
     const sameForMs = Math.min(r.resetMs, retryAfterMs);
     if (sameForMs <= 0) return false;
-    this.set(r, atMs, atMs + sameForMs, op.cost);
+    this.set(r, atMs, atMs + sameForMs, op.cost, op.limit);
     return true;
   }
 
   /**
    * Remembers `result`, the answer to a request sent at `atMs`, until `untilMs`, for requests of
-   * `cost` (undefined: every cost). The oldest entry makes room when full.
+   * `cost` and `limit` (undefined: every cost, every limit). The oldest entry makes room when full.
    */
-  set(result: RuleResult, atMs: number, untilMs: number, cost: number | undefined): void {
+  set(result: RuleResult, atMs: number, untilMs: number, cost: number | undefined, limit?: number): void {
     const id = `${result.rule}\u0000${result.key}`;
     this.#entries.delete(id);
     if (this.#entries.size >= this.#maxKeys) {
       const oldest = this.#entries.keys().next();
       if (!oldest.done) this.#entries.delete(oldest.value);
     }
-    this.#entries.set(id, { result, atMs, untilMs, cost });
+    this.#entries.set(id, { result, atMs, untilMs, cost, limit });
   }
 
   delete(rule: string, key: string): void {

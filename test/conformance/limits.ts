@@ -111,6 +111,19 @@ export function limitSuite(target: StoreUnderTest): void {
       });
     }
 
+    it('a denial at one limit never answers a request at a higher one (the deny cache asks the store)', async () => {
+      let current = 1;
+      const l = await limiter([
+        { name: 'r', key: 'user', limit: () => current, window: { type: 'fixed', size: '1h' } },
+      ]);
+      const seen: boolean[] = [];
+      for (let i = 0; i < 3; i++) seen.push((await l.check(userReq('u', 'free'))).allowed);
+      expect(seen).to.deep.equal([true, false, false]);
+      current = 3;
+      const upgraded = await l.check(userReq('u', 'free'));
+      expect([upgraded.allowed, upgraded.limit, upgraded.remaining]).to.deep.equal([true, 3, 1]);
+    });
+
     it('token bucket and gcra: an explicit burst stays the capacity whatever the limit', async () => {
       for (const type of ['token-bucket', 'gcra'] as const) {
         const l = await limiter([
