@@ -155,8 +155,15 @@ export function setup<Req>(
     },
     report: (decision, status) => {
       let failed: boolean;
-      if (judge !== undefined) failed = judge(status);
-      else if (status >= 300 && status < 400) {
+      if (judge !== undefined) {
+        // Called after the response, outside any handler: a throw must not become an uncaught exception.
+        // Judged unknown then, as a redirect is: the reservation stays, nothing resets.
+        try {
+          failed = judge(status);
+        } catch {
+          return;
+        }
+      } else if (status >= 300 && status < 400) {
         // Duck-typed: a limiter without `awaitsReport` is warned about, as one that was not reported.
         if ((limiter as Partial<Limiter>).awaitsReport?.(decision) ?? true) {
           const rules = decision.rules.map((r) => r.rule).join('", "');
