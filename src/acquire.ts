@@ -38,6 +38,7 @@ interface Queue {
 /** The waiters of one limiter, one queue per rules and key; a queue and its one timer exist only while someone waits. */
 export class TurnQueues {
   readonly #queues = new Map<string, Queue>();
+  #closed = false;
 
   /**
    * Resolves with the admitting decision once a try is admitted. Rejects with `RateLimitExceededError`
@@ -53,6 +54,7 @@ export class TurnQueues {
     neverFits: NeverFits,
   ): Promise<Decision> {
     return new Promise<Decision>((resolve, reject) => {
+      if (this.#closed) return reject(closedError());
       if (signal?.aborted) return reject(signal.reason);
       let queue = this.#queues.get(id);
       const deadline = Date.now() + maxWaitMs;
@@ -136,6 +138,15 @@ export class TurnQueues {
     });
   }
 
+  /** The limiter closes: every waiter rejects, sleeping heads wake (their timers cleared), new calls reject. */
+  close(): void {
+    this.#closed = true;
+    for (const q of this.#queues.values()) {
+      for (const w of q.waiters) finish(w, () => w.reject(closedError()));
+      q.wake?.();
+    }
+  }
+
   #abort(q: Queue, w: Waiter): void {
     if (w.settled) return;
     if (w.trying) {
@@ -179,6 +190,10 @@ export function costNeverFits(
     }
   }
   return undefined;
+}
+
+function closedError(): Error {
+  return new Error('ratekeeper: the limiter was closed while this call waited for its turn');
 }
 
 /** Settles a waiter once, letting go of its signal. */

@@ -263,7 +263,9 @@ export class Limiter extends EventEmitter<LimiterEvents> {
     return this.#policy.timed(this.#store.locked(compiled.store, limit));
   }
 
+  /** Closes the store; calls still waiting for a turn (`acquire`, `wrap` with `wait`) reject. */
   async close(): Promise<void> {
+    this.#turns.close();
     await Promise.all([this.#store.close(), this.#policy.close()]);
   }
 

@@ -108,6 +108,24 @@ for (const stores of [memoryStores, redisStores]) {
       expect(timers()).to.equal(before);
     });
 
+    it('rejects every waiter when the limiter closes, leaving no timer, and refuses new calls', async () => {
+      const l = await limiter({ limit: 1, window: { type: 'fixed', size: '1h' } });
+      await l.acquire('api', 'k');
+      const before = timers();
+      const waiting = [settleOf(l.acquire('api', 'k')), settleOf(l.acquire('api', 'k'))];
+      await new Promise((resolve) => setImmediate(resolve));
+      const closing = l.close();
+      const [first, second] = await Promise.all(waiting);
+      expect((first as Error).message).to.equal(
+        'ratekeeper: the limiter was closed while this call waited for its turn',
+      );
+      expect((second as Error).message, 'the one queued behind it too').to.match(/limiter was closed/);
+      await closing;
+      // On Redis the head's try may still be on the wire, under the store's own timeout timer.
+      if (stores.name === 'memory') expect(timers()).to.equal(before);
+      expect(((await settleOf(l.acquire('api', 'k'))) as Error).message).to.match(/limiter was closed/);
+    });
+
     it('refuses a cost the rule never admits at once, a lockout rule and bad options, consuming nothing', async () => {
       const l = await limiter();
       const never = await settleOf(l.acquire('api', 'k', { cost: 4 }));
