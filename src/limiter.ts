@@ -177,7 +177,8 @@ export class Limiter extends EventEmitter<LimiterEvents> {
   /**
    * A function that decides the named rules together on a key from its arguments before calling `fn`;
    * a denied call throws `RateLimitExceededError` and `fn` is not called (with `wait`, it waits for its
-   * turn first, as `acquire`). Rules, key and options are checked now.
+   * turn first, as `acquire`). A call that returns is a success and one that throws a failure, for
+   * rules that count outcomes. Rules, key and options are checked now.
    */
   wrap<This, A extends unknown[], R>(
     fn: (this: This, ...args: A) => R,
@@ -190,6 +191,7 @@ export class Limiter extends EventEmitter<LimiterEvents> {
       },
       decide: (rules, key, cost) => this.#decideOps('check', () => this.#ops.direct(rules, key, cost)),
       waitTurn: (rules, key, cost, maxWaitMs) => this.#waitTurn(rules, key, cost, maxWaitMs, undefined),
+      report: (decision, outcome) => this.report(decision, outcome),
     });
   }
 

@@ -2,7 +2,7 @@
 import { resolveWrap, type WrapOptions } from './call-options.js';
 import { describe, RateLimitConfigError, RateLimitExceededError, RateLimitRequestError } from './errors.js';
 import type { Limiter } from './limiter.js';
-import type { Decision } from './types.js';
+import type { Decision, Outcome } from './types.js';
 import { argumentKey } from './wrap-key.js';
 
 /** What a wrapped function needs of its limiter. */
@@ -13,6 +13,8 @@ export interface WrapParts {
   decide(rules: readonly string[], key: string, cost: number): Promise<Decision>;
   /** Waits up to `maxWaitMs` for the rules to admit the cost together (see acquire.ts). */
   waitTurn(rules: readonly string[], key: string, cost: number, maxWaitMs: number): Promise<Decision>;
+  /** How the call ended, for rules that count outcomes (`limiter.report`). */
+  report(decision: Decision, outcome: Outcome): Promise<void>;
 }
 
 /** See `Limiter.wrap`. */
@@ -35,7 +37,16 @@ export function wrapFunction<This, A extends unknown[], R>(
         ? await parts.waitTurn(rules, identity, units, waitMs)
         : await parts.decide(rules, identity, units);
     if (!decision.allowed) throw new RateLimitExceededError(decision);
-    return await fn.apply(this, args);
+    // A call that returns is a success, one that throws a failure (countOn, resetOnSuccess).
+    let result: Awaited<R>;
+    try {
+      result = await fn.apply(this, args);
+    } catch (error) {
+      await parts.report(decision, 'failure');
+      throw error;
+    }
+    await parts.report(decision, 'success');
+    return result;
   };
 }
 

@@ -93,6 +93,23 @@ for (const stores of [memoryStores, redisStores]) {
       expect(await failureOf(byFunction(12))).to.be.instanceOf(RateLimitExceededError);
     });
 
+    it("reports outcomes: with countOn 'failure' only calls that throw count", async () => {
+      const l = await limiter([
+        { name: 'login', key: 'ip', limit: 2, window: { type: 'fixed', size: '15m' }, countOn: 'failure' },
+      ]);
+      const login = l.wrap(
+        async (user: string, password: string) => {
+          if (password !== 'right') throw new Error('wrong password');
+          return `welcome ${user}`;
+        },
+        { rules: 'login', key: '{0}' },
+      );
+      for (let i = 0; i < 3; i++) expect(await login('ann', 'right')).to.equal('welcome ann');
+      for (let i = 0; i < 2; i++)
+        expect((await failureOf(login('ann', 'wrong')))?.message).to.equal('wrong password');
+      expect(await failureOf(login('ann', 'right'))).to.be.instanceOf(RateLimitExceededError);
+    });
+
     it('refuses calls whose arguments give no key, or whose cost is bad, without calling fn', async () => {
       const l = await limiter([{ name: 'r', key: 'ip', limit: 5, window: { type: 'fixed', size: '1m' } }]);
       let calls = 0;
