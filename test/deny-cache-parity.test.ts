@@ -116,7 +116,7 @@ describe('Deny cache parity with the store (real Redis)', function () {
     });
   }
 
-  it('never refuses cost 0 or another cost from the cache when the store would decide differently; a lock refuses every cost', async () => {
+  it('never refuses cost 0, another cost or another per-request limit from the cache when the store would decide differently; a lock refuses every request', async () => {
     let now = START;
     const clock = () => now;
     const limiter = limiterOn(redis(clock), {
@@ -136,6 +136,19 @@ describe('Deny cache parity with the store (real Redis)', function () {
     expect(free.count).to.equal(2);
     expect((await limiter.consume('r', 'k', 3)).allowed).to.equal(false);
     expect(await calls(), 'cost 0 and cost 3 went to the store').to.equal(before + 2);
+
+    // A per-request limit: the same key, asking for more, is the store's to decide.
+    const plans = limiterOn(redis(clock), {
+      name: 'r',
+      key: 'ip',
+      limit: (req) => (req.user === 'premium' ? 5 : 1),
+      window: { type: 'fixed', size: '1m' },
+    });
+    const request = (user: string) => ({ method: 'GET', path: '/', ip: '192.0.2.7', headers: {}, user });
+    expect((await plans.check(request('free'))).allowed).to.equal(true);
+    expect((await plans.check(request('free'))).allowed).to.equal(false); // cached for limit 1
+    const premium = await plans.check(request('premium'));
+    expect([premium.allowed, premium.limit, premium.remaining]).to.deep.equal([true, 5, 3]);
 
     const locking = limiterOn(redis(clock), {
       name: 'r',

@@ -141,10 +141,10 @@ describe('Deny cache', function () {
       resetMs: 9,
     });
     const now = Date.now();
-    for (let i = 0; i < 10; i++) cache.set({ ...denial(`k${i}`), locked: false }, now, now + 60_000, 1);
+    for (let i = 0; i < 10; i++) cache.set({ ...denial(`k${i}`), locked: false }, now, now + 60_000, 1, 1);
     expect(cache.size).to.equal(3);
-    expect(cache.get('r', 'k9', Date.now(), 1)).to.not.equal(undefined);
-    expect(cache.get('r', 'k6', Date.now(), 1)).to.equal(undefined);
+    expect(cache.get('r', 'k9', Date.now(), 1, 1)).to.not.equal(undefined);
+    expect(cache.get('r', 'k6', Date.now(), 1, 1)).to.equal(undefined);
   });
 
   it('caches no rule whose count an outcome report can lower (countOn, resetOnSuccess)', async () => {
