@@ -1,6 +1,7 @@
 // The path one decision takes: the deny cache, the store under the failure policy, then the answer folded
 // into a Decision with its events, reservations, deny-cache entries and debug line.
 import type { EventEmitter } from 'node:events';
+import { performance } from 'node:perf_hooks';
 import { decide, ruleResult } from './decision.js';
 import type { DenyCache } from './deny-cache.js';
 import type { AnswerSource, FailurePolicy } from './failure-policy.js';
@@ -12,6 +13,7 @@ import {
   type LimiterEvents,
   logRules,
 } from './limiter-events.js';
+import type { DecisionSource, Observers } from './observers.js';
 import type { RuleOp } from './request-ops.js';
 import type { Reservations } from './reservations.js';
 import type { MemoryStore } from './stores/memory-store.js';
@@ -29,7 +31,15 @@ export interface DeciderParts {
   log: DebugLog;
   /** Some rule counts outcomes, so admitted decisions keep their reservations. */
   needsOutcomes: boolean;
+  observers: Observers;
 }
+
+/** How the debug log names where a decision came from (the policy's line names its onStoreError). */
+const SOURCE_WORDS: Record<Exclude<DecisionSource, 'policy'>, string> = {
+  store: 'by the store',
+  insurance: 'by the insurance store',
+  deny_cache: 'from the deny cache',
+};
 
 export class Decider {
   readonly #parts: DeciderParts;
@@ -58,27 +68,35 @@ export class Decider {
    * failure the policy answers.
    */
   async #decideShared(ops: RuleOp[], mode: EvalMode): Promise<Decision> {
-    const { store, policy, denyCache, events, log } = this.#parts;
+    const { store, policy, denyCache, events, log, observers } = this.#parts;
     // The store's clock as this request is sent: deny-cache entries are anchored here (see DenyCache).
     const sentMs = denyCache !== undefined && mode === 'check' ? store.now() : 0;
     if (mode === 'check' && denyCache !== undefined) {
       const cached = denyCache.find(ops, sentMs);
       if (cached !== undefined) {
+        const decision = decide([cached]);
         emitLimited(events, cached, true);
-        log?.(`${mode} denied from the deny cache ${logRules([cached])}`);
-        return decide([cached]);
+        if (observers.decisions) observers.decision(decision, mode, 'deny_cache');
+        log?.(`${mode} denied ${SOURCE_WORDS.deny_cache} ${logRules([cached])}`);
+        return decision;
       }
     }
     if (store.local) return this.#conclude(ops, mode, store, await store.evaluate(ops, mode), 'store', 0);
     if (policy.storeUsable) {
+      const startedMs = observers.storeCalls ? performance.now() : -1;
       let result: EvalResult | undefined;
       try {
         result = await policy.timed(store.evaluate(ops, mode));
       } catch (error) {
-        policy.decisionFailed();
+        policy.decisionFailed(error);
+        if (startedMs >= 0) observers.storeCall(mode, startedMs, error);
         emitStoreError(events, log, error, mode, policy.policy);
       }
-      if (result !== undefined) return this.#conclude(ops, mode, store, result, 'store', sentMs);
+      if (result !== undefined) {
+        policy.health.succeeded();
+        if (startedMs >= 0) observers.storeCall(mode, startedMs);
+        return this.#conclude(ops, mode, store, result, 'store', sentMs);
+      }
     }
     const fallback = policy.fallback(ops, mode);
     return this.#conclude(ops, mode, fallback.store, fallback.result, fallback.source, 0);
@@ -96,7 +114,7 @@ export class Decider {
     source: AnswerSource,
     sentMs: number,
   ): Decision {
-    const { events, denyCache, log } = this.#parts;
+    const { events, denyCache, log, observers } = this.#parts;
     const rules: RuleResult[] = new Array(ops.length);
     for (let i = 0; i < ops.length; i++) {
       const op = ops[i] as RuleOp;
@@ -105,7 +123,13 @@ export class Decider {
       if (r.lockedNow) emitLockout(events, op, r, result.nowMs);
     }
     const decision = decide(rules);
+    if (observers.decisions) observers.decision(decision, mode, source);
     if (mode === 'peek') return decision;
+    if (log !== undefined) {
+      const by =
+        source === 'policy' ? `by onStoreError '${this.#parts.policy.policy}'` : SOURCE_WORDS[source];
+      log(`${mode} ${decision.allowed ? 'allowed' : 'denied'} ${by} ${logRules(rules)}`);
+    }
     // Only the shared store's own answers: the insurance store and the policy know less than it does.
     if (source === 'store') denyCache?.learn(ops, rules, mode, sentMs);
     if (decision.allowed) {
@@ -117,10 +141,6 @@ export class Decider {
         if (r.allowed || r.dryRun) continue;
         emitLimited(events, r, false);
       }
-    }
-    if (log !== undefined) {
-      const by = source === 'policy' ? ` by onStoreError '${this.#parts.policy.policy}'` : '';
-      log(`${mode} ${decision.allowed ? 'allowed' : 'denied'}${by} ${logRules(rules)}`);
     }
     return decision;
   }

@@ -70,6 +70,7 @@ export class RateLimitExceededError extends Error {
 /** A store did not answer in time (`storeTimeout`). */
 export class StoreTimeoutError extends Error {
   override readonly name = 'StoreTimeoutError';
+  readonly code = 'ERR_STORE_TIMEOUT';
 }
 
 /** Formats a received value for an error message, short and printable. */

@@ -1,16 +1,16 @@
 // Failure policy: a shared store's calls under `storeTimeout`, the window in which a failed store is skipped,
-// and the answer while it is: the insurance store, or 'allow' / 'deny' outright.
+// and the answer while it is: the insurance store, or 'allow' / 'deny' outright. Keeps the store's health.
+import { performance } from 'node:perf_hooks';
 import { Deadlines } from './deadlines.js';
 import { StoreTimeoutError } from './errors.js';
 import type { StoreErrorPolicy } from './limiter-options.js';
+import type { DecisionSource, Observers } from './observers.js';
+import { HealthState } from './store-health.js';
 import { MemoryStore } from './stores/memory-store.js';
 import type { EvalMode, EvalResult, OpResult, Store, StoreOp } from './stores/store.js';
 
-/**
- * Where a decision's figures came from: the configured store, the per-process insurance store, or
- * `'policy'` when `onStoreError` 'allow' or 'deny' answered and nothing was stored anywhere.
- */
-export type AnswerSource = 'store' | 'insurance' | 'policy';
+/** Where a store's answer came from (see `DecisionSource`; the deny cache answers before any store). */
+export type AnswerSource = Exclude<DecisionSource, 'deny_cache'>;
 
 /** The failure policy's answer for a request: what decided it and with which figures. */
 export interface FallbackAnswer {
@@ -21,7 +21,10 @@ export interface FallbackAnswer {
 
 export class FailurePolicy {
   readonly policy: StoreErrorPolicy;
+  /** The shared store's health, from the outcome of its calls. */
+  readonly health = new HealthState();
   readonly #store: Store;
+  readonly #observers: Observers;
   /** `storeTimeout` for a shared store's calls; undefined for a local store. */
   readonly #deadlines: Deadlines | undefined;
   readonly #retryMs: number;
@@ -29,8 +32,15 @@ export class FailurePolicy {
   /** Date.now() before which decisions skip the store (it failed less than `storeRetryInterval` ago). */
   #skipUntil = 0;
 
-  constructor(store: Store, policy: StoreErrorPolicy, timeoutMs: number, retryMs: number) {
+  constructor(
+    store: Store,
+    policy: StoreErrorPolicy,
+    timeoutMs: number,
+    retryMs: number,
+    observers: Observers,
+  ) {
     this.#store = store;
+    this.#observers = observers;
     this.policy = policy;
     this.#retryMs = retryMs;
     this.#deadlines = store.local
@@ -48,14 +58,34 @@ export class FailurePolicy {
     return Date.now() >= this.#skipUntil;
   }
 
-  /** A shared store's call under `storeTimeout`; the memory store answers in the same turn anyway. */
+  /**
+   * A shared store's call under `storeTimeout`; the memory store answers in the same turn anyway. The
+   * decision path's: it reports the outcome itself (`decisionFailed`, `health.succeeded`).
+   */
   timed<T>(promise: Promise<T>): Promise<T> {
     return this.#deadlines === undefined ? promise : this.#deadlines.race(promise);
   }
 
+  /** Any other store call (`report`, `reset`, `status` ...): timed, its outcome kept in `health` and told to observers. */
+  async call<T>(operation: string, promise: Promise<T>): Promise<T> {
+    if (this.#deadlines === undefined) return promise;
+    const startedMs = this.#observers.storeCalls ? performance.now() : -1;
+    try {
+      const value = await this.#deadlines.race(promise);
+      this.health.succeeded();
+      if (startedMs >= 0) this.#observers.storeCall(operation, startedMs);
+      return value;
+    } catch (error) {
+      this.health.failed(error);
+      if (startedMs >= 0) this.#observers.storeCall(operation, startedMs, error);
+      throw error;
+    }
+  }
+
   /** A decision's store call failed: the next decisions skip the store for `storeRetryInterval`. */
-  decisionFailed(): void {
+  decisionFailed(error: unknown): void {
     this.#skipUntil = Date.now() + this.#retryMs;
+    this.health.failed(error);
   }
 
   /** The answer while the shared store is failing. */

@@ -27,6 +27,7 @@ export type {
 } from './limiter.js';
 export { createLimiter, Limiter } from './limiter.js';
 export { DIRECT_REQUEST } from './limits.js';
+export type { DecisionInfo, DecisionSource, LimiterObserver, StoreCallInfo } from './observers.js';
 export type { LoginRulesOptions, VerificationCodeRulesOptions } from './recipes/index.js';
 export {
   LOGIN_DEFAULTS,
@@ -35,6 +36,7 @@ export {
   VERIFICATION_CODE_DEFAULTS,
   verificationCodeRules,
 } from './recipes/index.js';
+export type { StoreHealth } from './store-health.js';
 export type { MemoryStoreOptions } from './stores/memory-store.js';
 export { MemoryStore } from './stores/memory-store.js';
 export type { RedisStoreOptions } from './stores/redis-store.js';
@@ -52,6 +54,7 @@ export type {
 export type * from './types.js';
 export {
   MEMORY_STORE_FULL_WARNING,
+  OBSERVER_ERROR_WARNING,
   REDIRECT_OUTCOME_WARNING,
   SPOOFABLE_IP_WARNING,
   UNMATCHED_ROUTE_WARNING,

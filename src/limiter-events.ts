@@ -1,6 +1,7 @@
 // The limiter's events and its debug log: what it tells listeners and the log about decisions and store faults.
 import type { EventEmitter } from 'node:events';
 import type { StoreErrorPolicy } from './limiter-options.js';
+import { errorCode } from './store-health.js';
 import type { OpResult, StoreOp } from './stores/store.js';
 import type { RuleResult } from './types.js';
 
@@ -71,7 +72,11 @@ export function emitStoreError(
   policy: StoreErrorEvent['policy'],
 ): Error {
   const err = error instanceof Error ? error : new Error(String(error));
-  log?.(`store error during ${operation} (${policy}): ${err.message}`);
+  if (log !== undefined) {
+    const code = errorCode(err);
+    const withCode = code === undefined || err.message.includes(code) ? '' : ` (code ${code})`;
+    log(`store error during ${operation} (${policy}): ${err.message}${withCode}`);
+  }
   if (emitter.listenerCount('storeError') > 0)
     emitter.emit('storeError', { error: err, operation, policy } satisfies StoreErrorEvent);
   return err;

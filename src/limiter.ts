@@ -1,28 +1,28 @@
 // The limiter: matches rules to a request, asks the store for one all-or-nothing decision, reports outcomes.
 // A façade over its parts: options (limiter-options.ts), request to ops (request-ops.ts), one decision's
-// path (decider.ts), the failure policy (failure-policy.ts), reservations (reservations.ts), the deny
-// cache (deny-cache.ts), events and the debug log (limiter-events.ts).
+// path (decider.ts), the failure policy and store health (failure-policy.ts, store-health.ts),
+// reservations (reservations.ts), the deny cache (deny-cache.ts), operator calls on keys (key-admin.ts),
+// waiting turns (acquire.ts, wrap.ts), events and the debug log (limiter-events.ts), observers (observers.ts).
 import { EventEmitter } from 'node:events';
 import { assertWaitable, costNeverFits, TurnQueues } from './acquire.js';
 import {
   type AcquireOptions,
   type OverrideOptions,
-  overrideForMs,
   resolveAcquire,
   type WrapOptions,
 } from './call-options.js';
 import { Decider } from './decider.js';
-import { LIMITER_DEFAULTS } from './defaults.js';
 import { DenyCache } from './deny-cache.js';
-import { describe, RateLimitConfigError } from './errors.js';
+import { describe } from './errors.js';
 import { FailurePolicy } from './failure-policy.js';
-import { assertKnownFields } from './known-fields.js';
-import { type DebugLog, emitStoreError, type LimiterEvents, type UnlockEvent } from './limiter-events.js';
+import { KeyAdmin } from './key-admin.js';
+import { type DebugLog, emitStoreError, type LimiterEvents } from './limiter-events.js';
 import { type LimiterOptions, resolveLimiterOptions } from './limiter-options.js';
-import { overrideLimit } from './limits.js';
+import { type LimiterObserver, Observers } from './observers.js';
 import { identityOf, OpBuilder, type RuleOp } from './request-ops.js';
 import { Reservations } from './reservations.js';
-import type { EvalMode, OpResult, Store } from './stores/store.js';
+import type { StoreHealth } from './store-health.js';
+import type { EvalMode, Store } from './stores/store.js';
 import type { Decision, LockInfo, Outcome, RequestInfo, Rule, RuleStatus } from './types.js';
 import { wrapFunction } from './wrap.js';
 
@@ -42,7 +42,10 @@ export class Limiter extends EventEmitter<LimiterEvents> {
   readonly #policy: FailurePolicy;
   readonly #denyCache: DenyCache | undefined;
   readonly #reservations = new Reservations();
+  readonly #observers = new Observers();
   readonly #decider: Decider;
+  readonly #admin: KeyAdmin;
+  readonly #createdMs = Date.now();
   /** Waiters of `acquire` and of wrapped functions with `wait`. */
   readonly #turns = new TurnQueues();
   readonly #log: DebugLog;
@@ -62,6 +65,7 @@ export class Limiter extends EventEmitter<LimiterEvents> {
       resolved.onStoreError,
       resolved.storeTimeoutMs,
       resolved.storeRetryIntervalMs,
+      this.#observers,
     );
     if (resolved.denyCacheMaxKeys !== undefined) {
       const cache = new DenyCache(resolved.denyCacheMaxKeys);
@@ -78,6 +82,14 @@ export class Limiter extends EventEmitter<LimiterEvents> {
       reservations: this.#reservations,
       log: this.#log,
       needsOutcomes: this.#needsOutcomes,
+      observers: this.#observers,
+    });
+    this.#admin = new KeyAdmin({
+      ops: this.#ops,
+      store,
+      policy: this.#policy,
+      denyCache: this.#denyCache,
+      events: this,
     });
   }
 
@@ -151,7 +163,7 @@ export class Limiter extends EventEmitter<LimiterEvents> {
     const work = this.#reservations.settle(decision, outcome);
     if (work === undefined) return;
     try {
-      await this.#policy.timed(work);
+      await this.#policy.call('report', work);
     } catch (error) {
       emitStoreError(this, this.#log, error, 'report', 'none');
     }
@@ -196,16 +208,8 @@ export class Limiter extends EventEmitter<LimiterEvents> {
   }
 
   /** Clears count, lock and escalation level of a rule for a key, in every process. */
-  async reset(rule: string, key: string): Promise<void> {
-    const compiled = this.#ops.rule(rule);
-    const identity = identityOf(key);
-    this.#denyCache?.delete(compiled.name, identity);
-    const [wasLocked, wasLockedLocally] = await Promise.all([
-      this.#policy.timed(this.#store.reset(compiled.store, identity)),
-      this.#policy.insurance?.reset(compiled.store, identity) ?? false,
-    ]);
-    if (wasLocked || wasLockedLocally)
-      this.emit('unlock', { rule: compiled.name, key: identity } satisfies UnlockEvent);
+  reset(rule: string, key: string): Promise<void> {
+    return this.#admin.reset(rule, key);
   }
 
   /**
@@ -213,56 +217,45 @@ export class Limiter extends EventEmitter<LimiterEvents> {
    * decision, over the rule's limit (number or function); `null` clears it. `for`: it expires then.
    * `reset` leaves it in place.
    */
-  async override(rule: string, key: string, limit: number | null, options?: OverrideOptions): Promise<void> {
-    const compiled = this.#ops.rule(rule);
-    const identity = identityOf(key);
-    const value = overrideLimit(limit, compiled.store);
-    const forMs = overrideForMs(options);
-    const store = this.#store;
-    if (store.override === undefined) {
-      throw new RateLimitConfigError(
-        'ERR_OPTION',
-        `override: the store (${store.constructor.name}) does not support overrides`,
-      );
-    }
-    this.#denyCache?.delete(compiled.name, identity);
-    await Promise.all([
-      this.#policy.timed(store.override(compiled.store, identity, value, forMs)),
-      this.#policy.insurance?.override(compiled.store, identity, value, forMs),
-    ]);
+  override(rule: string, key: string, limit: number | null, options?: OverrideOptions): Promise<void> {
+    return this.#admin.override(rule, key, limit, options);
   }
 
   /** Count, remaining, the limit in force, lock and level of a rule for a key; changes nothing. */
-  async status(rule: string, key: string): Promise<RuleStatus> {
-    const [op] = await this.#ops.direct([rule], key, 0);
-    const { nowMs, results } = await this.#policy.timed(this.#store.evaluate([op as RuleOp], 'peek'));
-    const r = results[0] as OpResult;
-    return {
-      rule: (op as RuleOp).rule.name,
-      key: (op as RuleOp).key,
-      count: r.count,
-      limit: r.limit,
-      overridden: r.overridden,
-      remaining: r.remaining,
-      resetMs: Math.max(0, r.resetMs),
-      locked: r.locked,
-      lockRemainingMs: r.locked ? r.lockedUntil - nowMs : 0,
-      level: r.level,
-    };
+  status(rule: string, key: string): Promise<RuleStatus> {
+    return this.#admin.status(rule, key);
   }
 
   /** Keys of a rule locked now, soonest unlock first. */
-  async locked(rule: string, options: { limit?: number } = {}): Promise<LockInfo[]> {
-    const compiled = this.#ops.rule(rule);
-    assertKnownFields(options, ['limit'], 'locked');
-    const limit = options.limit ?? LIMITER_DEFAULTS.lockedListLimit;
-    if (!Number.isSafeInteger(limit) || limit < 1 || limit > 10_000) {
-      throw new RateLimitConfigError(
-        'ERR_OPTION',
-        `locked: limit must be an integer from 1 to 10000, got ${describe(limit)}`,
-      );
+  locked(rule: string, options: { limit?: number } = {}): Promise<LockInfo[]> {
+    return this.#admin.locked(rule, options);
+  }
+
+  /**
+   * Adds hooks called on every decision (with its mode and source: store, insurance, deny_cache,
+   * policy) and every shared-store call (operation, seconds, error), for metrics. Returns the
+   * function that removes them. Without observers the decision path pays nothing.
+   */
+  observe(observer: LimiterObserver): () => void {
+    return this.#observers.add(observer);
+  }
+
+  /**
+   * The shared store's state as the limiter has seen it (`'ok'` or `'down'`, since when, the last
+   * fault), after asking the store itself when it can (`Store.ping`, under `storeTimeout`). The
+   * memory store is always `'ok'`.
+   */
+  async health(): Promise<StoreHealth> {
+    const store = this.#store;
+    if (store.local) return { state: 'ok', sinceMs: this.#createdMs };
+    if (store.ping !== undefined) {
+      try {
+        await this.#policy.call('ping', store.ping());
+      } catch {
+        // Kept in the health state, which is the answer.
+      }
     }
-    return this.#policy.timed(this.#store.locked(compiled.store, limit));
+    return this.#policy.health.snapshot();
   }
 
   /** Closes the store; calls still waiting for a turn (`acquire`, `wrap` with `wait`) reject. */

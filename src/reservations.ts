@@ -45,7 +45,8 @@ export class Reservations {
 
   /**
    * Settles a decision's reservation with its outcome, once: the store calls that give units back
-   * and clear counts. Undefined when there is nothing to do (no reservation, or already settled).
+   * and clear counts. Undefined when there is nothing to do (no reservation, already settled, or an
+   * outcome that leaves every count as it is).
    */
   settle(decision: Decision, outcome: Outcome): Promise<void> | undefined {
     const reservation = this.#byDecision.get(decision);
@@ -59,7 +60,7 @@ export class Reservations {
       if (outcome === 'success' && rule.resetOnSuccess) clears.push(item);
       else if (consumed && rule.countOn !== 'all' && rule.countOn !== outcome) refunds.push(item);
     }
-    return settleWith(store, refunds, clears);
+    return refunds.length === 0 && clears.length === 0 ? undefined : settleWith(store, refunds, clears);
   }
 }
 

@@ -17,6 +17,9 @@ export const REDIRECT_OUTCOME_WARNING = 'RATEKEEPER_REDIRECT_OUTCOME';
 /** The memory store grew past `maxKeys`: every key it could evict still denies. */
 export const MEMORY_STORE_FULL_WARNING = 'RATEKEEPER_MEMORY_STORE_FULL';
 
+/** A `limiter.observe` hook threw (once per observer); the decision went on without it. */
+export const OBSERVER_ERROR_WARNING = 'RATEKEEPER_OBSERVER_ERROR';
+
 /** A function that emits `code`'s warning the first time it is called, and does nothing after. */
 export function warnOnce(code: string): (message: string) => void {
   let warned = false;

@@ -630,10 +630,10 @@ describe('Reliability: Redis faults with requests in flight', function () {
         /^store error during check \(insurance\): (Stream isn't writeable|Connection is closed)/,
       );
       expect([...lines.slice(0, 3), ...lines.slice(4)]).to.deep.equal([
-        `check allowed api[${quoted}]=0/1`,
-        `check denied api[${quoted}]=0/1`,
+        `check allowed by the store api[${quoted}]=0/1`,
+        `check denied by the store api[${quoted}]=0/1`,
         `check denied from the deny cache api[${quoted}]=0/1`,
-        'check allowed api["y"]=0/1',
+        'check allowed by the insurance store api["y"]=0/1',
       ]);
       expect(
         lines.some((line) => line.includes('\n')),
@@ -652,7 +652,7 @@ describe('Reliability: Redis faults with requests in flight', function () {
       });
       expect(child.status, child.stderr).to.equal(0);
       expect(child.stderr).to.include(
-        'ratekeeper check allowed api["k"]=0/1\nratekeeper check denied api["k"]=0/1\n',
+        'ratekeeper check allowed by the store api["k"]=0/1\nratekeeper check denied by the store api["k"]=0/1\n',
       );
     });
   });

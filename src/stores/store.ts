@@ -52,5 +52,10 @@ export interface Store {
    * reconnected): forget everything.
    */
   onReset?(listener: (rule: string, key: string) => void): void;
+  /**
+   * Shared stores: resolves when the store answers (a round trip), rejects with the cause when it
+   * cannot. `limiter.health()` calls it, under `storeTimeout`.
+   */
+  ping?(): Promise<void>;
   close(): Promise<void>;
 }
