@@ -63,11 +63,12 @@ function costFrom<A extends unknown[]>(cost: (...args: A) => number, args: A): n
 }
 
 /**
- * A method type whose parameters are compared both ways (declared as a method), so a decorator whose
- * options do not name the arguments (a key template) fits any method of the class.
+ * An async method whose first arguments are those the options' functions take (`A`; any with a key
+ * template). Declared as a method, so its parameters are compared both ways: the decorator fits any
+ * method whose leading arguments match.
  */
 type LimitableMethod<This, A extends unknown[]> = {
-  method(this: This, ...args: A): Promise<unknown>;
+  method(this: This, ...args: [...A, ...unknown[]]): Promise<unknown>;
 }['method'];
 
 /**
@@ -93,6 +94,8 @@ export function limited<A extends unknown[] = unknown[]>(limiter: Limiter, optio
         `@limited decorates methods, not a ${String(context.kind)}`,
       );
     }
-    return limiter.wrap(target as (this: This, ...args: A) => Promise<unknown>, options) as unknown as M;
+    // The options' functions take the leading arguments; JavaScript passes them all the arguments.
+    const leading = options as unknown as WrapOptions<[...A, ...unknown[]]>;
+    return limiter.wrap<This, [...A, ...unknown[]], Promise<unknown>>(target, leading) as unknown as M;
   };
 }

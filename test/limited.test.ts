@@ -6,7 +6,7 @@ import { pathToFileURL } from 'node:url';
 import { expect } from 'chai';
 import ts from 'typescript';
 import { createAuthCodeService } from '../examples/auth-code.js';
-import { RateLimitExceededError } from '../src/index.js';
+import { createLimiter, limited, RateLimitExceededError } from '../src/index.js';
 import { fakeClock } from './conformance/suite.js';
 import { memoryStores, redisStores } from './support/stores.js';
 
@@ -105,3 +105,38 @@ for (const stores of [memoryStores, redisStores]) {
     });
   });
 }
+
+describe('@limited types', () => {
+  it('infers the arguments from a key function, takes any async method with a template, and refuses a sync one', async () => {
+    const limiter = createLimiter({
+      rules: [{ name: 'r', key: 'ip', limit: 1, window: { type: 'fixed', size: '1m' } }],
+    });
+    class Orders {
+      @limited(limiter, {
+        rules: 'r',
+        key: (order: { id: number }) => order.id,
+        cost: (order) => order.id % 2,
+      })
+      async place(order: { id: number }, note: string): Promise<string> {
+        return `${order.id} ${note}`;
+      }
+
+      @limited(limiter, { rules: 'r', key: 'note:{1}' })
+      async annotate(_order: { id: number }, note: string): Promise<number> {
+        return note.length;
+      }
+
+      // @ts-expect-error a decorated method returns a promise: a synchronous one would change its type
+      @limited(limiter, { rules: 'r', key: '{0}' })
+      count(id: number): number {
+        return id;
+      }
+    }
+    const orders = new Orders();
+    expect(await orders.place({ id: 3 }, 'first')).to.equal('3 first');
+    expect(await orders.annotate({ id: 3 }, 'hello')).to.equal(5);
+    const denied = await orders.place({ id: 3 }, 'again').catch((e: unknown) => e);
+    expect(denied).to.be.instanceOf(RateLimitExceededError);
+    await limiter.close();
+  });
+});
