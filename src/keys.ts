@@ -151,7 +151,7 @@ function unparsedBody(spec: string, rule: string | undefined): (req: RequestInfo
         ? 'body was not parsed'
         : `body is ${body instanceof Uint8Array ? 'raw bytes' : body === null ? 'null' : `a ${typeof body}`}, not a parsed object`;
     warn(
-      `${ruleLabel(rule)}keys on '${spec}', but a request reached it whose ${seen}, so the rule did not apply: put a body parser (express.json(), @koa/bodyparser) before the rate limiter`,
+      `${ruleLabel(rule)}keys on '${spec}', but a request reached it whose ${seen}, so the rule did not apply: put a body parser (express.json(), @koa/bodyparser) before the rate limiter, for each content type clients send`,
     );
   };
 }
