@@ -4,6 +4,14 @@ import { type ChildProcess, fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { stopChild, track } from '../test/support/processes.js';
 
+/**
+ * tsx's loader for the child. Under mocha the bench modules run through tsx's CommonJS hook, whose
+ * `import.meta` has no `resolve`: then the bare name, resolved from the working directory (the repo).
+ */
+function tsxLoader(): string {
+  return typeof import.meta.resolve === 'function' ? import.meta.resolve('tsx') : 'tsx';
+}
+
 /** A message is a plain object with a `type`. */
 export interface Message {
   type: string;
@@ -32,11 +40,11 @@ export class Child {
     });
   }
 
-  /** Forks `bench/<module>.ts` under tsx. */
-  static start(module: string, label = module): Child {
+  /** Forks `bench/<module>.ts` under tsx, with `nodeArgs` (e.g. '--expose-gc') for its Node. */
+  static start(module: string, label = module, nodeArgs: string[] = []): Child {
     const file = fileURLToPath(new URL(`./${module}.ts`, import.meta.url));
     const child = fork(file, [], {
-      execArgv: ['--import', import.meta.resolve('tsx')],
+      execArgv: [...nodeArgs, '--import', tsxLoader()],
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
       env: { ...process.env, NODE_ENV: 'production' },
     });

@@ -1,0 +1,90 @@
+// The soak's settings: how long, how many app processes, how much traffic, and when each fault strikes.
+
+/** A fault the coordinator injects; each names the store it hits. */
+export type FaultKind =
+  | 'cluster-failover' // a Cluster master SIGKILLed, its replica promoted, the old master back as a replica
+  | 'standalone-restart' // SHUTDOWN SAVE and a new process on the port: data kept, scripts flushed
+  | 'standalone-pause' // SIGSTOP for longer than storeTimeout, then SIGCONT
+  | 'client-kill'; // CLIENT KILL TYPE normal on the standalone server and on one Cluster master
+
+export const FAULT_ORDER: readonly FaultKind[] = [
+  'cluster-failover',
+  'standalone-restart',
+  'standalone-pause',
+  'client-kill',
+];
+
+export interface SoakConfig {
+  /** Length of the traffic phase, ms. */
+  durationMs: number;
+  /** App processes, each with its own limiters on both stores. */
+  processes: number;
+  /** Traffic loops per process and store; each sends one request (or a request and its report) at a time. */
+  sessions: number;
+  /** Pause between two requests of one loop, ms (on average; uniformly 0 to twice this). */
+  thinkMs: number;
+  /** The limiters' storeTimeout and storeRetryInterval, ms. */
+  storeTimeoutMs: number;
+  storeRetryMs: number;
+  /** How long a pause fault keeps the server stopped, ms (longer than storeTimeout). */
+  pauseMs: number;
+  /** First fault, and the time between two faults, ms. */
+  firstFaultMs: number;
+  faultEveryMs: number;
+  /** No fault starts in this last part of the run, so locks placed before it have ended (ms). */
+  quietTailMs: number;
+  /** Where the per-process records go. */
+  dir: string;
+  /** Short runs (the test) print less and skip per-minute figures that need whole minutes. */
+  label: string;
+}
+
+function numberFromEnv(name: string, fallback: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isFinite(value) || value <= 0)
+    throw new Error(`${name} must be a positive number, got '${raw}'`);
+  return value;
+}
+
+/** `npm run soak`: 10 minutes and 4 processes unless SOAK_MINUTES / SOAK_PROCESSES / SOAK_SESSIONS say otherwise. */
+export function soakConfigFromEnv(dir: string): SoakConfig {
+  return {
+    durationMs: numberFromEnv('SOAK_MINUTES', 10) * 60_000,
+    processes: Math.round(numberFromEnv('SOAK_PROCESSES', 4)),
+    sessions: Math.round(numberFromEnv('SOAK_SESSIONS', 6)),
+    thinkMs: numberFromEnv('SOAK_THINK_MS', 40),
+    storeTimeoutMs: 250,
+    storeRetryMs: 1000,
+    pauseMs: 1500,
+    firstFaultMs: 45_000,
+    faultEveryMs: numberFromEnv('SOAK_FAULT_EVERY_S', 60) * 1000,
+    quietTailMs: 60_000,
+    dir,
+    label: 'soak',
+  };
+}
+
+/** The short form inside `npm test`: about a minute, every fault once. */
+export function shortSoakConfig(dir: string): SoakConfig {
+  return {
+    ...soakConfigFromEnv(dir),
+    durationMs: 60_000,
+    sessions: 4,
+    firstFaultMs: 8_000,
+    faultEveryMs: 8_000,
+    quietTailMs: 20_000,
+    label: 'short soak',
+  };
+}
+
+/** When each fault starts, ms after the traffic started: the kinds in turn, none in the quiet tail. */
+export function faultSchedule(config: SoakConfig): Array<{ atMs: number; kind: FaultKind }> {
+  const out: Array<{ atMs: number; kind: FaultKind }> = [];
+  for (let atMs = config.firstFaultMs, i = 0; atMs < config.durationMs - config.quietTailMs; i++) {
+    out.push({ atMs, kind: FAULT_ORDER[i % FAULT_ORDER.length] as FaultKind });
+    atMs += config.faultEveryMs;
+  }
+  return out;
+}

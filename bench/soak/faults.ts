@@ -1,0 +1,75 @@
+// The faults the soak injects into the Redis it runs, one at a time: each returns when Redis is back
+// (the span the audit treats as an outage), and `restore` puts the setup back for the next one.
+import type { RedisCluster, RedisServer } from '../../test/support/redis.js';
+import { withConnection } from '../../test/support/redis.js';
+import type { FaultWindow } from './audit.js';
+import type { FaultKind } from './config.js';
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+export interface InjectedFault extends FaultWindow {
+  detail: string;
+  /** Puts the setup back as it was (a killed Cluster master rejoins as a replica). */
+  restore(): Promise<void>;
+}
+
+export class Faults {
+  #turn = 0;
+
+  constructor(
+    readonly cluster: RedisCluster,
+    readonly standalone: RedisServer,
+    readonly pauseMs: number,
+  ) {}
+
+  async inject(kind: FaultKind): Promise<InjectedFault> {
+    const start = Date.now();
+    const done = (
+      stores: FaultWindow['stores'],
+      detail: string,
+      dataLoss = false,
+      restore = async () => {},
+    ) => ({
+      kind,
+      stores,
+      start,
+      end: Date.now(),
+      dataLoss,
+      detail,
+      restore,
+    });
+    switch (kind) {
+      case 'cluster-failover': {
+        const victim = await this.cluster.killMaster(this.#turn++ % 3);
+        return done(['cluster'], `master on port ${victim.port} SIGKILLed, its replica promoted`, true, () =>
+          this.cluster.restartNode(victim.port),
+        );
+      }
+      case 'standalone-restart':
+        await this.standalone.restart({ keepData: true });
+        return done(
+          ['standalone'],
+          'SHUTDOWN SAVE, a new process on the same port (data kept, scripts gone)',
+        );
+      case 'standalone-pause':
+        this.standalone.pause();
+        await sleep(this.pauseMs);
+        this.standalone.resume();
+        return done(['standalone'], `SIGSTOP for ${this.pauseMs} ms`);
+      case 'client-kill': {
+        // Every app connection, the subscribers included; the admin connection itself is skipped.
+        const master = this.cluster.nodes.find((node) => node.role === 'master');
+        const kill = (node: { host: string; port: number }) =>
+          withConnection(node, (conn) => conn.client('KILL', 'TYPE', 'normal') as Promise<number>);
+        const [standalone, cluster] = await Promise.all([
+          kill(this.standalone),
+          master ? kill(master) : Promise.resolve(0),
+        ]);
+        return done(
+          ['standalone', 'cluster'],
+          `CLIENT KILL TYPE normal: ${standalone} + ${cluster} connections`,
+        );
+      }
+    }
+  }
+}

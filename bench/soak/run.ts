@@ -1,0 +1,103 @@
+// `npm run soak`: app processes on a spawned Cluster and a standalone Redis for ten minutes (SOAK_MINUTES),
+// faults on a schedule, then the exactness audit; figures to bench/RESULTS.md. `runSoak` is the short form's too.
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { makeTempDir } from '../../test/support/processes.js';
+import { startCluster, startRedis } from '../../test/support/redis.js';
+import { Child } from '../fork.js';
+import { writeBlock } from '../results-file.js';
+import type { RedisTarget } from './app.js';
+import { audit } from './audit.js';
+import { faultSchedule, type SoakConfig, soakConfigFromEnv } from './config.js';
+import { Faults } from './faults.js';
+import { type SoakOutcome, soakChecks, soakMarkdown } from './report.js';
+import type { LockListing, MinuteFigures } from './worker.js';
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+export async function runSoak(
+  config: SoakConfig,
+  log: (line: string) => void = () => {},
+): Promise<SoakOutcome> {
+  mkdirSync(config.dir, { recursive: true });
+  const [cluster, standalone] = await Promise.all([startCluster({ replicas: 1 }), startRedis()]);
+  const workers: Child[] = [];
+  try {
+    const targets: Record<string, RedisTarget> = {
+      cluster: { kind: 'cluster', nodes: cluster.nodes.map(({ host, port }) => ({ host, port })) },
+      standalone: { kind: 'standalone', host: standalone.host, port: standalone.port },
+    };
+    for (let i = 0; i < config.processes; i++)
+      workers.push(Child.start('soak/worker', `soak worker ${i}`, ['--expose-gc']));
+    const startedAt = Date.now();
+    await Promise.all(workers.map((w, worker) => w.ask({ type: 'start', config, worker, targets }, 30_000)));
+    log(
+      `${config.label}: ${config.processes} processes on Cluster ${cluster.nodes.map((n) => n.port).join(',')} and standalone ${standalone.port}`,
+    );
+
+    const faults = new Faults(cluster, standalone, config.pauseMs);
+    const injected: SoakOutcome['faults'] = [];
+    for (const { atMs, kind } of faultSchedule(config)) {
+      await sleep(startedAt + atMs - Date.now());
+      const fault = await faults.inject(kind);
+      // Every process must see Redis decide again before the next fault: the longest wait is the figure.
+      const probes = await Promise.all(
+        workers.map((w) => w.ask({ type: 'probe', stores: fault.stores }, 90_000)),
+      );
+      const probeBackMs = Math.max(...probes.map((p) => Number(p.ms)));
+      await fault.restore();
+      injected.push({ ...fault, probeBackMs });
+      log(
+        `  ${((fault.start - startedAt) / 1000).toFixed(1)} s ${kind}: ${fault.detail}; Redis deciding again after ${probeBackMs.toFixed(0)} ms`,
+      );
+    }
+    await sleep(startedAt + config.durationMs - Date.now());
+    await Promise.all(workers.map((w) => w.ask({ type: 'stop' }, 60_000)));
+    const finished = await Promise.all(
+      workers.map((w, i) => w.ask({ type: 'finish', listLocks: i === 0 }, 120_000)),
+    );
+    log(`${config.label}: traffic stopped after ${((Date.now() - startedAt) / 1000).toFixed(0)} s; auditing`);
+    const input = {
+      files: workers.map((_, i) => `${config.dir}/worker-${i}.jsonl`),
+      faults: injected.map(({ restore: _, ...fault }) => fault),
+      listings: finished.flatMap((f) => f.listings as LockListing[]),
+      processes: config.processes,
+      storeRetryMs: config.storeRetryMs,
+    };
+    // Beside the ledgers, so that the audit can be run again on them (`audit(JSON.parse(...))`).
+    writeFileSync(`${config.dir}/audit-input.json`, JSON.stringify(input));
+    const result = await audit(input);
+    return {
+      config,
+      startedAt,
+      faults: injected,
+      minutes: finished.map((f) => f.minutes as MinuteFigures[]),
+      unhandled: finished.flatMap((f) => f.unhandled as string[]),
+      audit: result,
+      redisVersion: standalone.version,
+    };
+  } finally {
+    await Promise.allSettled(workers.map((w) => w.stop()));
+    await Promise.allSettled([cluster.stop(), standalone.stop()]);
+  }
+}
+
+async function main(): Promise<number> {
+  const config = soakConfigFromEnv(process.env.SOAK_DIR ?? makeTempDir('soak'));
+  const outcome = await runSoak(config, (line) => console.log(line));
+  const markdown = soakMarkdown(outcome);
+  console.log(`\n${markdown}\n`);
+  for (const finding of outcome.audit.findings) console.log(`finding: ${finding}`);
+  if (process.env.SOAK_WRITE !== '0') await writeBlock('soak', markdown);
+  return soakChecks(outcome).every((c) => c.ok) ? 0 : 1;
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  main().then(
+    (code) => process.exit(code),
+    (error: unknown) => {
+      console.error(error);
+      process.exit(1);
+    },
+  );
+}
