@@ -1,9 +1,14 @@
 -- Calendar window (src/algorithms/calendar.ts): a fixed window whose end is a wall-clock boundary.
--- Not a script by itself: ALG['calendar'] is called by check.lua and refund.lua with an op's count key
--- (their KEYS) and the op decoded from their ARGV (prelude.lua readOps); it returns Lua tables, not replies.
--- The op carries this period's end and the next one's (ARGV, epoch ms, computed in TypeScript from the
--- store's clock); the script picks between them with its own now. State and encoding: fixed.lua's counter.
+-- A module (require('calendar')), not a script: no KEYS, no ARGV, no reply of its own. Its algorithm is
+-- called by the drivers (check.lua, refund.lua) with an op's count key and the op decoded from their
+-- ARGV; it returns Lua tables. The op carries this period's end and the next one's (epoch ms, computed
+-- in TypeScript from the store's clock); the script picks between them with its own now.
+-- State, encoding and receipt: fixed.lua's counter.
 
+local counter = require('fixed')
+local evaluateCounter, refundCounter = counter.evaluateCounter, counter.refundCounter
+
+-- The end of the period nowMs falls in.
 local function periodEnd(op, nowMs)
   if nowMs < op.periodEndMs then return op.periodEndMs end
   return op.nextPeriodEndMs
@@ -14,18 +19,22 @@ local function countIn(state, endMs)
   return 0
 end
 
-ALG['calendar'] = {
-  load = counter.load,
-  save = counter.save,
+local calendar = {
+  load = counter.loadCounter,
+  save = counter.saveCounter,
   evaluate = function(state, op, nowMs, add)
     local endMs = periodEnd(op, nowMs)
-    return counter.evaluate(countIn(state, endMs), endMs, op, nowMs, add)
+    return evaluateCounter(countIn(state, endMs), endMs, op, nowMs, add)
   end,
   apply = function(state, op, nowMs)
     local endMs = periodEnd(op, nowMs)
     local add = state ~= nil and state.endMs == endMs and state.packed and op.costText
     return { count = countIn(state, endMs) + op.cost, endMs = endMs, add = add }
   end,
-  refund = counter.refund,
-  expiresAt = counter.expiresAt,
+  refund = refundCounter,
+  expiresAt = function(state)
+    return state.endMs
+  end,
 }
+
+return { calendar = calendar, periodEnd = periodEnd }

@@ -1,30 +1,47 @@
 -- Decides a batch of requests one after the other, each exactly as its own call in that order would:
 -- every request is src/stores/memory-store.ts evaluateSync, step for step: phase 1 decides each op (a
 -- live lock first), phase 2 consumes all or none (check), always adds (record) or writes nothing
--- (peek); an exceeded enforced lockout rule locks its key. Requests are independent: one that denies
--- or fails leaves the others as they would be. All keys must hash to one slot: on a Cluster the
--- TypeScript batches per slot.
+-- (peek); an exceeded enforced lockout rule locks its key and lists the lock in its rule's lock index,
+-- in this same call. Requests are independent: one that denies or fails leaves the others as they
+-- would be. All keys must hash to one slot: on a Cluster the TypeScript batches per slot.
 --
 -- KEYS        per request, per op in order: the op's count key <prefix>:{<identity>}:<rule>, then, only
 --             when its rule has a lockout (lockout durationMs > 0), its lock key
---             <prefix>:{<identity>}:<rule>:l, value "<untilMs>:<level>:<forgetAtMs>"
--- ARGV[1]     m, number of distinct ops, then m x the 13 fields of an op (readOps in prelude.lua)
+--             <prefix>:{<identity>}:<rule>:l (value: protocol.lua lockValue) and its rule's lock index
+--             (a ZSET, score = untilMs in epoch ms, member protocol.lua lockIndexMember), in the
+--             identity's slot on a Cluster
+-- ARGV[1]     m, number of distinct ops, then m x the 13 fields of an op (protocol.lua readOps)
 -- then        s, number of distinct request shapes, then per shape:
---   now       epoch ms; '' for the server's TIME (read once per call: the requests are simultaneous)
+--   now       epoch ms; 'server' (SERVER_TIME) for the server's TIME, read once per call: the requests
+--             are simultaneous
 --   mode      'check' | 'peek' | 'record'
 --   nothing   '1': decide and lock, but consume nothing (a Cluster group after a group that denied); else '0'
 --   n         number of ops, followed by the index of each op among the m
--- then        r, number of requests, then the index of each request's shape among the s, in order
+-- then        r, number of requests, then per request: the index of its shape among the s, followed by
+--             the identity (the limiter's key string) of each of its ops whose rule has a lockout
 -- Reply: flat array of integers: the server's time (epoch ms; 0 when no request asked for it), then
---   per request, per op: head = allowed (1) + locked (2) + lockedNow (4: this call placed the lock)
---   + 8 when retryAfterMs follows + 16 when lockedUntil follows + 32 x level; remaining (units),
---   resetMs, count (units), receipt; retryAfterMs (ms) when not 0; lockedUntil (epoch ms) when not 0.
+--   per request, per op: head = the sum of the Flag values that hold + LEVEL_UNIT x level; remaining
+--   (units), resetMs, count (units), receipt; then retryAfterMs (ms) when Flag.RETRY_AFTER_FOLLOWS,
+--   lockedUntil (epoch ms) when Flag.LOCKED_UNTIL_FOLLOWS.
 --   A request whose evaluation raised an error has, in place of all this, the error's message (a string).
+
+local protocol, values, algorithms = require('protocol'), require('values'), require('algorithms')
+local clockMs, readOps, SERVER_TIME = protocol.clockMs, protocol.readOps, protocol.SERVER_TIME
+local num, ttlMs = values.num, values.ttlMs
+local byType, loadLive, withCost = algorithms.byType, algorithms.loadLive, algorithms.withCost
+
+-- The bits of a reply head (Flag in src/stores/redis-protocol.ts: the same names and values).
+local Flag = { ALLOWED = 1, LOCKED = 2, LOCKED_NOW = 4, RETRY_AFTER_FOLLOWS = 8, LOCKED_UNTIL_FOLLOWS = 16 }
+-- The level counts in multiples of this, above the flags.
+local LEVEL_UNIT = 32
+-- As locals: read for every result.
+local ALLOWED, LOCKED, LOCKED_NOW = Flag.ALLOWED, Flag.LOCKED, Flag.LOCKED_NOW
+local RETRY_AFTER_FOLLOWS, LOCKED_UNTIL_FOLLOWS = Flag.RETRY_AFTER_FOLLOWS, Flag.LOCKED_UNTIL_FOLLOWS
 
 -- The request being decided (upvalues of the helpers below): its ops are its shape's, its other tables
 -- are reused by the next request.
 local mode, nowMs, denied
-local ops, countKeys, lockKeys, states, results = {}, {}, {}, {}, {}
+local ops, countKeys, lockKeys, indexKeys, identities, states, results = {}, {}, {}, {}, {}, {}, {}
 
 local function lockedResult(leftMs, level, untilMs, lockedNow)
   return {
@@ -37,8 +54,7 @@ end
 local function readLock(key)
   local v = redis.call('GET', key)
   if not v then return nil end
-  local untilMs, level, forgetAtMs = string.match(v, '^([^:]+):([^:]+):([^:]+)$')
-  local lock = { untilMs = tonumber(untilMs), level = tonumber(level), forgetAtMs = tonumber(forgetAtMs) }
+  local lock = protocol.readLockValue(v)
   if lock.forgetAtMs <= nowMs then return nil end
   return lock
 end
@@ -49,6 +65,16 @@ local function lockDurationMs(op, level)
   local capped = ms
   if op.maxLockMs > 0 then capped = math.min(ms, op.maxLockMs) end
   return math.ceil(math.min(capped, 1e13))
+end
+
+-- Lists a lock just placed in its rule's lock index, drops the locks that have ended and keeps the
+-- index alive exactly as long as its longest lock.
+local function indexLock(i, untilMs, level)
+  local key = indexKeys[i]
+  redis.call('ZADD', key, num(untilMs), protocol.lockIndexMember(level, identities[i]))
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', num(nowMs))
+  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  redis.call('PEXPIRE', key, ttlMs(tonumber(last[2]), nowMs))
 end
 
 -- An enforced lockout rule whose own verdict is a denial locks its key (and forgets its count).
@@ -62,7 +88,8 @@ local function lockIfExceeded(i, write)
   if not write then return end
   local forgetAtMs = untilMs + op.forgetAfterMs
   redis.call('DEL', countKeys[i])
-  redis.call('SET', lockKeys[i], num(untilMs) .. ':' .. num(level) .. ':' .. num(forgetAtMs), 'PX', ttlMs(forgetAtMs, nowMs))
+  redis.call('SET', lockKeys[i], protocol.lockValue(untilMs, level, forgetAtMs), 'PX', ttlMs(forgetAtMs, nowMs))
+  indexLock(i, untilMs, level)
 end
 
 -- Decides the request whose n ops are in ops, countKeys and lockKeys, leaving its results in `results`.
@@ -81,7 +108,7 @@ local function decide(n, requestMode, consumeNothing, requestNowMs)
       r = lockedResult(lock.untilMs - nowMs, level, lock.untilMs, false)
       states[i] = nil
     else
-      local alg = ALG[op.type]
+      local alg = byType[op.type]
       states[i] = loadLive(alg, countKeys[i], op, nowMs)
       r = alg.evaluate(states[i], op, nowMs, mode == 'record')
       -- Only `level` is added: locked, lockedUntil and lockedNow read as unset (false, 0, false).
@@ -99,7 +126,7 @@ local function decide(n, requestMode, consumeNothing, requestNowMs)
   for i = 1, n do
     local op, r = ops[i], results[i]
     if not r.locked then
-      local alg = ALG[op.type]
+      local alg = byType[op.type]
       local consume = mode == 'record' or (not denied and r.allowed)
       if consume and op.cost > 0 then
         alg.save(countKeys[i], alg.apply(states[i], op, nowMs), op, nowMs)
@@ -115,81 +142,87 @@ local function decide(n, requestMode, consumeNothing, requestNowMs)
   end
 end
 
-local distinct, at = readOps(1)
-local shapes = {}
-local shapeCount = tonumber(ARGV[at])
-at = at + 1
-for j = 1, shapeCount do
-  local n = tonumber(ARGV[at + 3])
-  local shapeOps, locks = {}, {}
-  for i = 1, n do
-    local op = distinct[ARGV[at + 3 + i]]
-    shapeOps[i], locks[i] = op, op.lockMs ~= 0
-  end
-  local fixedNowMs = false
-  if ARGV[at] ~= '' then fixedNowMs = tonumber(ARGV[at]) end
-  shapes[tostring(j)] = {
-    nowMs = fixedNowMs, mode = ARGV[at + 1], consumeNothing = ARGV[at + 2] == '1', n = n, ops = shapeOps,
-    locks = locks,
-  }
-  at = at + 4 + n
-end
-
-local serverMs = nil
-local reply = { 0 }
-local b = 1
-local keyAt = 1
-local requests = tonumber(ARGV[at])
-for k = at + 1, at + requests do
-  local shape = shapes[ARGV[k]]
-  local requestNowMs = shape.nowMs
-  if not requestNowMs then
-    if serverMs == nil then
-      serverMs = clockMs('')
-      reply[1] = serverMs
-    end
-    requestNowMs = serverMs
-  end
-  local n, locks = shape.n, shape.locks
-  ops = shape.ops
-  for i = 1, n do
-    countKeys[i] = KEYS[keyAt]
-    keyAt = keyAt + 1
-    if locks[i] then
-      lockKeys[i] = KEYS[keyAt]
-      keyAt = keyAt + 1
-    else
-      lockKeys[i] = false
-    end
-  end
-  local ok, err = pcall(decide, n, shape.mode, shape.consumeNothing, requestNowMs)
-  if ok then
+return function(KEYS, ARGV)
+  local distinct, at = readOps(ARGV, 1)
+  local shapes = {}
+  local shapeCount = tonumber(ARGV[at])
+  at = at + 1
+  for j = 1, shapeCount do
+    local n = tonumber(ARGV[at + 3])
+    local shapeOps, locks = {}, {}
     for i = 1, n do
-      local r = results[i]
-      local retryAfterMs, lockedUntil = r.retryAfterMs, r.lockedUntil or 0
-      local head = 32 * r.level
-      if r.allowed then head = head + 1 end
-      if r.locked then head = head + 2 end
-      if r.lockedNow then head = head + 4 end
-      if retryAfterMs ~= 0 then head = head + 8 end
-      if lockedUntil ~= 0 then head = head + 16 end
-      reply[b + 1], reply[b + 2], reply[b + 3], reply[b + 4], reply[b + 5] =
-        head, r.remaining, r.resetMs, r.count, r.receipt
-      b = b + 5
-      if retryAfterMs ~= 0 then
-        b = b + 1
-        reply[b] = retryAfterMs
+      local op = distinct[ARGV[at + 3 + i]]
+      shapeOps[i], locks[i] = op, op.lockMs ~= 0
+    end
+    local fixedNowMs = false
+    if ARGV[at] ~= SERVER_TIME then fixedNowMs = tonumber(ARGV[at]) end
+    shapes[tostring(j)] = {
+      nowMs = fixedNowMs, mode = ARGV[at + 1], consumeNothing = ARGV[at + 2] == '1', n = n, ops = shapeOps,
+      locks = locks,
+    }
+    at = at + 4 + n
+  end
+
+  local serverMs = nil
+  local reply = { 0 }
+  local b = 1
+  local keyAt = 1
+  local requests = tonumber(ARGV[at])
+  at = at + 1
+  for _ = 1, requests do
+    local shape = shapes[ARGV[at]]
+    at = at + 1
+    local requestNowMs = shape.nowMs
+    if not requestNowMs then
+      if serverMs == nil then
+        serverMs = clockMs(SERVER_TIME)
+        reply[1] = serverMs
       end
-      if lockedUntil ~= 0 then
-        b = b + 1
-        reply[b] = lockedUntil
+      requestNowMs = serverMs
+    end
+    local n, locks = shape.n, shape.locks
+    ops = shape.ops
+    for i = 1, n do
+      countKeys[i] = KEYS[keyAt]
+      keyAt = keyAt + 1
+      if locks[i] then
+        lockKeys[i], indexKeys[i], identities[i] = KEYS[keyAt], KEYS[keyAt + 1], ARGV[at]
+        keyAt = keyAt + 2
+        at = at + 1
+      else
+        lockKeys[i] = false
       end
     end
-  else
-    -- redis.call raises a table { err = message } in Redis 7, a string before.
-    if type(err) == 'table' then err = err.err end
-    b = b + 1
-    reply[b] = tostring(err)
+    local ok, err = pcall(decide, n, shape.mode, shape.consumeNothing, requestNowMs)
+    if ok then
+      -- The results, as the header says.
+      for i = 1, n do
+        local r = results[i]
+        local retryAfterMs, lockedUntil = r.retryAfterMs, r.lockedUntil or 0
+        local head = LEVEL_UNIT * r.level
+        if r.allowed then head = head + ALLOWED end
+        if r.locked then head = head + LOCKED end
+        if r.lockedNow then head = head + LOCKED_NOW end
+        if retryAfterMs ~= 0 then head = head + RETRY_AFTER_FOLLOWS end
+        if lockedUntil ~= 0 then head = head + LOCKED_UNTIL_FOLLOWS end
+        reply[b + 1], reply[b + 2], reply[b + 3], reply[b + 4], reply[b + 5] =
+          head, r.remaining, r.resetMs, r.count, r.receipt
+        b = b + 5
+        if retryAfterMs ~= 0 then
+          b = b + 1
+          reply[b] = retryAfterMs
+        end
+        if lockedUntil ~= 0 then
+          b = b + 1
+          reply[b] = lockedUntil
+        end
+      end
+    else
+      -- redis.call raises a table { err = message } in Redis 7, a string before.
+      if type(err) == 'table' then err = err.err end
+      b = b + 1
+      reply[b] = tostring(err)
+    end
   end
+  return reply
 end
-return reply

@@ -1,18 +1,22 @@
 -- Fixed window (src/algorithms/fixed.ts): starts at the first counted hit, lasts sizeMs.
--- Not a script by itself: ALG['fixed'] is called by check.lua and refund.lua with an op's count key
--- (their KEYS) and the op decoded from their ARGV (prelude.lua readOps); it returns Lua tables, not replies.
+-- A module (require('fixed')), not a script: no KEYS, no ARGV, no reply of its own. Its algorithm is
+-- called by the drivers (check.lua, refund.lua) with an op's count key (one of their KEYS) and the op
+-- decoded from their ARGV (protocol.lua readOps); it returns Lua tables. Exports fixed, and the counter
+-- calendar.lua shares, as fixed.ts does: evaluateCounter, refundCounter, loadCounter, saveCounter.
 -- State: one string at the count key. Usually the integer endRel * 10^7 + count, where
 -- endRel = endMs - 1577836800000 (ms since 2020-01-01) and count < 10^7, so Redis stores it as an
 -- int-encoded string; when that does not fit (count >= 10^7, a fractional or far-away end),
--- the text "<endMs>:<count>". The window end lives in the value, never only in the TTL.
--- Also holds the counter shared with calendar.lua, which must be concatenated after this file.
+-- the text "<endMs>:<count>". The window end lives in the value, never only in the TTL. Receipt: endMs.
+
+local values = require('values')
+local num, ttlMs = values.num, values.ttlMs
 
 local EPOCH_2020_MS = 1577836800000
 local PACK = 10000000
 
-local counter = {}
-
-function counter.load(key)
+-- { count, endMs, packed }: `packed` when the value is the integer rel * 10^7 + count, which INCRBY
+-- can add to (rel > 0: no sign, no leading zero).
+local function loadCounter(key)
   local s = redis.call('GET', key)
   if not s then return nil end
   local colon = string.find(s, ':', 1, true)
@@ -23,15 +27,14 @@ function counter.load(key)
   local n = #s
   local rel = 0
   if n > 7 then rel = tonumber(string.sub(s, 1, n - 7)) end
-  -- `packed`: the value is the integer rel * 10^7 + count, which INCRBY can add to (rel > 0: no sign,
-  -- no leading zero).
   return { endMs = rel + EPOCH_2020_MS, count = tonumber(string.sub(s, -7)), packed = rel > 0 }
 end
 
 -- `state.add`, set by apply when the stored value is packed and holds the same window: the units
--- added to it, as text (the op's costText). INCRBY then writes it in place, keeping the TTL the window's first write set (the same
--- instant a new PX would name); every other change rewrites value and TTL.
-function counter.save(key, state, _, nowMs)
+-- added to it, as text (the op's costText). INCRBY then writes it in place, keeping the TTL the
+-- window's first write set (the same instant a new PX would name); every other change rewrites value
+-- and TTL.
+local function saveCounter(key, state, _, nowMs)
   if state.add and state.count < PACK then
     redis.call('INCRBY', key, state.add)
     return
@@ -47,8 +50,8 @@ function counter.save(key, state, _, nowMs)
   redis.call('SET', key, value, 'PX', ttlMs(state.endMs, nowMs))
 end
 
--- evaluateCounter of fixed.ts: counting against a window that ends at endMs.
-function counter.evaluate(count, endMs, op, nowMs, add)
+-- Counting against a window that ends at endMs; shared with calendar windows.
+local function evaluateCounter(count, endMs, op, nowMs, add)
   local total = count + op.cost
   local allowed = total <= op.limit
   local counted = count
@@ -67,27 +70,23 @@ function counter.evaluate(count, endMs, op, nowMs, add)
   }
 end
 
--- Only the window the reservation was made in can give it back.
-function counter.refund(state, op, nowMs, receipt)
+-- Gives a reservation back; shared with calendar windows. Only the window it was made in can.
+local function refundCounter(state, op, nowMs, receipt)
   if state.endMs ~= receipt or nowMs >= state.endMs then return state end
   local count = math.max(0, state.count - op.cost)
   if count == 0 then return nil end
   return { count = count, endMs = state.endMs }
 end
 
-function counter.expiresAt(state)
-  return state.endMs
-end
-
-ALG['fixed'] = {
-  load = counter.load,
-  save = counter.save,
+local fixed = {
+  load = loadCounter,
+  save = saveCounter,
   evaluate = function(state, op, nowMs, add)
     -- A missing or ended window reads as a fresh one starting now.
     if state ~= nil and nowMs < state.endMs then
-      return counter.evaluate(state.count, state.endMs, op, nowMs, add)
+      return evaluateCounter(state.count, state.endMs, op, nowMs, add)
     end
-    return counter.evaluate(0, nowMs + op.sizeMs, op, nowMs, add)
+    return evaluateCounter(0, nowMs + op.sizeMs, op, nowMs, add)
   end,
   apply = function(state, op, nowMs)
     -- In place, as fixed.ts: the state was loaded for this op alone.
@@ -98,6 +97,16 @@ ALG['fixed'] = {
     end
     return { count = op.cost, endMs = nowMs + op.sizeMs }
   end,
-  refund = counter.refund,
-  expiresAt = counter.expiresAt,
+  refund = refundCounter,
+  expiresAt = function(state)
+    return state.endMs
+  end,
+}
+
+return {
+  fixed = fixed,
+  evaluateCounter = evaluateCounter,
+  refundCounter = refundCounter,
+  loadCounter = loadCounter,
+  saveCounter = saveCounter,
 }

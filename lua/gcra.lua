@@ -1,9 +1,16 @@
 -- GCRA (src/algorithms/gcra.ts), leaky bucket as a meter: one number per key.
--- Not a script by itself: ALG['gcra'] is called by check.lua and refund.lua with an op's count key
--- (their KEYS) and the op decoded from their ARGV (prelude.lua readOps); it returns Lua tables, not replies.
+-- A module (require('gcra')), not a script: no KEYS, no ARGV, no reply of its own. Its algorithm is
+-- called by the drivers (check.lua, refund.lua) with an op's count key and the op decoded from their
+-- ARGV; it returns Lua tables.
 -- State: one int-encoded string at the count key: the theoretical arrival time (TAT) in whole epoch
 -- microseconds. It advances by cost x size/limit per op, rounded to the nearest µs (Math.round);
--- decisions compare in units of 1/limit µs relative to now, which are exact integers. Receipt: 0.
+-- decisions count whole units relative to now, exactly (unitsIn). The state is time, so a key whose
+-- limit changes between requests keeps its backlog, counted in units of the new limit. Receipt: 0.
+-- The op's limit and burst: ARGV fields of each op (burst = the explicit one, else the op's limit).
+
+local intMath, values = require('int-math'), require('values')
+local ceilDiv, floorDiv, round = intMath.ceilDiv, intMath.floorDiv, intMath.round
+local num, ttlMs = values.num, values.ttlMs
 
 -- Backlog (TAT - now) in µs, never negative; time never runs backwards (a TAT ahead of now stays).
 local function backlogUs(state, nowMs)
@@ -12,12 +19,25 @@ local function backlogUs(state, nowMs)
   return 0
 end
 
--- µs one op of this cost takes in the bucket.
+-- How far an op moves the TAT: cost x size/limit, rounded to the nearest µs.
 local function stepUs(op)
   return round((op.cost * op.sizeMs * 1000) / op.limit)
 end
 
-ALG['gcra'] = {
+-- Units a backlog of backlogUs holds at `limit` (one unit takes unitUs / limit µs): ceil(backlog x
+-- limit / unitUs), without forming backlog x limit, which passes 2^53 when the limit of a key grows.
+local function unitsIn(backlog, limit, unitUs)
+  local whole = floorDiv(backlog, unitUs)
+  return whole * limit + ceilDiv((backlog - whole * unitUs) * limit, unitUs)
+end
+
+-- Ms until (backlog x limit + units x unitUs) µs·limit have drained at limit x 1000 per ms, rounded up.
+local function msUntil(backlog, units, op)
+  local ms = floorDiv(backlog, 1000)
+  return ms + ceilDiv((backlog - ms * 1000) * op.limit + units * op.sizeMs * 1000, op.limit * 1000)
+end
+
+local gcra = {
   load = function(key)
     local s = redis.call('GET', key)
     if not s then return nil end
@@ -27,29 +47,25 @@ ALG['gcra'] = {
     redis.call('SET', key, num(state.tatUs), 'PX', ttlMs(math.ceil(state.tatUs / 1000), nowMs))
   end,
   evaluate = function(state, op, nowMs, add)
-    local burst, limit = op.burst, op.limit
-    -- Scaled units: 1 = 1/limit µs, so one request unit is exactly sizeMs x 1000.
-    local unit = op.sizeMs * 1000
-    local capacity = burst * unit
-    local base = backlogUs(state, nowMs) * limit
-    local allowed = base + op.cost * unit <= capacity
-    local used = base
-    if allowed or add then used = base + op.cost * unit end
-    local free = floorDiv(capacity - used, unit)
-    local remaining = math.max(0, free)
-    -- One more unit is free once the backlog drops to the multiple of a unit below it.
-    local untilUnit = used - (burst - remaining - 1) * unit
+    local burst = op.burst
+    local backlog = backlogUs(state, nowMs)
+    -- Units in use, rounded up: the backlog's, plus this op's when it counts.
+    local inUse = unitsIn(backlog, op.limit, op.sizeMs * 1000)
+    local allowed = inUse + op.cost <= burst
+    local added = 0
+    if allowed or add then added = op.cost end
+    local counted = inUse + added
+    local remaining = math.max(0, burst - counted)
     local resetMs, retryAfterMs = 0, 0
-    if not (used <= 0 or remaining >= burst) then resetMs = ceilDiv(untilUnit, limit * 1000) end
-    if not allowed then
-      retryAfterMs = math.max(1, ceilDiv(base + math.min(op.cost, burst) * unit - capacity, limit * 1000))
-    end
+    -- One more unit is free once the backlog drops to the multiple of a unit below it.
+    if counted ~= 0 then resetMs = msUntil(backlog, added - burst + remaining + 1, op) end
+    if not allowed then retryAfterMs = math.max(1, msUntil(backlog, math.min(op.cost, burst) - burst, op)) end
     return {
       allowed = allowed,
       remaining = remaining,
       resetMs = resetMs,
       retryAfterMs = retryAfterMs,
-      count = burst - free,
+      count = counted,
       receipt = 0,
     }
   end,
@@ -68,3 +84,5 @@ ALG['gcra'] = {
     return math.ceil(state.tatUs / 1000)
   end,
 }
+
+return { gcra = gcra }

@@ -2,31 +2,36 @@
 -- group denied). Never goes below empty; a state that becomes empty is deleted.
 --
 -- KEYS[i]    count key of refund i: <prefix>:{<identity>}:<rule> (all in one slot)
--- ARGV[1]    m, number of distinct ops, then m x the 13 fields of an op (readOps in prelude.lua)
--- then       now, epoch ms ('' to read the server's TIME); n, number of refunds; then per refund: the
+-- ARGV[1]    m, number of distinct ops, then m x the 13 fields of an op (protocol.lua readOps)
+-- then       now, epoch ms ('server' for the server's TIME); n, number of refunds; then per refund: the
 --            index of its op among the m, and its receipt, as check.lua returned it
 -- Reply: flat array of integers, 3 per refund: remaining (units), resetMs, count (units): the state
 --   after the refund as an op of cost 0 reads it.
 
-local ops, at = readOps(1)
-local nowMs = clockMs(ARGV[at])
-local n = tonumber(ARGV[at + 1])
-at = at + 2
-local reply = {}
-for i = 1, n do
-  local op = ops[ARGV[at]]
-  local receipt = tonumber(ARGV[at + 1])
+local protocol, algorithms = require('protocol'), require('algorithms')
+local byType, loadLive, withCost = algorithms.byType, algorithms.loadLive, algorithms.withCost
+
+return function(KEYS, ARGV)
+  local ops, at = protocol.readOps(ARGV, 1)
+  local nowMs = protocol.clockMs(ARGV[at])
+  local n = tonumber(ARGV[at + 1])
   at = at + 2
-  local key = KEYS[i]
-  local alg = ALG[op.type]
-  local state = loadLive(alg, key, op, nowMs)
-  if state ~= nil then
-    state = alg.refund(state, op, nowMs, receipt)
-    if state == nil then redis.call('DEL', key) else alg.save(key, state, op, nowMs) end
+  local reply = {}
+  for i = 1, n do
+    local op = ops[ARGV[at]]
+    local receipt = tonumber(ARGV[at + 1])
+    at = at + 2
+    local key = KEYS[i]
+    local alg = byType[op.type]
+    local state = loadLive(alg, key, op, nowMs)
+    if state ~= nil then
+      state = alg.refund(state, op, nowMs, receipt)
+      if state == nil then redis.call('DEL', key) else alg.save(key, state, op, nowMs) end
+    end
+    local now = alg.evaluate(state, withCost(op, 0), nowMs, false)
+    reply[#reply + 1] = now.remaining
+    reply[#reply + 1] = now.resetMs
+    reply[#reply + 1] = now.count
   end
-  local now = alg.evaluate(state, withCost(op, 0), nowMs, false)
-  reply[#reply + 1] = now.remaining
-  reply[#reply + 1] = now.resetMs
-  reply[#reply + 1] = now.count
+  return reply
 end
-return reply

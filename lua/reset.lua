@@ -1,16 +1,25 @@
--- Clears count, lock and level of one rule for one identity (limiter.reset).
+-- Clears count, lock and level of one rule for one identity (limiter.reset), and takes the lock off its
+-- rule's lock index, in one call.
 --
 -- KEYS[1]     count key: <prefix>:{<identity>}:<rule>
--- KEYS[2]     lock key:  <prefix>:{<identity>}:<rule>:l, value "<untilMs>:<level>:<forgetAtMs>"
--- ARGV[1]     now, epoch ms; '' to read the server's TIME
--- Reply: array of 2 integers: wasLocked (1 when a lock was in force), level of the lock found (0: none),
---   which names the member to remove from the rule's lock index.
+-- KEYS[2]     lock key:  <prefix>:{<identity>}:<rule>:l (value: protocol.lua lockValue)
+-- KEYS[3]     the rule's lock index (ZSET, score = untilMs, member protocol.lua lockIndexMember), in
+--             the identity's slot on a Cluster
+-- ARGV[1]     now, epoch ms; 'server' for the server's TIME
+-- ARGV[2]     the identity (the limiter's key string)
+-- Reply: array of 2 integers: wasLocked (1 when a lock was in force, else 0), level of the lock found
+--   (0: none).
 
-local nowMs = clockMs(ARGV[1])
-local v = redis.call('GET', KEYS[2])
-redis.call('DEL', KEYS[1], KEYS[2])
-if not v then return { 0, 0 } end
-local untilMs, level = string.match(v, '^([^:]+):([^:]+):')
-local wasLocked = 0
-if nowMs < tonumber(untilMs) then wasLocked = 1 end
-return { wasLocked, tonumber(level) }
+local protocol = require('protocol')
+
+return function(KEYS, ARGV)
+  local nowMs = protocol.clockMs(ARGV[1])
+  local v = redis.call('GET', KEYS[2])
+  redis.call('DEL', KEYS[1], KEYS[2])
+  if not v then return { 0, 0 } end
+  local lock = protocol.readLockValue(v)
+  redis.call('ZREM', KEYS[3], protocol.lockIndexMember(lock.level, ARGV[2]))
+  local wasLocked = 0
+  if nowMs < lock.untilMs then wasLocked = 1 end
+  return { wasLocked, lock.level }
+end

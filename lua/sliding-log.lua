@@ -1,18 +1,22 @@
 -- Sliding log (src/algorithms/sliding-log.ts): exact; a hit at t counts until t + sizeMs.
--- Not a script by itself: ALG['sliding-log'] is called by check.lua and refund.lua with an op's count key
--- (their KEYS) and the op decoded from their ARGV (prelude.lua readOps); it returns Lua tables, not replies.
+-- A module (require('sliding-log')), not a script: no KEYS, no ARGV, no reply of its own. Its algorithm
+-- is called by the drivers (check.lua, refund.lua) with an op's count key and the op decoded from their
+-- ARGV; it returns Lua tables.
 -- State: a ZSET at the count key, one member per distinct millisecond: score = ts (epoch ms),
 -- member "<ts>:<cost>" (units hit at that ms). A hit at an ms already logged replaces its member.
 -- Receipt = ts of the entry the op was added to.
 
-local function logFirstLive(entries, nowMs, sizeMs)
+local num, ttlMs = require('values').num, require('values').ttlMs
+
+-- Index of the first entry still inside the window at nowMs.
+local function firstLive(entries, nowMs, sizeMs)
   local i = 1
   while i <= #entries and entries[i].ts + sizeMs <= nowMs do i = i + 1 end
   return i
 end
 
 -- Time never runs backwards inside the log: a clock behind the newest entry reads as that entry's time.
-local function logClamp(state, nowMs)
+local function clamp(state, nowMs)
   if state ~= nil then
     local last = state.entries[#state.entries]
     if last ~= nil and last.ts > nowMs then return last.ts end
@@ -20,18 +24,7 @@ local function logClamp(state, nowMs)
   return nowMs
 end
 
--- Writes change by change: the log can hold `limit` entries, rewriting it all would be O(limit).
-local function logSave(key, state, op, nowMs)
-  if state.dropUpTo ~= nil then redis.call('ZREMRANGEBYSCORE', key, '-inf', num(state.dropUpTo)) end
-  for _, c in ipairs(state.changes) do
-    if c.old > 0 then redis.call('ZREM', key, num(c.ts) .. ':' .. num(c.old)) end
-    if c.new > 0 then redis.call('ZADD', key, num(c.ts), num(c.ts) .. ':' .. num(c.new)) end
-  end
-  local last = state.entries[#state.entries]
-  redis.call('PEXPIRE', key, ttlMs(last.ts + op.sizeMs, nowMs))
-end
-
-ALG['sliding-log'] = {
+local slidingLog = {
   load = function(key)
     local members = redis.call('ZRANGE', key, 0, -1)
     if #members == 0 then return nil end
@@ -43,13 +36,22 @@ ALG['sliding-log'] = {
     end
     return { entries = entries, changes = {} }
   end,
-  save = logSave,
+  -- Writes change by change: the log can hold `limit` entries, rewriting it all would be O(limit).
+  save = function(key, state, op, nowMs)
+    if state.dropUpTo ~= nil then redis.call('ZREMRANGEBYSCORE', key, '-inf', num(state.dropUpTo)) end
+    for _, c in ipairs(state.changes) do
+      if c.old > 0 then redis.call('ZREM', key, num(c.ts) .. ':' .. num(c.old)) end
+      if c.new > 0 then redis.call('ZADD', key, num(c.ts), num(c.ts) .. ':' .. num(c.new)) end
+    end
+    local last = state.entries[#state.entries]
+    redis.call('PEXPIRE', key, ttlMs(last.ts + op.sizeMs, nowMs))
+  end,
   evaluate = function(state, op, now, add)
-    local nowMs = logClamp(state, now)
+    local nowMs = clamp(state, now)
     local sizeMs, limit = op.sizeMs, op.limit
     local entries = {}
     if state ~= nil then entries = state.entries end
-    local first = logFirstLive(entries, nowMs, sizeMs)
+    local first = firstLive(entries, nowMs, sizeMs)
     local used = 0
     for i = first, #entries do used = used + entries[i].cost end
     local total = used + op.cost
@@ -81,10 +83,10 @@ ALG['sliding-log'] = {
     }
   end,
   apply = function(state, op, now)
-    local nowMs = logClamp(state, now)
+    local nowMs = clamp(state, now)
     local entries = {}
     if state ~= nil then entries = state.entries end
-    local first = logFirstLive(entries, nowMs, op.sizeMs)
+    local first = firstLive(entries, nowMs, op.sizeMs)
     local live = entries
     local out = { changes = {} }
     if first > 1 then
@@ -124,3 +126,5 @@ ALG['sliding-log'] = {
     return last.ts + op.sizeMs
   end,
 }
+
+return { slidingLog = slidingLog }

@@ -1,24 +1,31 @@
 -- Sliding counter (src/algorithms/sliding.ts): `buckets` sub-windows of sizeMs / buckets each.
--- Not a script by itself: ALG['sliding'] is called by check.lua and refund.lua with an op's count key
--- (their KEYS) and the op decoded from their ARGV (prelude.lua readOps); it returns Lua tables, not replies.
+-- A module (require('sliding')), not a script: no KEYS, no ARGV, no reply of its own. Its algorithm is
+-- called by the drivers (check.lua, refund.lua) with an op's count key and the op decoded from their
+-- ARGV; it returns Lua tables.
 -- State: a HASH at the count key, field = bucket index (floor(t / width)), value = units counted in
 -- that bucket. Buckets that stopped counting are deleted whenever the key is written.
 -- Receipt = the bucket index the op was counted in.
 
-local function bucketWidth(op)
+local num, ttlMs = require('values').num, require('values').ttlMs
+
+local NONE = {}
+
+local function width(op)
   return op.sizeMs / op.buckets
 end
 
 -- A bucket j counts while the current index is at most j + buckets (see sliding.ts).
-local function bucketFirstLive(list, current, buckets)
+local function firstLive(state, current, buckets)
+  local list = NONE
+  if state ~= nil then list = state.buckets end
   local i = 1
   while i <= #list and list[i].index < current - buckets do i = i + 1 end
   return i
 end
 
 -- Time never runs backwards: a clock behind the newest bucket reads as that bucket.
-local function bucketCurrent(state, op, nowMs)
-  local index = math.floor(nowMs / bucketWidth(op))
+local function currentIndex(state, op, nowMs)
+  local index = math.floor(nowMs / width(op))
   if state ~= nil then
     local last = state.buckets[#state.buckets]
     if last ~= nil and last.index > index then return last.index end
@@ -27,16 +34,11 @@ local function bucketCurrent(state, op, nowMs)
 end
 
 -- Ms from now until bucket `index` stops counting.
-local function bucketExpiryMs(index, op, nowMs)
-  return math.max(1, math.ceil((index + op.buckets + 1) * bucketWidth(op) - nowMs))
+local function expiryMs(index, op, nowMs)
+  return math.max(1, math.ceil((index + op.buckets + 1) * width(op) - nowMs))
 end
 
-local function bucketsOf(state)
-  if state == nil then return {} end
-  return state.buckets
-end
-
-ALG['sliding'] = {
+local sliding = {
   load = function(key)
     local flat = redis.call('HGETALL', key)
     if #flat == 0 then return nil end
@@ -52,13 +54,14 @@ ALG['sliding'] = {
       else redis.call('HDEL', key, num(c.index)) end
     end
     local last = state.buckets[#state.buckets]
-    redis.call('PEXPIRE', key, ttlMs(math.ceil((last.index + op.buckets + 1) * bucketWidth(op)), nowMs))
+    redis.call('PEXPIRE', key, ttlMs(math.ceil((last.index + op.buckets + 1) * width(op)), nowMs))
   end,
   evaluate = function(state, op, nowMs, add)
     local limit = op.limit
-    local current = bucketCurrent(state, op, nowMs)
-    local list = bucketsOf(state)
-    local first = bucketFirstLive(list, current, op.buckets)
+    local current = currentIndex(state, op, nowMs)
+    local list = NONE
+    if state ~= nil then list = state.buckets end
+    local first = firstLive(state, current, op.buckets)
     local used = 0
     for i = first, #list do used = used + list[i].count end
     local total = used + op.cost
@@ -70,15 +73,15 @@ ALG['sliding'] = {
     local retryAfterMs = 0
     if not allowed then
       local freed = 0
-      retryAfterMs = bucketExpiryMs(current, op, nowMs)
+      retryAfterMs = expiryMs(current, op, nowMs)
       for i = first, #list do
         freed = freed + list[i].count
-        retryAfterMs = bucketExpiryMs(list[i].index, op, nowMs)
+        retryAfterMs = expiryMs(list[i].index, op, nowMs)
         if used - freed + op.cost <= limit then break end
       end
     end
     local resetMs = 0
-    if oldest ~= nil then resetMs = bucketExpiryMs(oldest, op, nowMs) end
+    if oldest ~= nil then resetMs = expiryMs(oldest, op, nowMs) end
     return {
       allowed = allowed,
       remaining = math.max(0, limit - counted),
@@ -89,9 +92,10 @@ ALG['sliding'] = {
     }
   end,
   apply = function(state, op, nowMs)
-    local current = bucketCurrent(state, op, nowMs)
-    local list = bucketsOf(state)
-    local first = bucketFirstLive(list, current, op.buckets)
+    local current = currentIndex(state, op, nowMs)
+    local list = {}
+    if state ~= nil then list = state.buckets end
+    local first = firstLive(state, current, op.buckets)
     local out = { dead = {}, changes = {} }
     local live = list
     if first > 1 then
@@ -127,6 +131,8 @@ ALG['sliding'] = {
   expiresAt = function(state, op)
     local last = state.buckets[#state.buckets]
     if last == nil then return 0 end
-    return math.ceil((last.index + op.buckets + 1) * bucketWidth(op))
+    return math.ceil((last.index + op.buckets + 1) * width(op))
   end,
 }
+
+return { sliding = sliding }

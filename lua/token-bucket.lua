@@ -1,27 +1,36 @@
 -- Token bucket (src/algorithms/token-bucket.ts): refills `limit` tokens per sizeMs, up to `burst`.
--- Not a script by itself: ALG['token-bucket'] is called by check.lua and refund.lua with an op's count key
--- (their KEYS) and the op decoded from their ARGV (prelude.lua readOps); it returns Lua tables, not replies.
+-- A module (require('token-bucket')), not a script: no KEYS, no ARGV, no reply of its own. Its algorithm
+-- is called by the drivers (check.lua, refund.lua) with an op's count key and the op decoded from their
+-- ARGV; it returns Lua tables.
 -- Tokens are counted in units of 1/sizeMs token (scaled = tokens x sizeMs), so every figure is exact
 -- integer arithmetic, here as in TypeScript.
 -- State: one string at the count key, "<scaled>:<ts>": scaled tokens left at ts (epoch ms of the last refill).
 -- Receipt: 0 (a refund puts tokens back wherever the bucket stands).
 
--- Scaled tokens at nowMs; time never runs backwards (a clock behind ts reads as ts).
-local function refill(state, op, nowMs)
-  local capacity = op.burst * op.sizeMs
-  if state == nil then return { scaled = capacity, ts = nowMs } end
-  local ts = math.max(nowMs, state.ts)
-  -- Once full the bucket stays full; the cap keeps elapsed x limit small. Counted from the level it was
-  -- left at, which a record can take below zero (a debt takes longer than capacity/limit to refill).
-  local elapsed = math.min(ts - state.ts, ceilDiv(capacity - state.scaled, op.limit))
-  return { scaled = math.min(capacity, state.scaled + elapsed * op.limit), ts = ts }
+local intMath, values = require('int-math'), require('values')
+local ceilDiv, floorDiv, num, ttlMs = intMath.ceilDiv, intMath.floorDiv, values.num, values.ttlMs
+
+-- Time of the refill at nowMs: time never runs backwards (a clock behind ts reads as ts).
+local function refillTs(state, nowMs)
+  if state == nil then return nowMs end
+  return math.max(nowMs, state.ts)
 end
 
-local function bucketExpiresAt(state, op)
+-- Scaled tokens at nowMs (see refillTs).
+local function refilled(state, op, nowMs)
+  local capacity = op.burst * op.sizeMs
+  if state == nil then return capacity end
+  -- Once full the bucket stays full; the cap keeps elapsed x limit small. Counted from the level it was
+  -- left at, which a record can take below zero (a debt takes longer than capacity/limit to refill).
+  local elapsed = math.min(refillTs(state, nowMs) - state.ts, ceilDiv(capacity - state.scaled, op.limit))
+  return math.min(capacity, state.scaled + elapsed * op.limit)
+end
+
+local function expiresAt(state, op)
   return state.ts + ceilDiv(op.burst * op.sizeMs - state.scaled, op.limit)
 end
 
-ALG['token-bucket'] = {
+local tokenBucket = {
   load = function(key)
     local s = redis.call('GET', key)
     if not s then return nil end
@@ -30,11 +39,11 @@ ALG['token-bucket'] = {
   end,
   save = function(key, state, op, nowMs)
     local value = num(state.scaled) .. ':' .. num(state.ts)
-    redis.call('SET', key, value, 'PX', ttlMs(bucketExpiresAt(state, op), nowMs))
+    redis.call('SET', key, value, 'PX', ttlMs(expiresAt(state, op), nowMs))
   end,
   evaluate = function(state, op, nowMs, add)
     local burst, limit, sizeMs = op.burst, op.limit, op.sizeMs
-    local scaled = refill(state, op, nowMs).scaled
+    local scaled = refilled(state, op, nowMs)
     local need = op.cost * sizeMs
     local allowed = scaled >= need
     local after = scaled
@@ -56,15 +65,15 @@ ALG['token-bucket'] = {
     }
   end,
   apply = function(state, op, nowMs)
-    local live = refill(state, op, nowMs)
-    return { scaled = live.scaled - op.cost * op.sizeMs, ts = live.ts }
+    return { scaled = refilled(state, op, nowMs) - op.cost * op.sizeMs, ts = refillTs(state, nowMs) }
   end,
   refund = function(state, op, nowMs)
-    local live = refill(state, op, nowMs)
     local capacity = op.burst * op.sizeMs
-    local scaled = math.min(capacity, live.scaled + op.cost * op.sizeMs)
+    local scaled = math.min(capacity, refilled(state, op, nowMs) + op.cost * op.sizeMs)
     if scaled >= capacity then return nil end
-    return { scaled = scaled, ts = live.ts }
+    return { scaled = scaled, ts = refillTs(state, nowMs) }
   end,
-  expiresAt = bucketExpiresAt,
+  expiresAt = expiresAt,
 }
+
+return { tokenBucket = tokenBucket }

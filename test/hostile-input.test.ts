@@ -21,7 +21,8 @@ import {
   type Rule,
   type Store,
 } from '../src/index.js';
-import { escapeIdentity, opKeys, tagSlot } from '../src/stores/redis-keys.js';
+import { escapeIdentity, tagSlot } from '../src/stores/redis-hash-tags.js';
+import { opKeys } from '../src/stores/redis-protocol.js';
 import { getRedis, type RedisCluster, startCluster } from './support/redis.js';
 
 const HUGE = 'a'.repeat(1 << 20);

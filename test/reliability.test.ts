@@ -13,7 +13,7 @@ import {
   type StoreOp,
 } from '../src/index.js';
 import { type CompiledRule, compileRules } from '../src/rules.js';
-import { escapeIdentity, tagSlot } from '../src/stores/redis-keys.js';
+import { escapeIdentity, tagSlot } from '../src/stores/redis-hash-tags.js';
 import {
   RECOMMENDED_CLUSTER_OPTIONS,
   RECOMMENDED_REDIS_OPTIONS,

@@ -1,9 +1,9 @@
-// The Lua scripts of the Redis store: found in the package's lua/ folder, assembled, run by SHA.
+// The Lua scripts of the Redis store: the lua/ files assembled into scripts, run by SHA.
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { Cluster, Redis } from 'ioredis';
+import type { RedisConnection } from './redis-connection.js';
 
 /** A script ready to run: its full source and the SHA1 Redis knows it by. */
 export interface RedisScript {
@@ -16,11 +16,7 @@ export interface RedisScripts {
   readonly check: RedisScript;
   readonly refund: RedisScript;
   readonly reset: RedisScript;
-  readonly lockIndex: RedisScript;
 }
-
-/** Concatenated in this order ahead of the check and refund drivers: calendar reuses fixed's counter. */
-const ALGORITHM_FILES = ['fixed', 'calendar', 'sliding-log', 'sliding', 'token-bucket', 'gcra'];
 
 /**
  * The lua/ folder: walks up from this module's own folder, which is src/stores/ when run from source
@@ -33,25 +29,56 @@ export function findLuaDir(from: string = dirname(fileURLToPath(import.meta.url)
   }
 }
 
+/**
+ * Every lua/ file is a module: its body runs once, on its first `require(name)` in a call, and what it
+ * returns is what `require` gives. A script is the modules `main` requires (and those they require,
+ * named as literals), then `main`, the body that reads KEYS and ARGV. Each module has a scope of its
+ * own, so its helpers keep the names of their TypeScript twins.
+ */
+export function assembleScript(main: string, dir: string = findLuaDir()): string {
+  const sources = new Map<string, string>();
+  const add = (code: string) => {
+    for (const [, name] of code.matchAll(/require\('([\w-]+)'\)/g)) {
+      if (name === undefined || sources.has(name)) continue;
+      const source = readFileSync(join(dir, `${name}.lua`), 'utf8');
+      sources.set(name, source);
+      add(source);
+    }
+  };
+  add(main);
+  const modules = [...sources.keys()]
+    .sort()
+    .map((name) => `MODULES['${name}'] = function()\n${sources.get(name)}\nend`);
+  return [
+    // Redis < 5 refuses writes after TIME unless effects are replicated; 5+ does so by default.
+    'if redis.replicate_commands then redis.replicate_commands() end',
+    'local MODULES, LOADED = {}, {}',
+    'local function require(name)',
+    '  local exports = LOADED[name]',
+    '  if exports == nil then',
+    '    exports = MODULES[name]()',
+    '    LOADED[name] = exports',
+    '  end',
+    '  return exports',
+    'end',
+    ...modules,
+    main,
+  ].join('\n');
+}
+
+export function makeScript(name: string, source: string): RedisScript {
+  return { name, source, sha: createHash('sha1').update(source).digest('hex') };
+}
+
 let loaded: RedisScripts | undefined;
 
 /** Reads and assembles every script once per process; the SHA is computed here, never hard-coded. */
 export function loadScripts(): RedisScripts {
   if (loaded !== undefined) return loaded;
   const dir = findLuaDir();
-  const read = (file: string) => readFileSync(join(dir, `${file}.lua`), 'utf8');
-  const prelude = read('prelude');
-  const algorithms = ALGORITHM_FILES.map(read).join('\n');
-  const make = (name: string, parts: string[]): RedisScript => {
-    const source = parts.join('\n');
-    return { name, source, sha: createHash('sha1').update(source).digest('hex') };
-  };
-  loaded = {
-    check: make('check', [prelude, algorithms, read('check')]),
-    refund: make('refund', [prelude, algorithms, read('refund')]),
-    reset: make('reset', [prelude, read('reset')]),
-    lockIndex: make('lock-index', [prelude, read('lock-index')]),
-  };
+  const driver = (name: string) =>
+    makeScript(name, assembleScript(`return require('${name}')(KEYS, ARGV)`, dir));
+  loaded = { check: driver('check'), refund: driver('refund'), reset: driver('reset') };
   return loaded;
 }
 
@@ -62,18 +89,45 @@ function isNoScript(error: unknown): boolean {
 /**
  * EVALSHA, and EVAL (which also caches the script again) only when the server answers NOSCRIPT: its
  * script cache is empty after a restart, a failover or SCRIPT FLUSH. One round trip in the usual case.
- * `keysThenArgs` holds the `keyCount` keys, then the ARGV.
+ * On a Cluster every key must share a slot: the first one routes the call.
  */
-export async function runScript(
-  client: Redis | Cluster,
+export function runScript(
+  connection: RedisConnection,
   script: RedisScript,
-  keyCount: number,
-  keysThenArgs: string[],
+  keys: readonly string[],
+  args: readonly string[],
 ): Promise<unknown> {
+  return runScriptThen(connection, script, keys, args, undefined);
+}
+
+/**
+ * runScript, with `next()` sent right behind the script call, so that Redis runs it right after the
+ * script, and again after the script had to be loaded (the first one then ran before it). Resolves
+ * with the script's reply once both have answered.
+ */
+export async function runScriptThen(
+  connection: RedisConnection,
+  script: RedisScript,
+  keys: readonly string[],
+  args: readonly string[],
+  next: (() => Promise<unknown>) | undefined,
+): Promise<unknown> {
+  const argv = [script.sha, String(keys.length)];
+  for (let i = 0; i < keys.length; i++) argv.push(keys[i] as string);
+  for (let i = 0; i < args.length; i++) argv.push(args[i] as string);
+  const call = connection.send('EVALSHA', argv, keys[0]);
+  const followed = next?.();
   try {
-    return await client.evalsha(script.sha, keyCount, keysThenArgs);
+    const reply = await call;
+    await followed;
+    return reply;
   } catch (error) {
     if (!isNoScript(error)) throw error;
-    return client.eval(script.source, keyCount, keysThenArgs);
+    await followed;
+    const again = argv.slice();
+    again[0] = script.source;
+    const reply = await connection.send('EVAL', again, keys[0]);
+    await next?.();
+    return reply;
   }
 }

@@ -1,0 +1,137 @@
+// Requests over several Cluster slots: decided slot group by slot group, earlier groups refunded when a later one denies.
+import type { Batcher } from './redis-batches.js';
+import { decidedAt } from './redis-clock.js';
+import type { RedisConnection } from './redis-connection.js';
+import { escapeIdentity, tagSlot } from './redis-hash-tags.js';
+import { integers, REFUND_FIELDS, refundCall, type ScriptTime } from './redis-protocol.js';
+import { type RedisScript, runScript } from './redis-scripts.js';
+import type { EvalMode, EvalResult, OpResult, Refund, StoreOp } from './store.js';
+
+/** The indexes of the ops of one request whose keys share a slot: one script call. */
+type Group = number[];
+
+/**
+ * A script call may only touch keys of one slot on a Cluster. A request whose identities land in
+ * several slots is decided group by group, in op order: when one group denies, what the groups before
+ * it consumed is refunded and the later groups are decided without consuming (their lockouts still
+ * lock), so nothing is over-admitted and the answer is all-or-nothing overall. Refunds go out one call
+ * per slot group too (a single group on a standalone server).
+ */
+export class SlotGroups {
+  readonly #connection: RedisConnection;
+  readonly #batcher: Batcher;
+  readonly #refundScript: RedisScript;
+  readonly #prefix: string;
+
+  constructor(connection: RedisConnection, batcher: Batcher, refundScript: RedisScript, prefix: string) {
+    this.#connection = connection;
+    this.#batcher = batcher;
+    this.#refundScript = refundScript;
+    this.#prefix = prefix;
+  }
+
+  /** The slot every key of the request hashes to (0 on a standalone server); undefined when several. */
+  slotOf(ops: readonly StoreOp[]): number | undefined {
+    if (!this.#connection.cluster) return 0;
+    let identity: string | undefined;
+    let slot: number | undefined;
+    for (const op of ops) {
+      if (op.key === identity) continue;
+      identity = op.key;
+      const next = tagSlot(escapeIdentity(identity));
+      if (slot !== undefined && next !== slot) return undefined;
+      slot = next;
+    }
+    return slot;
+  }
+
+  /** A Cluster request over several slots: one call per slot, in op order (see the class). */
+  async evaluate(ops: readonly StoreOp[], mode: EvalMode, time: ScriptTime): Promise<EvalResult> {
+    const groups = this.#groups(ops);
+    const results: OpResult[] = new Array(ops.length);
+    let serverMs = 0;
+    const decide = async (group: Group, consumeNothing: boolean) => {
+      const out = await this.#batcher.sendAlone(
+        group.map((i) => ops[i] as StoreOp),
+        mode,
+        consumeNothing,
+        time,
+      );
+      serverMs ||= out.nowMs;
+      group.forEach((i, k) => {
+        results[i] = out.results[k] as OpResult;
+      });
+    };
+    if (mode !== 'check') {
+      await Promise.all(groups.map((group) => decide(group, false)));
+    } else {
+      for (let g = 0; g < groups.length; g++) {
+        const group = groups[g] as Group;
+        await decide(group, false);
+        if (!group.some((i) => denies(ops[i] as StoreOp, results[i] as OpResult))) continue;
+        await Promise.all([
+          ...groups.slice(0, g).map((done) => this.#undo(ops, done, results, time)),
+          ...groups.slice(g + 1).map((later) => decide(later, true)),
+        ]);
+        break;
+      }
+    }
+    return { nowMs: decidedAt(time, serverMs), results };
+  }
+
+  /** Gives reservations back: one call per slot group. */
+  async refund(refunds: readonly Refund[], time: ScriptTime): Promise<void> {
+    const ops = refunds.map((r) => r.op);
+    await Promise.all(
+      this.#groups(ops).map((group) =>
+        this.#refundGroup(
+          group.map((i) => refunds[i] as Refund),
+          time,
+        ),
+      ),
+    );
+  }
+
+  /** Refunds what an admitted group consumed and reports its state as it is now (cost 0, receipt 0). */
+  async #undo(ops: readonly StoreOp[], group: Group, results: OpResult[], time: ScriptTime): Promise<void> {
+    const consumed = group.filter((i) => {
+      const result = results[i] as OpResult;
+      return result.allowed && !result.locked && (ops[i] as StoreOp).cost > 0;
+    });
+    if (consumed.length === 0) return;
+    const refunds = consumed.map((i) => ({
+      op: ops[i] as StoreOp,
+      receipt: (results[i] as OpResult).receipt,
+    }));
+    const after = await this.#refundGroup(refunds, time);
+    consumed.forEach((i, k) => {
+      const at = k * REFUND_FIELDS;
+      const [remaining, resetMs, count] = after.slice(at, at + REFUND_FIELDS) as [number, number, number];
+      results[i] = { ...(results[i] as OpResult), remaining, resetMs, count, receipt: 0 };
+    });
+  }
+
+  async #refundGroup(refunds: readonly Refund[], time: ScriptTime): Promise<number[]> {
+    const { keys, args } = refundCall(this.#prefix, refunds, time);
+    const reply = await runScript(this.#connection, this.#refundScript, keys, args);
+    return integers(reply, refunds.length * REFUND_FIELDS, 'refund');
+  }
+
+  /** Standalone and Sentinel: one group, whatever the identities. Cluster: one per slot, in op order. */
+  #groups(ops: readonly StoreOp[]): Group[] {
+    if (!this.#connection.cluster) return [ops.map((_, i) => i)];
+    const bySlot = new Map<number, Group>();
+    ops.forEach((op, i) => {
+      const slot = tagSlot(escapeIdentity(op.key));
+      const group = bySlot.get(slot);
+      if (group === undefined) bySlot.set(slot, [i]);
+      else group.push(i);
+    });
+    return [...bySlot.values()];
+  }
+}
+
+/** An enforced op that denies (dry-run ops never do). */
+function denies(op: StoreOp, result: OpResult): boolean {
+  return !result.allowed && !op.rule.dryRun;
+}

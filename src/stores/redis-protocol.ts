@@ -1,0 +1,399 @@
+// The wire between the Redis store and its Lua scripts, in one place: key names, argument layouts,
+// result flags and reply decoding. lua/protocol.lua and lua/check.lua are the other side.
+import { escapeIdentity, escapeRuleName, slotTag, tagSlot } from './redis-hash-tags.js';
+import type { EvalMode, OpResult, StoreOp, StoreRule } from './store.js';
+
+// ---- Key names: `<prefix>:{<identity>}:<rule>`, identities and rule names escaped (redis-hash-tags.ts).
+
+/** What makes a count key its lock key. */
+const LOCK_SUFFIX = ':l';
+
+/** The count key of a rule for an identity already escaped (`tag`). */
+export function countKey(prefix: string, tag: string, rule: string): string {
+  return `${prefix}:{${tag}}:${escapeRuleName(rule)}`;
+}
+
+/** The lock state of a rule for an identity (rare: only rules with a lockout have one), beside its count key. */
+export function lockKey(count: string): string {
+  return count + LOCK_SUFFIX;
+}
+
+/** The key names of one rule for one identity; `tag` is the escaped identity that decides the slot. */
+export interface RedisOpKeys {
+  readonly tag: string;
+  readonly count: string;
+  readonly lock: string;
+}
+
+export function opKeys(prefix: string, rule: string, identity: string): RedisOpKeys {
+  const tag = escapeIdentity(identity);
+  const count = countKey(prefix, tag, rule);
+  return { tag, count, lock: lockKey(count) };
+}
+
+/**
+ * A rule's lock index: a ZSET, score = untilMs (epoch ms), member `<level>:<identity>`, written by the
+ * script that places the lock, so it must share the identity's slot. Standalone (and Sentinel), `slot`
+ * undefined: one per rule, `<prefix>:locks:{<rule>}`. Cluster: one per rule and slot,
+ * `<prefix>:{<slot tag>}:<rule>:locks`, where the slot tag is a short string that hashes to `slot`
+ * (no count key ends in `:locks`: rule names hold no `:`; lock keys end in `:l`).
+ */
+export function lockIndexKey(prefix: string, rule: string, slot: number | undefined): string {
+  const name = escapeRuleName(rule);
+  return slot === undefined ? `${prefix}:locks:{${name}}` : `${prefix}:{${slotTag(slot)}}:${name}:locks`;
+}
+
+/** SCAN's MATCH pattern for a rule's Cluster lock indexes (the prefix's glob characters escaped). */
+export function lockIndexPattern(prefix: string, rule: string): string {
+  const glob = (text: string) => text.replace(/[*?[\]\\]/g, '\\$&');
+  return `${glob(`${prefix}:{`)}*${glob(`}:${escapeRuleName(rule)}:locks`)}`;
+}
+
+/** Whether a key the pattern matched is a lock index: its hash tag is the slot tag of its slot. */
+export function isLockIndexKey(key: string, prefix: string, rule: string): boolean {
+  return key === lockIndexKey(prefix, rule, tagSlot(key.slice(prefix.length + 2, key.indexOf('}'))));
+}
+
+/** The slot of an escaped identity's lock index: undefined (one index per rule) off a Cluster. */
+export function indexSlot(space: KeySpace, tag: string): number | undefined {
+  return space.cluster ? tagSlot(tag) : undefined;
+}
+
+/** `<level>:<identity>` of a lock-index member (built by lockIndexMember in lua/protocol.lua). */
+export function parseLockIndexMember(member: string): { level: number; identity: string } {
+  const colon = member.indexOf(':');
+  return { level: Number(member.slice(0, colon)), identity: member.slice(colon + 1) };
+}
+
+/** The pub/sub channel on which resets are announced to every process. */
+export function resetChannel(prefix: string): string {
+  return `${prefix}:reset`;
+}
+
+// ---- Arguments.
+
+/** The `now` argument asking a script for the server's own clock (TIME); SERVER_TIME in lua/protocol.lua. */
+export const SERVER_TIME = 'server';
+
+/** When a script call decides: an injected clock's epoch ms, or the Redis server's own clock. */
+export type ScriptTime = number | typeof SERVER_TIME;
+
+/** Numbers as text Lua's tonumber reads back exactly (JavaScript prints the shortest round-trip form). */
+export function luaNumber(value: number): string {
+  return String(value);
+}
+
+/** A script's `now` argument. */
+export function timeArgument(time: ScriptTime): string {
+  return time === SERVER_TIME ? SERVER_TIME : luaNumber(time);
+}
+
+/**
+ * The first 10 of an op's 13 fields (readOps in lua/protocol.lua), its rule's (type, limit, sizeMs,
+ * buckets, burst, dryRun, lockout durationMs (0: none), escalate, maxDurationMs, forgetAfterMs),
+ * computed once per rule: rules are immutable once normalized. Limit and burst are placeholders here:
+ * OpTable writes the op's own (a limit may differ per request).
+ */
+const ruleFields = new WeakMap<StoreRule, readonly string[]>();
+
+function fieldsOf(rule: StoreRule): readonly string[] {
+  let fields = ruleFields.get(rule);
+  if (fields === undefined) {
+    const lockout = rule.lockout;
+    fields = [
+      rule.type,
+      '',
+      luaNumber(rule.sizeMs),
+      luaNumber(rule.buckets),
+      luaNumber(rule.burst),
+      rule.dryRun ? '1' : '0',
+      luaNumber(lockout?.durationMs ?? 0),
+      luaNumber(lockout?.escalate ?? 1),
+      luaNumber(lockout?.maxDurationMs ?? 0),
+      luaNumber(lockout?.forgetAfterMs ?? 0),
+    ];
+    ruleFields.set(rule, fields);
+  }
+  return fields;
+}
+
+/** Whether an op's uses send (and the scripts read) a lock key and a lock index: only rules with a lockout. */
+export function hasLockout(rule: StoreRule): boolean {
+  return (rule.lockout?.durationMs ?? 0) !== 0;
+}
+
+/** A distinct op of one script call: what its uses send. */
+interface OpRef {
+  readonly cost: number;
+  readonly limit: number;
+  readonly periodEndMs: number;
+  readonly nextPeriodEndMs: number;
+  /** Its 1-based index among the call's distinct ops, as text. */
+  readonly index: string;
+}
+
+/**
+ * The distinct ops of one call of lua/check.lua or lua/refund.lua (rule, cost and calendar periods:
+ * usually one per rule), each sent once with its 13 fields; every use of an op is then its index.
+ */
+export class OpTable {
+  readonly #refs = new Map<StoreRule, OpRef[]>();
+  /** m, then the fields of each distinct op. */
+  readonly #fields: string[] = ['0'];
+  #count = 0;
+
+  /** The op's index, as text; the op is added on its first use. */
+  index(op: StoreOp): string {
+    const periodEndMs = op.periodEndMs ?? 0;
+    const nextPeriodEndMs = op.nextPeriodEndMs ?? 0;
+    let refs = this.#refs.get(op.rule);
+    if (refs === undefined) {
+      refs = [];
+      this.#refs.set(op.rule, refs);
+    }
+    for (let k = 0; k < refs.length; k++) {
+      const ref = refs[k] as OpRef;
+      if (
+        ref.cost === op.cost &&
+        ref.periodEndMs === periodEndMs &&
+        ref.nextPeriodEndMs === nextPeriodEndMs
+      ) {
+        return ref.index;
+      }
+    }
+    const fields = fieldsOf(op.rule);
+    const at = this.#fields.length;
+    for (let k = 0; k < fields.length; k++) this.#fields.push(fields[k] as string);
+    // The op's limit, and the burst it gives when the rule has none of its own (StoreRule.burst 0).
+    this.#fields[at + 1] = luaNumber(op.limit);
+    this.#fields[at + 4] = luaNumber(op.rule.burst || op.limit);
+    this.#fields.push(luaNumber(op.cost), luaNumber(periodEndMs), luaNumber(nextPeriodEndMs));
+    const index = luaNumber(++this.#count);
+    refs.push({ cost: op.cost, limit: op.limit, periodEndMs, nextPeriodEndMs, index });
+    return index;
+  }
+
+  /** m, then the 13 fields of each distinct op. */
+  fields(): string[] {
+    this.#fields[0] = luaNumber(this.#count);
+    return this.#fields;
+  }
+}
+
+/** Where the keys of a call go: the store's prefix, and whether it talks to a Cluster (lock-index names). */
+export interface KeySpace {
+  readonly prefix: string;
+  readonly cluster: boolean;
+}
+
+/**
+ * One call of lua/check.lua being filled: the KEYS and ARGV of several requests. Requests of the same
+ * shape (time, mode, ops) are common (every request through one route has the same rules), so each
+ * distinct shape is sent once and each request is its shape's index plus its keys.
+ */
+export class CheckCall {
+  readonly keys: string[] = [];
+  readonly #ops = new OpTable();
+  readonly #shapes = new Map<string, string>();
+  /** Per shape: now, mode, consume nothing, n, then n op indexes. */
+  readonly #shapeFields: string[] = [];
+  /** Per request: its shape's index, then the identity of each of its lockout ops. */
+  readonly #requestFields: string[] = [];
+  /** Requests and ops added so far. */
+  requests = 0;
+  ops = 0;
+
+  /**
+   * Adds a request: its keys (per op the count key, and the lock key and lock index when its rule has
+   * a lockout) and its shape. `consumeNothing`: decide and lock, but consume nothing.
+   */
+  add(
+    space: KeySpace,
+    ops: readonly StoreOp[],
+    mode: EvalMode,
+    consumeNothing: boolean,
+    time: ScriptTime,
+  ): void {
+    const now = timeArgument(time);
+    let shape = `${mode} ${consumeNothing ? 'nothing' : 'consume'} ${now}`;
+    const shapeAt = this.#requestFields.length;
+    this.#requestFields.push('');
+    let identity: string | undefined;
+    let tag = '';
+    for (let i = 0; i < ops.length; i++) {
+      const op = ops[i] as StoreOp;
+      // The rules of a request usually share one identity: escaped once.
+      if (op.key !== identity) {
+        identity = op.key;
+        tag = escapeIdentity(identity);
+      }
+      const count = countKey(space.prefix, tag, op.rule.name);
+      this.keys.push(count);
+      if (hasLockout(op.rule)) {
+        this.keys.push(lockKey(count), lockIndexKey(space.prefix, op.rule.name, indexSlot(space, tag)));
+        this.#requestFields.push(identity);
+      }
+      shape += `,${this.#ops.index(op)}`;
+    }
+    let index = this.#shapes.get(shape);
+    if (index === undefined) {
+      index = luaNumber(this.#shapes.size + 1);
+      this.#shapes.set(shape, index);
+      this.#shapeFields.push(now, mode, consumeNothing ? '1' : '0', luaNumber(ops.length));
+      for (let i = 0; i < ops.length; i++) this.#shapeFields.push(this.#ops.index(ops[i] as StoreOp));
+    }
+    this.#requestFields[shapeAt] = index;
+    this.requests++;
+    this.ops += ops.length;
+  }
+
+  /** The ARGV (see lua/check.lua). */
+  args(): string[] {
+    return this.#ops
+      .fields()
+      .concat(luaNumber(this.#shapes.size), this.#shapeFields, luaNumber(this.requests), this.#requestFields);
+  }
+}
+
+/** Reply integers per refund of lua/refund.lua: remaining, resetMs, count. */
+export const REFUND_FIELDS = 3;
+
+/** KEYS and ARGV of one call of lua/refund.lua; all the count keys in one slot. */
+export function refundCall(
+  prefix: string,
+  refunds: ReadonlyArray<{ readonly op: StoreOp; readonly receipt: number }>,
+  time: ScriptTime,
+): { keys: string[]; args: string[] } {
+  const keys: string[] = [];
+  const ops = new OpTable();
+  const body = [timeArgument(time), luaNumber(refunds.length)];
+  for (const { op, receipt } of refunds) {
+    keys.push(opKeys(prefix, op.rule.name, op.key).count);
+    body.push(ops.index(op), luaNumber(receipt));
+  }
+  return { keys, args: ops.fields().concat(body) };
+}
+
+/** KEYS and ARGV of lua/reset.lua for one rule and identity. */
+export function resetCall(space: KeySpace, rule: string, identity: string, time: ScriptTime) {
+  const keys = opKeys(space.prefix, rule, identity);
+  return {
+    keys: [keys.count, keys.lock, lockIndexKey(space.prefix, rule, indexSlot(space, keys.tag))],
+    args: [timeArgument(time), identity],
+  };
+}
+
+// ---- Replies.
+
+/** The bits of a lua/check.lua reply head (Flag in lua/check.lua: the same names and values). */
+export const Flag = {
+  ALLOWED: 1,
+  LOCKED: 2,
+  LOCKED_NOW: 4,
+  RETRY_AFTER_FOLLOWS: 8,
+  LOCKED_UNTIL_FOLLOWS: 16,
+} as const;
+/** The level counts in multiples of this, above the flags (LEVEL_UNIT in lua/check.lua). */
+export const LEVEL_UNIT = 32;
+
+/** The integers of a script reply (integer replies arrive as numbers). */
+export function integers(reply: unknown, expected: number, script: string): number[] {
+  if (!Array.isArray(reply) || reply.length !== expected || !reply.every((v) => typeof v === 'number')) {
+    throw unexpected(reply, script);
+  }
+  return reply as number[];
+}
+
+export function unexpected(reply: unknown, script: string): Error {
+  return new Error(`ratekeeper: unexpected reply from the ${script} script: ${JSON.stringify(reply)}`);
+}
+
+/**
+ * A lua/check.lua reply, request by request: `outcome(r, results, serverMs)` with the results of
+ * request r (of its ops, `opsOf(r)`), or `outcome(r, error)` when its evaluation failed on the server
+ * (Redis's own message, e.g. "OOM command not allowed ...", as a failed call would give it) or the
+ * reply lost its shape. `serverMs`: the server's time (epoch ms; 0 when no request asked for it).
+ */
+export function decodeCheckReply(
+  reply: unknown,
+  requests: number,
+  opsOf: (r: number) => readonly StoreOp[],
+  outcome: (r: number, results: OpResult[] | Error, serverMs: number) => void,
+): void {
+  if (!Array.isArray(reply) || typeof reply[0] !== 'number') {
+    const error = unexpected(reply, 'check');
+    for (let r = 0; r < requests; r++) outcome(r, error, 0);
+    return;
+  }
+  const serverMs = reply[0];
+  let at = 1;
+  for (let r = 0; r < requests; r++) {
+    const head: unknown = reply[at];
+    if (typeof head === 'string') {
+      outcome(r, new Error(head), serverMs);
+      at++;
+      continue;
+    }
+    const ops = opsOf(r);
+    const results: OpResult[] = new Array(ops.length);
+    at = decodeResults(reply, at, ops, results);
+    if (at < 0) {
+      // The reply has lost its shape: nothing after this point can be read either.
+      const error = unexpected(reply, 'check');
+      for (let rest = r; rest < requests; rest++) outcome(rest, error, serverMs);
+      return;
+    }
+    outcome(r, results, serverMs);
+  }
+}
+
+/**
+ * Reads the results of one request (its `ops`) from `reply`, starting at `at`, into `results`.
+ * Returns the position after them, or -1 when the reply does not have that shape.
+ */
+function decodeResults(
+  reply: readonly unknown[],
+  at: number,
+  ops: readonly StoreOp[],
+  results: OpResult[],
+): number {
+  for (let k = 0; k < results.length; k++) {
+    const head = reply[at];
+    const remaining = reply[at + 1];
+    const resetMs = reply[at + 2];
+    const count = reply[at + 3];
+    const receipt = reply[at + 4];
+    if (
+      typeof head !== 'number' ||
+      typeof remaining !== 'number' ||
+      typeof resetMs !== 'number' ||
+      typeof count !== 'number' ||
+      typeof receipt !== 'number'
+    ) {
+      return -1;
+    }
+    at += 5;
+    // A remainder rather than &: it stays exact past 2^31.
+    const flags = head % LEVEL_UNIT;
+    let retryAfterMs: unknown = 0;
+    let lockedUntil: unknown = 0;
+    if (flags & Flag.RETRY_AFTER_FOLLOWS) retryAfterMs = reply[at++];
+    if (flags & Flag.LOCKED_UNTIL_FOLLOWS) lockedUntil = reply[at++];
+    if (typeof retryAfterMs !== 'number' || typeof lockedUntil !== 'number') return -1;
+    results[k] = {
+      allowed: (flags & Flag.ALLOWED) !== 0,
+      limit: (ops[k] as StoreOp).limit,
+      overridden: false,
+      remaining,
+      resetMs,
+      retryAfterMs,
+      locked: (flags & Flag.LOCKED) !== 0,
+      count,
+      receipt,
+      level: (head - flags) / LEVEL_UNIT,
+      lockedUntil,
+      lockedNow: (flags & Flag.LOCKED_NOW) !== 0,
+    };
+  }
+  return at;
+}
