@@ -5,7 +5,7 @@ import { Deadlines } from './deadlines.js';
 import { StoreTimeoutError } from './errors.js';
 import type { StoreErrorPolicy } from './limiter-options.js';
 import type { DecisionSource, Observers } from './observers.js';
-import { HealthState } from './store-health.js';
+import { HealthState, type StoreHealth } from './store-health.js';
 import { MemoryStore } from './stores/memory-store.js';
 import type { EvalMode, EvalResult, OpResult, Store, StoreOp } from './stores/store.js';
 
@@ -80,6 +80,23 @@ export class FailurePolicy {
       if (startedMs >= 0) this.#observers.storeCall(operation, startedMs, error);
       throw error;
     }
+  }
+
+  /**
+   * The store's health (see `limiter.health()`): a shared store that can be pinged is asked first,
+   * under `storeTimeout`; the memory store is always ok.
+   */
+  async checkHealth(): Promise<StoreHealth> {
+    const store = this.#store;
+    if (store.local) return { state: 'ok', sinceMs: this.health.snapshot().sinceMs };
+    if (store.ping !== undefined) {
+      try {
+        await this.call('ping', store.ping());
+      } catch {
+        // Kept in the health state, which is the answer.
+      }
+    }
+    return this.health.snapshot();
   }
 
   /** A decision's store call failed: the next decisions skip the store for `storeRetryInterval`. */

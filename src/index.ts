@@ -17,15 +17,15 @@ export {
   OVERSIZED_KEY,
   UNRESOLVED_IP_KEY,
 } from './keys.js';
+export { createLimiter, Limiter } from './limiter.js';
 export type {
   LimitedEvent,
   LimiterEvents,
-  LimiterOptions,
   LockoutEvent,
   StoreErrorEvent,
   UnlockEvent,
-} from './limiter.js';
-export { createLimiter, Limiter } from './limiter.js';
+} from './limiter-events.js';
+export type { LimiterOptions } from './limiter-options.js';
 export { DIRECT_REQUEST } from './limits.js';
 export type { DecisionInfo, DecisionSource, LimiterObserver, StoreCallInfo } from './observers.js';
 export type { LoginRulesOptions, VerificationCodeRulesOptions } from './recipes/index.js';

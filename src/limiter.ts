@@ -2,15 +2,9 @@
 // A façade over its parts: options (limiter-options.ts), request to ops (request-ops.ts), one decision's
 // path (decider.ts), the failure policy and store health (failure-policy.ts, store-health.ts),
 // reservations (reservations.ts), the deny cache (deny-cache.ts), operator calls on keys (key-admin.ts),
-// waiting turns (acquire.ts, wrap.ts), events and the debug log (limiter-events.ts), observers (observers.ts).
+// acquire and wrap (paced-calls.ts), events and the debug log (limiter-events.ts), observers (observers.ts).
 import { EventEmitter } from 'node:events';
-import { assertWaitable, costNeverFits, TurnQueues } from './acquire.js';
-import {
-  type AcquireOptions,
-  type OverrideOptions,
-  resolveAcquire,
-  type WrapOptions,
-} from './call-options.js';
+import type { AcquireOptions, OverrideOptions, WrapOptions } from './call-options.js';
 import { Decider } from './decider.js';
 import { DenyCache } from './deny-cache.js';
 import { describe } from './errors.js';
@@ -19,21 +13,12 @@ import { KeyAdmin } from './key-admin.js';
 import { type DebugLog, emitStoreError, type LimiterEvents } from './limiter-events.js';
 import { type LimiterOptions, resolveLimiterOptions } from './limiter-options.js';
 import { type LimiterObserver, Observers } from './observers.js';
-import { identityOf, OpBuilder, type RuleOp } from './request-ops.js';
+import { PacedCalls } from './paced-calls.js';
+import { OpBuilder, type RuleOp } from './request-ops.js';
 import { Reservations } from './reservations.js';
 import type { StoreHealth } from './store-health.js';
 import type { EvalMode, Store } from './stores/store.js';
 import type { Decision, LockInfo, Outcome, RequestInfo, Rule, RuleStatus } from './types.js';
-import { wrapFunction } from './wrap.js';
-
-export type {
-  LimitedEvent,
-  LimiterEvents,
-  LockoutEvent,
-  StoreErrorEvent,
-  UnlockEvent,
-} from './limiter-events.js';
-export type { LimiterOptions } from './limiter-options.js';
 
 export class Limiter extends EventEmitter<LimiterEvents> {
   readonly #ops: OpBuilder;
@@ -45,9 +30,7 @@ export class Limiter extends EventEmitter<LimiterEvents> {
   readonly #observers = new Observers();
   readonly #decider: Decider;
   readonly #admin: KeyAdmin;
-  readonly #createdMs = Date.now();
-  /** Waiters of `acquire` and of wrapped functions with `wait`. */
-  readonly #turns = new TurnQueues();
+  readonly #paced: PacedCalls;
   readonly #log: DebugLog;
   /** Some rule needs outcomes, so allowed decisions keep their reservations. */
   readonly #needsOutcomes: boolean;
@@ -74,8 +57,10 @@ export class Limiter extends EventEmitter<LimiterEvents> {
       store.onReset?.((rule, key) => (rule === '' ? cache.clear() : cache.delete(rule, key)));
     }
     this.#log = resolved.log;
-    this.#decider = new Decider({
+    // The parts each take what they need of these.
+    const parts = {
       events: this,
+      ops: this.#ops,
       store,
       policy: this.#policy,
       denyCache: this.#denyCache,
@@ -83,13 +68,13 @@ export class Limiter extends EventEmitter<LimiterEvents> {
       log: this.#log,
       needsOutcomes: this.#needsOutcomes,
       observers: this.#observers,
-    });
-    this.#admin = new KeyAdmin({
+    };
+    this.#decider = new Decider(parts);
+    this.#admin = new KeyAdmin(parts);
+    this.#paced = new PacedCalls({
       ops: this.#ops,
-      store,
-      policy: this.#policy,
-      denyCache: this.#denyCache,
-      events: this,
+      decide: (rules, key, cost) => this.#decideOps('check', () => this.#ops.direct(rules, key, cost)),
+      report: (decision, outcome) => this.report(decision, outcome),
     });
   }
 
@@ -177,13 +162,7 @@ export class Limiter extends EventEmitter<LimiterEvents> {
    * `maxWait`, with the signal's reason (an `AbortError`) on abort; leaves no timer behind.
    */
   acquire(rule: string, key: string, options?: AcquireOptions): Promise<Decision> {
-    try {
-      const { cost, maxWaitMs, signal } = resolveAcquire(options);
-      assertWaitable([this.#ops.rule(rule)], 'acquire');
-      return this.#waitTurn([rule], identityOf(key), cost, maxWaitMs, signal);
-    } catch (error) {
-      return Promise.reject(error);
-    }
+    return this.#paced.acquire(rule, key, options);
   }
 
   /**
@@ -196,15 +175,7 @@ export class Limiter extends EventEmitter<LimiterEvents> {
     fn: (this: This, ...args: A) => R,
     options: WrapOptions<A>,
   ): (this: This, ...args: A) => Promise<Awaited<R>> {
-    return wrapFunction(fn, options, {
-      check: (rules, waits, where) => {
-        const compiled = rules.map((name) => this.#ops.rule(name));
-        if (waits) assertWaitable(compiled, where);
-      },
-      decide: (rules, key, cost) => this.#decideOps('check', () => this.#ops.direct(rules, key, cost)),
-      waitTurn: (rules, key, cost, maxWaitMs) => this.#waitTurn(rules, key, cost, maxWaitMs, undefined),
-      report: (decision, outcome) => this.report(decision, outcome),
-    });
+    return this.#paced.wrap(fn, options);
   }
 
   /** Clears count, lock and escalation level of a rule for a key, in every process. */
@@ -245,41 +216,14 @@ export class Limiter extends EventEmitter<LimiterEvents> {
    * fault), after asking the store itself when it can (`Store.ping`, under `storeTimeout`). The
    * memory store is always `'ok'`.
    */
-  async health(): Promise<StoreHealth> {
-    const store = this.#store;
-    if (store.local) return { state: 'ok', sinceMs: this.#createdMs };
-    if (store.ping !== undefined) {
-      try {
-        await this.#policy.call('ping', store.ping());
-      } catch {
-        // Kept in the health state, which is the answer.
-      }
-    }
-    return this.#policy.health.snapshot();
+  health(): Promise<StoreHealth> {
+    return this.#policy.checkHealth();
   }
 
   /** Closes the store; calls still waiting for a turn (`acquire`, `wrap` with `wait`) reject. */
   async close(): Promise<void> {
-    this.#turns.close();
+    this.#paced.close();
     await Promise.all([this.#store.close(), this.#policy.close()]);
-  }
-
-  #waitTurn(
-    rules: readonly string[],
-    key: string,
-    cost: number,
-    maxWaitMs: number,
-    signal: AbortSignal | undefined,
-  ): Promise<Decision> {
-    const compiled = rules.map((name) => this.#ops.rule(name));
-    return this.#turns.take(
-      `${rules.join(',')}\0${key}`,
-      cost,
-      maxWaitMs,
-      signal,
-      (units) => this.#decideOps('check', () => this.#ops.direct(rules, key, units)),
-      (decision, units) => costNeverFits(compiled, decision, units),
-    );
   }
 
   /**
