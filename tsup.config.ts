@@ -7,6 +7,7 @@ export default defineConfig({
     express: 'adapters/express.ts',
     koa: 'adapters/koa.ts',
     fastify: 'adapters/fastify.ts',
+    hono: 'adapters/hono.ts',
     console: 'src/operators/console/index.ts',
     cli: 'src/operators/cli/bin.ts',
   },
@@ -17,5 +18,5 @@ export default defineConfig({
   clean: true,
   target: 'node20',
   splitting: true,
-  external: ['ioredis', 'express', 'koa', 'fastify', 'fastify-plugin'],
+  external: ['ioredis', 'express', 'koa', 'fastify', 'fastify-plugin', 'hono', '@fastify/proxy-addr'],
 });

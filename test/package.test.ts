@@ -105,9 +105,19 @@ describe('the packed package', function () {
         for (let i = 0; i < 2; i++) statuses.push((await app.inject('/')).statusCode);
         await app.close();`,
     },
+    {
+      entry: 'ratekeeper/hono',
+      esm: `import { Hono } from 'hono'; import { rateLimit } from 'ratekeeper/hono';`,
+      cjs: `const { Hono } = require('hono'); const { rateLimit } = require('ratekeeper/hono');`,
+      app: `const app = new Hono();
+        app.use(rateLimit(rules));
+        app.get('/', (c) => c.json(c.get('rateLimit').remaining));
+        const statuses = [];
+        for (let i = 0; i < 2; i++) statuses.push((await app.request('/')).status);`,
+    },
   ];
   for (const { entry, esm, cjs, app } of frameworks) {
-    const body = `const rules = [{ name: 'r', key: 'ip', limit: 1, window: { type: 'fixed', size: '1m' } }];
+    const body = `const rules = [{ name: 'r', key: () => 'all', limit: 1, window: { type: 'fixed', size: '1m' } }];
       ${app}
       console.log(JSON.stringify(statuses));`;
     it(`limits an app through ${entry} from ESM and from CommonJS`, () => {

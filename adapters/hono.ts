@@ -1,0 +1,90 @@
+// Hono middleware: context to RequestInfo, one limiter decision, headers or a 429, outcome judged after `next`.
+import type { Context, MiddlewareHandler } from 'hono';
+import type { GetConnInfo } from 'hono/conninfo';
+import type { ContentfulStatusCode } from 'hono/utils/http-status';
+import { LIST_FIELDS } from '../src/headers.js';
+import type { Decision, Limiter, Rule } from '../src/index.js';
+import { type RateLimitOptions, setup } from './common.js';
+import { compileTrust, HonoRequestInfo, readBody, type TrustProxy } from './hono-request.js';
+
+export type { RateLimitOptions } from './common.js';
+export { SPOOFABLE_IP_WARNING } from './common.js';
+export type { TrustProxy } from './hono-request.js';
+
+declare module 'hono' {
+  interface ContextVariableMap {
+    /** The rate-limit decision for this request, set by `rateLimit` before the next handler runs. */
+    rateLimit?: Decision;
+  }
+}
+
+export interface HonoRateLimitOptions extends RateLimitOptions<Context> {
+  /**
+   * Which proxies' `X-Forwarded-For` entries are believed, as Express's `trust proxy`: `false`, a hop
+   * count, addresses or subnets (`'loopback'`, `['10.0.0.0/8']`), a function `(address, hop)`, or `true`
+   * (every entry, so any client picks its own address: a one-time warning). @default false
+   */
+  trustProxy?: TrustProxy;
+  /**
+   * The runtime's connection info (`getConnInfo` of `hono/bun`, `hono/deno`, `hono/cloudflare-workers`,
+   * `@hono/node-server/conninfo` ...), whose `remote.address` is the peer. @default the Node server's socket
+   * (`@hono/node-server` bindings), else none: `'ip'` rules then share one bucket per rule and warn once
+   */
+  getConnInfo?: GetConnInfo;
+  /**
+   * Answers the denial instead of the default body; the rate-limit headers and `Retry-After` are already
+   * set, the status is not. @default c.json(message, statusCode), or c.text for a string
+   */
+  handler?: (c: Context, decision: Decision) => Response | Promise<Response>;
+}
+
+/**
+ * Hono middleware limiting requests by `rules` (a limiter on the memory store is built for them) or by an
+ * existing `limiter`. Works app-wide (`app.use`) or on one route (`app.post(path, rateLimit(...), handler)`).
+ *
+ * - Client address: the peer of `getConnInfo` (or of the Node server's socket), then `X-Forwarded-For` as far
+ *   as `trustProxy` allows. Without either (an edge runtime given no `getConnInfo`) `'ip'` rules cannot tell
+ *   clients apart: they share the `'#unresolved-ip'` bucket of each rule, with a one-time warning.
+ * - A JSON or form body is read before the decision (Hono caches it for `c.req.json()` / `parseBody()`
+ *   in the handler), so rules keyed on `body.*` see it: put `bodyLimit` in front for large bodies.
+ * - Admitted requests are judged after `await next()` by `isFailure(c.res.status)`; an error the handler
+ *   threw is judged by the response `app.onError` made of it.
+ * - Limiter errors (a key function that threw, a bad cost) are thrown to `app.onError`; nothing is consumed.
+ * - The decision is `c.get('rateLimit')`.
+ *
+ * @example
+ * app.use('/api/*', rateLimit([{ name: 'api', key: 'ip', limit: 100, window: { type: 'gcra', size: '1m' } }], {
+ *   getConnInfo, trustProxy: 1 }));
+ */
+export function rateLimit(
+  rulesOrLimiter: Rule[] | Limiter,
+  options: HonoRateLimitOptions = {},
+): MiddlewareHandler {
+  const { trustProxy, getConnInfo, handler, ...common } = options;
+  const config = setup(rulesOrLimiter, common);
+  const trust = compileTrust(trustProxy);
+
+  return async function rateLimitMiddleware(c, next) {
+    if (config.skip !== undefined && (await config.skip(c))) return next();
+    if (!config.warned && trustProxy === true) config.warnSpoofable('Hono trustProxy is true');
+    const decision = await config.limiter.check(
+      new HonoRequestInfo(c, await readBody(c), trust, getConnInfo),
+    );
+    if (decision.rules.length > 0) c.set('rateLimit', decision); // else an earlier limiter's stays
+    for (const [name, value] of config.headerFields(decision))
+      c.header(name, value, LIST_FIELDS.has(name) ? { append: true } : undefined);
+    if (!decision.allowed || decision.dryRun) config.onLimited?.(decision, c);
+    if (!decision.allowed) {
+      if (handler !== undefined) return handler(c, decision);
+      const body = config.body(decision);
+      const status = config.statusCode as ContentfulStatusCode;
+      return typeof body === 'string' ? c.text(body, status) : c.json(body, status);
+    }
+    await next();
+    // Nothing to report (no rule counts outcomes) or no rule matched: the response is not looked at.
+    if (!config.reports || decision.rules.length === 0) return;
+    config.limiter.report(decision, config.outcome(c.res.status)).catch(() => {
+      // The limiter reports store faults through its 'storeError' event; the response is not held up.
+    });
+  };
+}
