@@ -1,9 +1,11 @@
 // Fastify plugin: a hook on every route of the instance, request to RequestInfo, decision to headers or a 429, outcome in onResponse.
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
+import { describe } from '../src/errors.js';
 import { LIST_FIELDS } from '../src/headers.js';
-import { createLimiter, type Decision, type Limiter, type Rule } from '../src/index.js';
-import { type RateLimitOptions, type Setup, setup } from './common.js';
+import { createLimiter, type Decision, type Limiter, RateLimitConfigError, type Rule } from '../src/index.js';
+import { assertKnownFields, fieldsOf } from '../src/known-fields.js';
+import { RATE_LIMIT_OPTION_FIELDS, type RateLimitOptions, type Setup, setup } from './common.js';
 import { believesAnyProxy, FastifyRequestInfo } from './fastify-request.js';
 
 export type { RateLimitOptions } from './common.js';
@@ -38,6 +40,12 @@ export interface FastifyRateLimitOptions extends RateLimitOptions<FastifyRequest
 }
 
 const HOOKS = ['onRequest', 'preParsing', 'preValidation', 'preHandler'] as const;
+const FASTIFY_FIELDS = fieldsOf<Omit<FastifyRateLimitOptions, keyof RateLimitOptions<unknown>>>({
+  rules: true,
+  limiter: true,
+  hook: true,
+  handler: true,
+});
 /** One limiter per rule array of a route config, whichever registration covering the route decides it. */
 const routeLimiters = new Map<Rule[], Limiter>();
 const ROUTE_DECIDED = Symbol('ratekeeper route decided');
@@ -58,11 +66,18 @@ const ROUTE_DECIDED = Symbol('ratekeeper route decided');
  * app.post('/login', { config: { rateLimit: loginRules() } }, login);
  */
 const ratekeeperPlugin: FastifyPluginAsync<FastifyRateLimitOptions> = async (fastify, options) => {
+  assertKnownFields(options, [...RATE_LIMIT_OPTION_FIELDS, ...FASTIFY_FIELDS], 'ratekeeper/fastify');
   const { rules, limiter, hook = 'preValidation', handler, ...common } = options;
   if (!HOOKS.includes(hook))
-    throw new TypeError(`ratekeeper/fastify: hook must be one of ${HOOKS.join(', ')}`);
+    throw new RateLimitConfigError(
+      'ERR_OPTION',
+      `ratekeeper/fastify: hook must be one of ${HOOKS.join(', ')}, got ${describe(hook)}`,
+    );
   if (rules !== undefined && limiter !== undefined)
-    throw new TypeError('ratekeeper/fastify: give either rules or limiter, not both');
+    throw new RateLimitConfigError(
+      'ERR_OPTION',
+      'ratekeeper/fastify: give either rules or limiter, not both',
+    );
   const setups = new WeakMap<Limiter, Setup<FastifyRequest>>();
   const setupFor = (l: Limiter) => {
     let config = setups.get(l);

@@ -4,6 +4,7 @@ import type { GetConnInfo } from 'hono/conninfo';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { LIST_FIELDS } from '../src/headers.js';
 import type { Decision, Limiter, Rule } from '../src/index.js';
+import { fieldsOf } from '../src/known-fields.js';
 import { type RateLimitOptions, setup } from './common.js';
 import { compileTrust, HonoRequestInfo, readBody, type TrustProxy } from './hono-request.js';
 
@@ -38,6 +39,12 @@ export interface HonoRateLimitOptions extends RateLimitOptions<Context> {
   handler?: (c: Context, decision: Decision) => Response | Promise<Response>;
 }
 
+const HONO_FIELDS = fieldsOf<Omit<HonoRateLimitOptions, keyof RateLimitOptions<unknown>>>({
+  trustProxy: true,
+  getConnInfo: true,
+  handler: true,
+});
+
 /**
  * Hono middleware limiting requests by `rules` (a limiter on the memory store is built for them) or by an
  * existing `limiter`. Works app-wide (`app.use`) or on one route (`app.post(path, rateLimit(...), handler)`).
@@ -60,8 +67,8 @@ export function rateLimit(
   rulesOrLimiter: Rule[] | Limiter,
   options: HonoRateLimitOptions = {},
 ): MiddlewareHandler {
-  const { trustProxy, getConnInfo, handler, ...common } = options;
-  const config = setup(rulesOrLimiter, common);
+  const config = setup(rulesOrLimiter, options, HONO_FIELDS);
+  const { trustProxy, getConnInfo, handler } = options;
   const trust = compileTrust(trustProxy);
 
   return async function rateLimitMiddleware(c, next) {

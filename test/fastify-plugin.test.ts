@@ -128,10 +128,15 @@ describe('Fastify plugin', () => {
       [{ rules: everyRoute, limiter }, /either rules or limiter, not both/],
       [
         { rules: everyRoute, hook: 'onSend' },
-        /hook must be one of onRequest, preParsing, preValidation, preHandler/,
+        /hook must be one of onRequest, preParsing, preValidation, preHandler, got 'onSend'/,
       ],
       [{ rules: everyRoute, statusCode: 200 }, /statusCode must be an integer from 400 to 599, got 200/],
       [{ limiter: {} }, /expects an array of rules or a limiter from createLimiter/],
+      [
+        { rule: everyRoute },
+        /ratekeeper\/fastify: unknown field 'rule' \(got an array\), did you mean 'rules'\?/,
+      ],
+      [{ headers: 'both', hooks: 'onRequest' }, /unknown field 'hooks' .*did you mean 'hook'\?/],
     ];
     for (const [options, message] of cases) {
       const app = Fastify();

@@ -141,5 +141,8 @@ describe('Hono middleware', () => {
       /statusCode must be an integer from 400 to 599/,
     );
     expect(() => rateLimit({} as never)).to.throw(/expects an array of rules or a limiter/);
+    expect(() => rateLimit(perIp, { trustProxies: 1 } as never)).to.throw(
+      /rateLimit: unknown field 'trustProxies' \(got 1\), did you mean 'trustProxy'\?/,
+    );
   });
 });
