@@ -1,7 +1,7 @@
 // Fastify's request as the core sees it, and whether Fastify's trustProxy believes every X-Forwarded-For entry.
 import type { FastifyRequest } from 'fastify';
 import type { RequestInfo } from '../src/index.js';
-import { pathOf } from './common.js';
+import { pathOf, type Setup } from './common.js';
 
 /** A chain of documentation addresses behind a public peer: only a trust-everything setting takes its left end. */
 const PROBE = {
@@ -58,4 +58,16 @@ export class FastifyRequestInfo implements RequestInfo {
   get user(): unknown {
     return (this.#request as { user?: unknown }).user;
   }
+}
+
+/**
+ * For a request no rule matched: warns when, seen from inside the registration's route prefix, some rule
+ * would have matched it (rules written relative to the prefix the plugin was registered under). Fastify
+ * routes before any hook runs, so a method or URL changed in a hook reroutes nothing: no other check.
+ */
+export function warnUnmatched(config: Setup<FastifyRequest>, info: RequestInfo, prefix: string): void {
+  const path = info.path;
+  if (prefix === '' || !path.toLowerCase().startsWith(prefix.toLowerCase())) return;
+  const seen = { method: info.method, path };
+  config.wiring.unmatched(seen, { method: info.method, path: path.slice(prefix.length) || '/' }, 'mounted');
 }

@@ -2,11 +2,10 @@
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { describe } from '../src/errors.js';
-import { LIST_FIELDS } from '../src/headers.js';
 import { createLimiter, type Decision, type Limiter, RateLimitConfigError, type Rule } from '../src/index.js';
 import { assertKnownFields, fieldsOf } from '../src/known-fields.js';
 import { RATE_LIMIT_OPTION_FIELDS, type RateLimitOptions, type Setup, setup } from './common.js';
-import { believesAnyProxy, FastifyRequestInfo } from './fastify-request.js';
+import { decider, reporter, type Slots } from './fastify-hook.js';
 
 export type { RateLimitOptions } from './common.js';
 export { SPOOFABLE_IP_WARNING } from './common.js';
@@ -57,7 +56,9 @@ const ROUTE_DECIDED = Symbol('ratekeeper route decided');
  *
  * - Client address: `request.ip`, so Fastify's `trustProxy` decides whether `X-Forwarded-For` is believed;
  *   `trustProxy: true` (spoofable) draws a one-time warning.
- * - Admitted requests are judged in `onResponse` by `isFailure(reply.statusCode)`, errors included.
+ * - Admitted requests are judged in `onResponse` by `isFailure(reply.statusCode)`, errors included; a
+ *   redirect is neither outcome (see `isFailure`). A client gone before or during the decision never
+ *   reaches the handler.
  * - Limiter errors (a key function that threw, a bad cost) go to Fastify's error handler; nothing is consumed.
  * - Limiters the plugin builds from `rules` are closed with the instance; a given `limiter` is the caller's.
  *
@@ -115,7 +116,7 @@ const ratekeeperPlugin: FastifyPluginAsync<FastifyRateLimitOptions> = async (fas
   fastify.decorateRequest(admitted.setup, undefined);
   fastify.decorateRequest(admitted.decision, undefined);
 
-  const decide = decider(admitted, handler);
+  const decide = decider(admitted, handler, fastify.prefix);
   fastify.addHook(hook, async (request: FastifyRequest, reply: FastifyReply) => {
     const own = request.routeOptions.config?.rateLimit as Limiter | false | undefined;
     if (own === undefined) return plugin === undefined ? undefined : decide(plugin, request, reply);
@@ -125,53 +126,8 @@ const ratekeeperPlugin: FastifyPluginAsync<FastifyRateLimitOptions> = async (fas
     flags[ROUTE_DECIDED] = true;
     return decide(setupFor(own), request, reply);
   });
-  fastify.addHook('onResponse', async (request: FastifyRequest, reply: FastifyReply) => {
-    const slots = request as unknown as Record<symbol, unknown>;
-    const config = slots[admitted.setup] as Setup<FastifyRequest> | undefined;
-    if (config === undefined) return;
-    config.report(slots[admitted.decision] as Decision, reply.statusCode);
-  });
+  fastify.addHook('onResponse', reporter(admitted));
 };
-
-interface Slots {
-  setup: symbol;
-  decision: symbol;
-}
-
-function decider(admitted: Slots, handler: FastifyRateLimitOptions['handler']) {
-  return async function rateLimitHook(
-    config: Setup<FastifyRequest>,
-    request: FastifyRequest,
-    reply: FastifyReply,
-  ) {
-    if (config.skip !== undefined && (await config.skip(request))) return;
-    if (!config.warned && believesAnyProxy(request)) config.warnSpoofable('Fastify trustProxy is true');
-    const decision = await config.limiter.check(new FastifyRequestInfo(request));
-    if (decision.rules.length === 0) return; // an earlier limiter's decision stays in place
-    request.rateLimit = decision;
-    for (const [name, value] of config.headerFields(decision)) {
-      const previous = LIST_FIELDS.has(name) ? reply.getHeader(name) : undefined;
-      reply.header(name, previous === undefined ? value : `${previous}, ${value}`);
-    }
-    if (!decision.allowed || decision.dryRun) config.onLimited?.(decision, request);
-    if (decision.allowed) {
-      if (config.reports) {
-        const slots = request as unknown as Record<symbol, unknown>;
-        slots[admitted.setup] = config;
-        slots[admitted.decision] = decision;
-      }
-      return;
-    }
-    if (handler !== undefined) await handler(request, reply, decision);
-    else if (!reply.sent) {
-      const body = config.body(decision);
-      reply.code(config.statusCode);
-      if (typeof body === 'string') reply.type('text/plain; charset=utf-8');
-      reply.send(body);
-    }
-    return reply; // answered: Fastify runs no later hook and no handler
-  };
-}
 
 /** The plugin; `fastify.register(rateLimit, { rules | limiter, ...options })`. */
 export const rateLimit = fp(ratekeeperPlugin, { fastify: '5.x', name: 'ratekeeper' });

@@ -1,12 +1,20 @@
 // Hono middleware: context to RequestInfo, one limiter decision, headers or a 429, outcome judged after `next`.
 import type { Context, MiddlewareHandler } from 'hono';
 import type { GetConnInfo } from 'hono/conninfo';
-import type { ContentfulStatusCode } from 'hono/utils/http-status';
+import type { ContentfulStatusCode, StatusCode } from 'hono/utils/http-status';
 import { LIST_FIELDS } from '../src/headers.js';
 import type { Decision, Limiter, Rule } from '../src/index.js';
 import { fieldsOf } from '../src/known-fields.js';
-import { type RateLimitOptions, setup } from './common.js';
-import { compileTrust, HonoRequestInfo, readBody, type TrustProxy } from './hono-request.js';
+import { clientGone, type RateLimitOptions, setup } from './common.js';
+import {
+  compileTrust,
+  HonoRequestInfo,
+  nodeSocket,
+  readBody,
+  readsBody,
+  type TrustProxy,
+  warnUnmatched,
+} from './hono-request.js';
 
 export type { RateLimitOptions } from './common.js';
 export { SPOOFABLE_IP_WARNING } from './common.js';
@@ -37,12 +45,22 @@ export interface HonoRateLimitOptions extends RateLimitOptions<Context> {
    * set, the status is not. @default c.json(message, statusCode), or c.text for a string
    */
   handler?: (c: Context, decision: Decision) => Response | Promise<Response>;
+  /**
+   * Read a JSON or form body before the decision (through Hono's parsers, which cache it for the handler).
+   * Only when needed by default: a handler that reads the raw stream, or verifies a signature over the raw
+   * text, keeps it untouched unless a rule keys on it. @default true when a rule's key reads `body.*`
+   */
+  readBody?: boolean;
 }
+
+/** The status of the response to a client already gone: never sent (nginx's "client closed request"). */
+const GONE = 499 as StatusCode;
 
 const HONO_FIELDS = fieldsOf<Omit<HonoRateLimitOptions, keyof RateLimitOptions<unknown>>>({
   trustProxy: true,
   getConnInfo: true,
   handler: true,
+  readBody: true,
 });
 
 /**
@@ -52,10 +70,11 @@ const HONO_FIELDS = fieldsOf<Omit<HonoRateLimitOptions, keyof RateLimitOptions<u
  * - Client address: the peer of `getConnInfo` (or of the Node server's socket), then `X-Forwarded-For` as far
  *   as `trustProxy` allows. Without either (an edge runtime given no `getConnInfo`) `'ip'` rules cannot tell
  *   clients apart: they share the `'#unresolved-ip'` bucket of each rule, with a one-time warning.
- * - A JSON or form body is read before the decision (Hono caches it for `c.req.json()` / `parseBody()`
- *   in the handler), so rules keyed on `body.*` see it: put `bodyLimit` in front for large bodies.
+ * - When a rule keys on `body.*`, a JSON or form body is read before the decision (Hono caches it for
+ *   `c.req.json()`, `text()` and `parseBody()` in the handler): put `bodyLimit` in front for large bodies.
  * - Admitted requests are judged after `await next()` by `isFailure(c.res.status)`; an error the handler
- *   threw is judged by the response `app.onError` made of it.
+ *   threw is judged by the response `app.onError` made of it; a redirect is neither outcome (see
+ *   `isFailure`). A client gone (on Node) before or during the decision never reaches the handler.
  * - Limiter errors (a key function that threw, a bad cost) are thrown to `app.onError`; nothing is consumed.
  * - The decision is `c.get('rateLimit')`.
  *
@@ -70,14 +89,18 @@ export function rateLimit(
   const config = setup(rulesOrLimiter, options, HONO_FIELDS);
   const { trustProxy, getConnInfo, handler } = options;
   const trust = compileTrust(trustProxy);
+  const bodyRead = options.readBody ?? readsBody(config.limiter);
 
   return async function rateLimitMiddleware(c, next) {
+    // Reset after writing the request: nothing to answer, nothing to run (the status is never sent).
+    if (clientGone(nodeSocket(c))) return c.body(null, GONE);
     if (config.skip !== undefined && (await config.skip(c))) return next();
     if (!config.warned && trustProxy === true) config.warnSpoofable('Hono trustProxy is true');
-    const decision = await config.limiter.check(
-      new HonoRequestInfo(c, await readBody(c), trust, getConnInfo),
-    );
-    if (decision.rules.length > 0) c.set('rateLimit', decision); // else an earlier limiter's stays
+    const info = new HonoRequestInfo(c, bodyRead ? await readBody(c) : undefined, trust, getConnInfo);
+    const decision = await config.limiter.check(info);
+    if (clientGone(nodeSocket(c))) return c.body(null, GONE); // what was reserved stays counted
+    if (decision.rules.length === 0) warnUnmatched(config, c, info);
+    else c.set('rateLimit', decision); // with no rule matched, an earlier limiter's decision stays
     for (const [name, value] of config.headerFields(decision))
       c.header(name, value, LIST_FIELDS.has(name) ? { append: true } : undefined);
     if (!decision.allowed || decision.dryRun) config.onLimited?.(decision, c);
@@ -90,8 +113,6 @@ export function rateLimit(
     await next();
     // Nothing to report (no rule counts outcomes) or no rule matched: the response is not looked at.
     if (!config.reports || decision.rules.length === 0) return;
-    config.limiter.report(decision, config.outcome(c.res.status)).catch(() => {
-      // The limiter reports store faults through its 'storeError' event; the response is not held up.
-    });
+    config.report(decision, c.res.status);
   };
 }

@@ -1,11 +1,13 @@
-// Issue 14's bypasses through Express and Koa, on the memory store and on a real Redis: test/bypass-suite.ts and
+// Issue 14's bypasses through Express, Koa, Fastify and Hono, on the memory store and on a real Redis: test/bypass-suite.ts and
 // test/wiring-suite.ts, one run per framework and store.
 import { bypassSuite } from './bypass-suite.js';
 import { expressApps, koaApps } from './fixtures/bypass-apps.js';
+import { fastifyApps } from './fixtures/bypass-fastify.js';
+import { honoApps } from './fixtures/bypass-hono.js';
 import { memoryStores, redisStores } from './support/stores.js';
 import { wiringSuite } from './wiring-suite.js';
 
-for (const framework of [expressApps, koaApps]) {
+for (const framework of [expressApps, koaApps, fastifyApps, honoApps]) {
   for (const stores of [memoryStores, redisStores]) {
     bypassSuite(framework, stores);
     wiringSuite(framework, stores);

@@ -79,6 +79,18 @@ describe('Fastify plugin', () => {
     await app.close();
   });
 
+  it('matches the URL Fastify routes: a rewriteUrl (which runs before any hook) cannot hide a request', async () => {
+    const app = Fastify({ rewriteUrl: (req) => (req.url ?? '/').replace(/^\/v1\//, '/') });
+    await app.register(rateLimit, {
+      rules: [{ name: 'sms', match: 'POST /sms', key: 'ip', limit: 1, window: fixed('1m') }],
+    });
+    app.post('/sms', async () => 'sent');
+    expect((await app.inject({ method: 'POST', url: '/v1/sms' })).statusCode).to.equal(200);
+    expect((await app.inject({ method: 'POST', url: '/v1/sms' })).statusCode).to.equal(429);
+    expect((await app.inject({ method: 'POST', url: '/sms' })).statusCode).to.equal(429);
+    await app.close();
+  });
+
   it('with neither rules nor limiter, limits only the routes that bring their own', async () => {
     const app = Fastify();
     await app.register(rateLimit, { headers: 'standard' });

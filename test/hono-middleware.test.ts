@@ -4,6 +4,7 @@ import { getConnInfo } from '@hono/node-server/conninfo';
 import { expect } from 'chai';
 import { Hono } from 'hono';
 import type { GetConnInfo } from 'hono/conninfo';
+import { methodOverride } from 'hono/method-override';
 import { rateLimit } from '../adapters/hono.js';
 import { createLimiter, type Decision, type Rule } from '../src/index.js';
 import { UNRESOLVED_IP_WARNING } from '../src/warnings.js';
@@ -111,6 +112,41 @@ describe('Hono middleware', () => {
       body: 'x',
     });
     expect([raw.status, await raw.text()]).to.deep.equal([200, 'x']);
+  });
+
+  it('reads no body unless a rule keys on it, and keeps the exact text for the handler when it does', async () => {
+    const webhook = (rules: Rule[]) => {
+      const app = new Hono();
+      app.use(rateLimit(rules));
+      app.post('/hook', async (c) => c.text(await new Response(c.req.raw.body).text()));
+      app.post('/signed', async (c) => c.text(await c.req.text()));
+      return app;
+    };
+    const payload = '{ "username":  "ann",\n "amount": 1.50 }';
+    const post = (app: Hono, path: string) =>
+      app.request(path, { method: 'POST', headers: { 'content-type': 'application/json' }, body: payload });
+    // No rule reads the body: the raw stream is the handler's.
+    expect(await (await post(webhook(perIp), '/hook')).text()).to.equal(payload);
+    // A body.* rule: the body was read as text, so the handler's text() gets the bytes a signature covers.
+    const byUser = webhook([{ name: 'user', key: 'body.username', limit: 5, window: fixed('1m') }]);
+    expect(await (await post(byUser, '/signed')).text()).to.equal(payload);
+  });
+
+  it("matches the request Hono's methodOverride dispatches again, so an override after the limiter hides nothing", async () => {
+    const app = new Hono();
+    app.use(
+      rateLimit([{ name: 'delete', match: 'DELETE /items/:id', key: 'ip', limit: 1, window: fixed('1m') }]),
+    );
+    app.use(methodOverride({ app, header: 'x-http-method-override' }));
+    app.delete('/items/:id', (c) => c.text('deleted'));
+    const override = () =>
+      app.request(
+        '/items/7',
+        { method: 'POST', headers: { 'x-http-method-override': 'DELETE' } },
+        node('192.0.2.1'),
+      );
+    expect((await override()).status).to.equal(200);
+    expect((await override()).status).to.equal(429);
   });
 
   it('throws a limiter error to app.onError, consuming nothing', async () => {

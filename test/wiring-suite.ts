@@ -152,6 +152,7 @@ export function wiringSuite(framework: BypassFramework, stores: StoreFactory): v
       ],
     ];
     for (const [wiring, label, rule, request, message] of cases) {
+      if (!framework.wirings.includes(wiring)) continue; // cannot be wired so (see BypassFramework.wirings)
       it(`warns once when ${label} hides requests from a rule`, async () => {
         const server = await wired(wiring, [rule]);
         for (let i = 0; i < 3; i++) await request(server);
