@@ -9,6 +9,7 @@ export default defineConfig({
     fastify: 'adapters/fastify.ts',
     hono: 'adapters/hono.ts',
     console: 'src/operators/console/index.ts',
+    prometheus: 'src/operators/prometheus.ts',
     cli: 'src/operators/cli/bin.ts',
   },
   format: ['esm', 'cjs'],
@@ -18,5 +19,14 @@ export default defineConfig({
   clean: true,
   target: 'node20',
   splitting: true,
-  external: ['ioredis', 'express', 'koa', 'fastify', 'fastify-plugin', 'hono', '@fastify/proxy-addr'],
+  external: [
+    'ioredis',
+    'express',
+    'koa',
+    'fastify',
+    'fastify-plugin',
+    'hono',
+    '@fastify/proxy-addr',
+    'prom-client',
+  ],
 });

@@ -120,7 +120,10 @@ export class Decider {
       const op = ops[i] as RuleOp;
       const r = result.results[i] as OpResult;
       rules[i] = ruleResult(op.rule.name, op.key, r.limit, op.rule.dryRun, r);
-      if (r.lockedNow) emitLockout(events, op, r, result.nowMs);
+      if (r.lockedNow) {
+        const event = emitLockout(events, op, r, result.nowMs);
+        if (observers.lockouts) observers.lockout(event);
+      }
     }
     const decision = decide(rules);
     if (observers.decisions) observers.decision(decision, mode, source);

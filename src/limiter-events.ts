@@ -52,15 +52,17 @@ export function emitLimited(emitter: Emitter, r: RuleResult, cached: boolean): v
   } satisfies LimitedEvent);
 }
 
-/** A lock this very evaluation placed. */
-export function emitLockout(emitter: Emitter, op: StoreOp, r: OpResult, nowMs: number): void {
-  emitter.emit('lockout', {
+/** A lock this very evaluation placed, to 'lockout' listeners; returns the event. */
+export function emitLockout(emitter: Emitter, op: StoreOp, r: OpResult, nowMs: number): LockoutEvent {
+  const event: LockoutEvent = {
     rule: op.rule.name,
     key: op.key,
     durationMs: r.lockedUntil - nowMs,
     lockedUntil: r.lockedUntil,
     level: r.level,
-  } satisfies LockoutEvent);
+  };
+  emitter.emit('lockout', event);
+  return event;
 }
 
 /** A store fault, to the debug log and to 'storeError' listeners; returns the fault as an Error. */

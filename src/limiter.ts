@@ -204,8 +204,8 @@ export class Limiter extends EventEmitter<LimiterEvents> {
 
   /**
    * Adds hooks called on every decision (with its mode and source: store, insurance, deny_cache,
-   * policy) and every shared-store call (operation, seconds, error), for metrics. Returns the
-   * function that removes them. Without observers the decision path pays nothing.
+   * policy), every shared-store call (operation, seconds, error) and every lock placed, for metrics.
+   * Returns the function that removes them. Without observers the decision path pays nothing.
    */
   observe(observer: LimiterObserver): () => void {
     return this.#observers.add(observer);

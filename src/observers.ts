@@ -2,6 +2,7 @@
 import { performance } from 'node:perf_hooks';
 import { describe, RateLimitConfigError } from './errors.js';
 import { assertKnownFields, fieldsOf } from './known-fields.js';
+import type { LockoutEvent } from './limiter-events.js';
 import type { EvalMode } from './stores/store.js';
 import type { Decision } from './types.js';
 import { OBSERVER_ERROR_WARNING, warnOnce } from './warnings.js';
@@ -37,9 +38,11 @@ export interface LimiterObserver {
   decision?(decision: Decision, info: DecisionInfo): void;
   /** Every call to a shared store, ended or failed. */
   storeCall?(info: StoreCallInfo): void;
+  /** A lock a decision placed (the same figures as the limiter's 'lockout' event), whichever store decided. */
+  lockout?(event: LockoutEvent): void;
 }
 
-const OBSERVER_FIELDS = fieldsOf<LimiterObserver>({ decision: true, storeCall: true });
+const OBSERVER_FIELDS = fieldsOf<LimiterObserver>({ decision: true, storeCall: true, lockout: true });
 
 /** One frozen info per (mode, source): telling an observer allocates nothing. */
 const INFOS = Object.fromEntries(
@@ -59,12 +62,17 @@ interface Watcher {
   warn: (message: string) => void;
 }
 
-/** A limiter's observers. The decision path reads `decisions` / `storeCalls` and does nothing more when false. */
+/**
+ * A limiter's observers. The decision path reads `decisions` / `storeCalls` / `lockouts` and does nothing
+ * more when false.
+ */
 export class Observers {
   /** Some observer has a `decision` hook. */
   decisions = false;
   /** Some observer has a `storeCall` hook. */
   storeCalls = false;
+  /** Some observer has a `lockout` hook. */
+  lockouts = false;
   #watchers: Watcher[] = [];
 
   /** Adds an observer; returns the function that removes it. */
@@ -72,7 +80,7 @@ export class Observers {
     if (observer === null || typeof observer !== 'object') {
       throw new RateLimitConfigError(
         'ERR_OPTION',
-        `observe: expects an object with decision and/or storeCall functions, got ${describe(observer)}`,
+        `observe: expects an object with decision, storeCall and/or lockout functions, got ${describe(observer)}`,
       );
     }
     assertKnownFields(observer, OBSERVER_FIELDS, 'observe');
@@ -117,8 +125,19 @@ export class Observers {
     }
   }
 
+  lockout(event: LockoutEvent): void {
+    for (const { observer, warn } of this.#watchers) {
+      try {
+        observer.lockout?.(event);
+      } catch (error) {
+        warn(`an observer's lockout hook threw: ${(error as Error)?.message ?? error}`);
+      }
+    }
+  }
+
   #update(): void {
     this.decisions = this.#watchers.some((w) => typeof w.observer.decision === 'function');
     this.storeCalls = this.#watchers.some((w) => typeof w.observer.storeCall === 'function');
+    this.lockouts = this.#watchers.some((w) => typeof w.observer.lockout === 'function');
   }
 }

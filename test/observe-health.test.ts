@@ -9,6 +9,7 @@ import {
   type DecisionInfo,
   type Limiter,
   type LimiterOptions,
+  type LockoutEvent,
   OBSERVER_ERROR_WARNING,
   RateLimitConfigError,
   RedisStore,
@@ -294,5 +295,22 @@ describe('limiter.observe and limiter.health', () => {
       'observe: storeCall must be a function, got 5',
     );
     expect(() => limiter.observe(undefined as never)).to.throw(RateLimitConfigError, /got undefined/);
+  });
+
+  it('tells each lock a decision places, with the figures of the lockout event, on the memory store and Redis', async () => {
+    const rule: Rule = { ...RULE, name: 'login', lockout: { duration: '10m', escalate: 2 } };
+    for (const store of [undefined, redisStore(await redisClient())]) {
+      const limiter = limiterOf({ rules: [rule], ...(store === undefined ? {} : { store }) });
+      const told: LockoutEvent[] = [];
+      const events: LockoutEvent[] = [];
+      limiter.on('lockout', (event) => events.push(event));
+      limiter.observe({ lockout: (event) => told.push(event) });
+      for (let i = 0; i < 4; i++) await limiter.consume('login', 'ann'); // 1 allowed, 1 placing the lock, 2 locked
+      expect(
+        told.map((e) => [e.rule, e.key, e.level]),
+        store === undefined ? 'memory' : 'redis',
+      ).to.deep.equal([['login', 'ann', 1]]);
+      expect(told[0]).to.equal(events[0]);
+    }
   });
 });

@@ -149,6 +149,25 @@ describe('the packed package', function () {
     expect(JSON.parse(run('console.cjs', cjs))).to.deep.equal(expected);
   });
 
+  it('counts decisions into prom-client through ratekeeper/prometheus from ESM and from CommonJS', () => {
+    const body = `const limiter = createLimiter({ rules: [{ name: 'api', key: 'ip', limit: 1, window: { type: 'fixed', size: '1m' } }] });
+      const registry = new Registry();
+      prometheusMetrics(limiter, { registry });
+      await limiter.consume('api', 'a');
+      await limiter.consume('api', 'a');
+      const text = await registry.metrics();
+      console.log(JSON.stringify(text.split('\\n').filter((line) => line.startsWith('ratekeeper_decisions_total'))));
+      await limiter.close();`;
+    const expected = [
+      'ratekeeper_decisions_total{rule="api",result="allowed",source="store"} 1',
+      'ratekeeper_decisions_total{rule="api",result="denied",source="store"} 1',
+    ];
+    const esm = `import { Registry } from 'prom-client'; import { createLimiter } from 'ratekeeper'; import { prometheusMetrics } from 'ratekeeper/prometheus';\n${body}`;
+    expect(JSON.parse(run('prometheus.mjs', esm))).to.deep.equal(expected);
+    const cjs = `const { Registry } = require('prom-client'); const { createLimiter } = require('ratekeeper'); const { prometheusMetrics } = require('ratekeeper/prometheus');\n(async () => {\n${body}\n})();`;
+    expect(JSON.parse(run('prometheus.cjs', cjs))).to.deep.equal(expected);
+  });
+
   it('runs the `ratekeeper` command its bin names, with an ESM and a CommonJS rules module', () => {
     const manifest = JSON.parse(
       run(
