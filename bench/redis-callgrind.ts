@@ -1,6 +1,7 @@
 // redis-server instructions per decision, counted by callgrind: deterministic, unlike CPU time on a shared machine.
 // Usage: npx tsx bench/redis-callgrind.ts [name-regex]   (CALLGRIND_DECISIONS=2000; CALLGRIND_KEEP=1 keeps
-// the dumps, one per case, for callgrind_annotate)
+// the dumps, one per case, for callgrind_annotate; REDIS_SERVER_BIN=<path> measures another redis-server, e.g. one
+// built with symbols)
 // Each case runs its decisions in rounds of `batch` requests made at once (one script call per round
 // for ours: the batch a closed-loop client of that concurrency gets), between a zeroing and a dump of
 // callgrind's counters; instructions of redis-server divided by decisions. Needs valgrind.
@@ -15,6 +16,7 @@ import { RedisStore } from '../src/stores/redis-store.js';
 import type { StoreOp, StoreRule } from '../src/stores/store.js';
 import { stopChild, track } from '../test/support/processes.js';
 import { freePort } from '../test/support/redis.js';
+import { redisServerBinary } from '../test/support/redis/redis-process.js';
 
 const run = promisify(execFile);
 const decisions = Number(process.env.CALLGRIND_DECISIONS ?? 2000);
@@ -83,7 +85,7 @@ function lastDumpInstructions(dir: string): number {
 async function main() {
   const dir = mkdtempSync(join(tmpdir(), 'rk-callgrind-'));
   const port = await freePort();
-  const args = ['--tool=callgrind', `--callgrind-out-file=${join(dir, 'cg.out.%p')}`, 'redis-server'];
+  const args = ['--tool=callgrind', `--callgrind-out-file=${join(dir, 'cg.out.%p')}`, redisServerBinary()];
   args.push('--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no');
   // One cron tick a second: server housekeeping stays a rounding error in the counts.
   args.push('--hz', '1', '--dir', dir, '--loglevel', 'warning');

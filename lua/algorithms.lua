@@ -5,21 +5,22 @@
 -- add), apply(state, op, nowMs), refund(state, op, nowMs, receipt), expiresAt(state, op) }: the
 -- TypeScript twin's methods, plus load and save (state <-> Redis). Times in epoch ms.
 
--- Window type -> its algorithm, from its module.
-local SOURCES = {
-  fixed = function() return require('fixed').fixed end,
-  calendar = function() return require('calendar').calendar end,
-  ['sliding-log'] = function() return require('sliding-log').slidingLog end,
-  sliding = function() return require('sliding').sliding end,
-  ['token-bucket'] = function() return require('token-bucket').tokenBucket end,
-  gcra = function() return require('gcra').gcra end,
-}
+-- Window type -> its algorithm, from its module (built on the first require).
+local function build(windowType)
+  if windowType == 'fixed' then return require('fixed').fixed end
+  if windowType == 'calendar' then return require('calendar').calendar end
+  if windowType == 'sliding-log' then return require('sliding-log').slidingLog end
+  if windowType == 'sliding' then return require('sliding').sliding end
+  if windowType == 'token-bucket' then return require('token-bucket').tokenBucket end
+  if windowType == 'gcra' then return require('gcra').gcra end
+  error('unknown window type ' .. tostring(windowType))
+end
 
 -- Window type -> algorithm: a plain table lookup (the drivers do one per op), each algorithm built
--- on its first use.
+-- on its first use. One function rather than a table of six: every call builds this module again.
 local byType = setmetatable({}, {
   __index = function(known, windowType)
-    local found = SOURCES[windowType]()
+    local found = build(windowType)
     rawset(known, windowType, found)
     return found
   end,

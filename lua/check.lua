@@ -26,7 +26,8 @@
 --   A request whose evaluation raised an error has, in place of all this, the error's message (a string).
 
 local protocol, values, algorithms = require('protocol'), require('values'), require('algorithms')
-local clockMs, readOps, SERVER_TIME = protocol.clockMs, protocol.readOps, protocol.SERVER_TIME
+local clockMs, readOps, opIndex = protocol.clockMs, protocol.readOps, protocol.opIndex
+local SERVER_TIME = protocol.SERVER_TIME
 local num, ttlMs = values.num, values.ttlMs
 local byType, loadLive, withCost = algorithms.byType, algorithms.loadLive, algorithms.withCost
 
@@ -145,18 +146,18 @@ end
 return function(KEYS, ARGV)
   local distinct, at = readOps(ARGV, 1)
   local shapes = {}
-  local shapeCount = tonumber(ARGV[at])
+  local shapeCount = ARGV[at] + 0
   at = at + 1
   for j = 1, shapeCount do
-    local n = tonumber(ARGV[at + 3])
+    local n = ARGV[at + 3] + 0
     local shapeOps, locks = {}, {}
     for i = 1, n do
-      local op = distinct[ARGV[at + 3 + i]]
+      local op = distinct[opIndex(ARGV[at + 3 + i])]
       shapeOps[i], locks[i] = op, op.lockMs ~= 0
     end
     local fixedNowMs = false
-    if ARGV[at] ~= SERVER_TIME then fixedNowMs = tonumber(ARGV[at]) end
-    shapes[tostring(j)] = {
+    if ARGV[at] ~= SERVER_TIME then fixedNowMs = ARGV[at] + 0 end
+    shapes[j] = {
       nowMs = fixedNowMs, mode = ARGV[at + 1], consumeNothing = ARGV[at + 2] == '1', n = n, ops = shapeOps,
       locks = locks,
     }
@@ -167,10 +168,10 @@ return function(KEYS, ARGV)
   local reply = { 0 }
   local b = 1
   local keyAt = 1
-  local requests = tonumber(ARGV[at])
+  local requests = ARGV[at] + 0
   at = at + 1
   for _ = 1, requests do
-    local shape = shapes[ARGV[at]]
+    local shape = shapes[ARGV[at] + 0]
     at = at + 1
     local requestNowMs = shape.nowMs
     if not requestNowMs then

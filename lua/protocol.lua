@@ -18,33 +18,44 @@ end
 -- redis-protocol.ts), and each use of one names it by its index, as text. ARGV[at] = m, the number of
 -- distinct ops, then OP_FIELDS entries per op: type, limit, sizeMs, buckets, burst, dryRun (0/1),
 -- lockout durationMs (0: no lockout), escalate, maxDurationMs (0: no cap), forgetAfterMs, cost
--- (units), periodEndMs, nextPeriodEndMs (epoch ms, calendar windows; else 0). Returns the ops keyed by
--- index text and the ARGV position after them. An op is shared by its uses: never modified.
+-- (units), periodEndMs, nextPeriodEndMs (epoch ms, calendar windows; else 0). Returns the ops as an
+-- array (ops[index]; a use's index text converts with opIndex) and the ARGV position after them. An
+-- op is shared by its uses: never modified.
+-- Every call reads its ops again, so this is on the path of every decision: `text + 0` converts a
+-- number once where tonumber(text) converts it twice (Lua 5.1), and the fields an op's window type
+-- or lockout does not use are not converted at all.
 local OP_FIELDS = 13
 local function readOps(ARGV, at)
-  local byIndex = {}
-  local m = tonumber(ARGV[at])
+  local ops = {}
+  local m = ARGV[at] + 0
   for j = 1, m do
     local b = at + 1 + OP_FIELDS * (j - 1)
-    byIndex[tostring(j)] = {
-      type = ARGV[b],
-      limit = tonumber(ARGV[b + 1]),
-      sizeMs = tonumber(ARGV[b + 2]),
-      buckets = tonumber(ARGV[b + 3]),
-      burst = tonumber(ARGV[b + 4]),
+    local windowType, lockMs = ARGV[b], ARGV[b + 6] + 0
+    local locks, calendar = lockMs ~= 0, windowType == 'calendar'
+    ops[j] = {
+      type = windowType,
+      limit = ARGV[b + 1] + 0,
+      sizeMs = ARGV[b + 2] + 0,
+      buckets = ARGV[b + 3] + 0,
+      burst = ARGV[b + 4] + 0,
       dryRun = ARGV[b + 5] == '1',
-      lockMs = tonumber(ARGV[b + 6]),
-      escalate = tonumber(ARGV[b + 7]),
-      maxLockMs = tonumber(ARGV[b + 8]),
-      forgetAfterMs = tonumber(ARGV[b + 9]),
-      cost = tonumber(ARGV[b + 10]),
+      lockMs = lockMs,
+      escalate = locks and ARGV[b + 7] + 0 or 1,
+      maxLockMs = locks and ARGV[b + 8] + 0 or 0,
+      forgetAfterMs = locks and ARGV[b + 9] + 0 or 0,
+      cost = ARGV[b + 10] + 0,
       -- The cost as sent: a numeric argument to redis.call would be printed with %.17g on every call.
       costText = ARGV[b + 10],
-      periodEndMs = tonumber(ARGV[b + 11]),
-      nextPeriodEndMs = tonumber(ARGV[b + 12]),
+      periodEndMs = calendar and ARGV[b + 11] + 0 or 0,
+      nextPeriodEndMs = calendar and ARGV[b + 12] + 0 or 0,
     }
   end
-  return byIndex, at + 1 + OP_FIELDS * m
+  return ops, at + 1 + OP_FIELDS * m
+end
+
+-- The index of an op among a call's ops (readOps) from its text in ARGV.
+local function opIndex(text)
+  return text + 0
 end
 
 -- A lock key's value: "<untilMs>:<level>:<forgetAtMs>" (epoch ms, level >= 1).
@@ -67,6 +78,7 @@ return {
   SERVER_TIME = SERVER_TIME,
   clockMs = clockMs,
   readOps = readOps,
+  opIndex = opIndex,
   lockValue = lockValue,
   readLockValue = readLockValue,
   lockIndexMember = lockIndexMember,

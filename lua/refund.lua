@@ -14,12 +14,12 @@ local byType, loadLive, withCost = algorithms.byType, algorithms.loadLive, algor
 return function(KEYS, ARGV)
   local ops, at = protocol.readOps(ARGV, 1)
   local nowMs = protocol.clockMs(ARGV[at])
-  local n = tonumber(ARGV[at + 1])
+  local n = ARGV[at + 1] + 0
   at = at + 2
   local reply = {}
   for i = 1, n do
-    local op = ops[ARGV[at]]
-    local receipt = tonumber(ARGV[at + 1])
+    local op = ops[protocol.opIndex(ARGV[at])]
+    local receipt = ARGV[at + 1] + 0
     at = at + 2
     local key = KEYS[i]
     local alg = byType[op.type]

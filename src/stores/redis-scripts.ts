@@ -46,22 +46,27 @@ export function assembleScript(main: string, dir: string = findLuaDir()): string
     }
   };
   add(main);
-  const modules = [...sources.keys()]
-    .sort()
-    .map((name) => `MODULES['${name}'] = function()\n${sources.get(name)}\nend`);
+  const names = [...sources.keys()].sort();
+  // Both tables are built by one constructor each, sized once: every call builds them again, and
+  // filling empty tables key by key would grow (rehash) them several times.
+  const modules = names.map((name) => `['${name}'] = function()\n${sources.get(name)}\nend,`);
+  const unloaded = names.map((name) => `['${name}'] = false,`);
   return [
     // Redis < 5 refuses writes after TIME unless effects are replicated; 5+ does so by default.
     'if redis.replicate_commands then redis.replicate_commands() end',
-    'local MODULES, LOADED = {}, {}',
+    `local LOADED, MODULES = { ${unloaded.join(' ')} }, nil`,
     'local function require(name)',
     '  local exports = LOADED[name]',
-    '  if exports == nil then',
+    '  if not exports then',
     '    exports = MODULES[name]()',
     '    LOADED[name] = exports',
     '  end',
     '  return exports',
     'end',
+    // After require, so that the modules see it.
+    'MODULES = {',
     ...modules,
+    '}',
     main,
   ].join('\n');
 }
