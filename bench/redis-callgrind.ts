@@ -15,8 +15,8 @@ import { Redis } from 'ioredis';
 import { RedisStore } from '../src/stores/redis-store.js';
 import type { StoreOp, StoreRule } from '../src/stores/store.js';
 import { stopChild, track } from '../test/support/processes.js';
-import { freePort } from '../test/support/redis.js';
 import { redisServerBinary } from '../test/support/redis/redis-process.js';
+import { freePort } from '../test/support/redis.js';
 
 const run = promisify(execFile);
 const decisions = Number(process.env.CALLGRIND_DECISIONS ?? 2000);
