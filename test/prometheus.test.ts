@@ -187,7 +187,13 @@ describe('ratekeeper/prometheus', () => {
   it("the store-call histogram prints as prom-client's own Histogram does for the same observations", async () => {
     // A stand-in limiter whose hooks the test calls with chosen durations.
     let hooks: LimiterObserver = {};
-    const fake = { rules: [], observe: (observer: LimiterObserver) => ((hooks = observer), () => {}) };
+    const fake = {
+      rules: [],
+      observe: (observer: LimiterObserver) => {
+        hooks = observer;
+        return () => {};
+      },
+    };
     const registry = new Registry();
     prometheusMetrics(fake as unknown as Limiter, { registry, buckets: [0.001, 0.01, 0.1] });
     const reference = new Registry();

@@ -7,6 +7,9 @@
 // project's node_modules one level up, so nothing is installed. .samples-test/ has a package.json of
 // its own, so `ratekeeper` cannot resolve to the project itself (a package's self-reference).
 //
+// Samples importing @nestjs/* or ratekeeper/nest compile with experimentalDecorators and
+// emitDecoratorMetadata, as Nest apps do; the rest with standard decorators.
+//
 // A block that is deliberately a fragment is fenced ```ts fragment (or ```js fragment): counted and
 // skipped, with the reason printed. Keep them rare.
 import { execFileSync, spawnSync } from 'node:child_process';
@@ -131,7 +134,7 @@ describe('the manual: README.md and docs/*.md', function () {
       writeFileSync(file, `${s.code}\nexport {};\n`);
       return file;
     });
-    const program = ts.createProgram(files, {
+    const options: ts.CompilerOptions = {
       strict: true,
       module: ts.ModuleKind.NodeNext,
       moduleResolution: ts.ModuleResolutionKind.NodeNext,
@@ -139,24 +142,37 @@ describe('the manual: README.md and docs/*.md', function () {
       types: ['node'],
       noEmit: true,
       skipLibCheck: true,
-    });
+    };
+    // NestJS apps compile with legacy decorators and their metadata (the Nest CLI's tsconfig); every
+    // other sample with TypeScript's standard decorators (`@limited`).
+    const nest = (i: number) => /from '(@nestjs\/[\w-]+|ratekeeper\/nest)'/.test((ts_[i] as Sample).code);
+    const groups = [
+      { files: files.filter((_, i) => !nest(i)), options },
+      {
+        files: files.filter((_, i) => nest(i)),
+        options: { ...options, experimentalDecorators: true, emitDecoratorMetadata: true },
+      },
+    ].filter((g) => g.files.length > 0);
     const problems: string[] = [];
-    for (const d of ts.getPreEmitDiagnostics(program)) {
-      const text = ts.flattenDiagnosticMessageText(d.messageText, '\n');
-      const index = d.file ? files.indexOf(d.file.fileName) : -1;
-      if (index < 0) {
-        problems.push(`${d.file?.fileName ?? '(global)'}: TS${d.code} ${text}`);
-        continue;
+    for (const group of groups) {
+      const program = ts.createProgram(group.files, group.options);
+      for (const d of ts.getPreEmitDiagnostics(program)) {
+        const text = ts.flattenDiagnosticMessageText(d.messageText, '\n');
+        const index = d.file ? files.indexOf(d.file.fileName) : -1;
+        if (index < 0) {
+          problems.push(`${d.file?.fileName ?? '(global)'}: TS${d.code} ${text}`);
+          continue;
+        }
+        const { line } = (d.file as ts.SourceFile).getLineAndCharacterOfPosition(d.start ?? 0);
+        const [page, fence] = (ts_[index] as Sample).where.split(':') as [string, string];
+        problems.push(`${page}:${Number(fence) + 1 + line}: TS${d.code} ${text}`);
       }
-      const { line } = (d.file as ts.SourceFile).getLineAndCharacterOfPosition(d.start ?? 0);
-      const [page, fence] = (ts_[index] as Sample).where.split(':') as [string, string];
-      problems.push(`${page}:${Number(fence) + 1 + line}: TS${d.code} ${text}`);
     }
     // The packed package, not the project's sources or dist/, answered `ratekeeper`.
     const resolved = ts.resolveModuleName(
       'ratekeeper',
       files[0] as string,
-      program.getCompilerOptions(),
+      options,
       ts.sys,
       undefined,
       undefined,

@@ -88,6 +88,7 @@ async function main(): Promise<number> {
   const markdown = soakMarkdown(outcome);
   console.log(`\n${markdown}\n`);
   for (const finding of outcome.audit.findings) console.log(`finding: ${finding}`);
+  for (const reason of outcome.unhandled) console.log(`unhandled: ${reason}`);
   if (process.env.SOAK_WRITE !== '0') await writeBlock('soak', markdown);
   return soakChecks(outcome).every((c) => c.ok) ? 0 : 1;
 }

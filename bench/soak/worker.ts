@@ -35,7 +35,9 @@ let ledger: Ledger | undefined;
 const traffic: Traffic[] = [];
 let storeDurations: number[] = [];
 
-process.on('unhandledRejection', (reason) => unhandled.push(String(reason)));
+process.on('unhandledRejection', (reason) =>
+  unhandled.push(reason instanceof Error ? (reason.stack ?? reason.message) : String(reason)),
+);
 process.on('uncaughtException', (error) => unhandled.push(`uncaught: ${error.stack ?? error.message}`));
 
 function percentile(values: number[], p: number): number {
