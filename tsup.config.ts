@@ -8,6 +8,7 @@ export default defineConfig({
     koa: 'adapters/koa.ts',
     fastify: 'adapters/fastify.ts',
     hono: 'adapters/hono.ts',
+    nest: 'adapters/nest.ts',
     console: 'src/operators/console/index.ts',
     prometheus: 'src/operators/prometheus.ts',
     cli: 'src/operators/cli/bin.ts',
@@ -28,5 +29,6 @@ export default defineConfig({
     'hono',
     '@fastify/proxy-addr',
     'prom-client',
+    /^@nestjs\//,
   ],
 });

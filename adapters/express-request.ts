@@ -1,7 +1,8 @@
 // Express's request as the core sees it, and the views of it the wiring warnings compare.
 import type { Request, Response } from 'express';
 import type { RequestInfo } from '../src/index.js';
-import { pathOf, type Setup } from './common.js';
+import { pathOf } from './common.js';
+import type { WiringCheck } from './wiring.js';
 
 /**
  * The request as the core sees it; `ip` is Express's own notion (after `trust proxy`). Everything but
@@ -61,7 +62,12 @@ export class ExpressRequestInfo implements RequestInfo {
  * mount path stripped from `req.url` (or a rewrite before the limiter), a method override still to come;
  * once the response is sent: a URL or method rewritten after the limiter.
  */
-export function checkUnmatched(config: Setup<Request>, req: Request, res: Response, info: RequestInfo): void {
+export function checkUnmatched(
+  config: { wiring: WiringCheck },
+  req: Request,
+  res: Response,
+  info: RequestInfo,
+): void {
   const seen = { method: info.method, path: info.path };
   const wiring = config.wiring;
   wiring.unmatched(seen, { method: req.method, path: pathOf(req.url) }, 'mounted');

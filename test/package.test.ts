@@ -115,6 +115,26 @@ describe('the packed package', function () {
         const statuses = [];
         for (let i = 0; i < 2; i++) statuses.push((await app.request('/')).status);`,
     },
+    {
+      entry: 'ratekeeper/nest',
+      esm: `import { Controller, Get, Module } from '@nestjs/common'; import { NestFactory } from '@nestjs/core';
+        import { RateLimitGuard } from 'ratekeeper/nest';`,
+      cjs: `const { Controller, Get, Module } = require('@nestjs/common'); const { NestFactory } = require('@nestjs/core');
+        const { RateLimitGuard } = require('ratekeeper/nest');`,
+      // Decorators applied by hand: plain JavaScript has no decorator syntax.
+      app: `class Api { get() { return 'ok'; } }
+        Reflect.decorate([Get()], Api.prototype, 'get', Object.getOwnPropertyDescriptor(Api.prototype, 'get'));
+        Reflect.decorate([Controller()], Api);
+        class AppModule {}
+        Reflect.decorate([Module({ controllers: [Api] })], AppModule);
+        const app = await NestFactory.create(AppModule, { logger: false });
+        app.useGlobalGuards(new RateLimitGuard(rules));
+        await app.listen(0, '127.0.0.1');
+        const url = await app.getUrl();
+        const statuses = [];
+        for (let i = 0; i < 2; i++) statuses.push((await fetch(url)).status);
+        await app.close();`,
+    },
   ];
   for (const { entry, esm, cjs, app } of frameworks) {
     const body = `const rules = [{ name: 'r', key: () => 'all', limit: 1, window: { type: 'fixed', size: '1m' } }];

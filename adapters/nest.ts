@@ -1,0 +1,167 @@
+// NestJS guard and decorators: request to RequestInfo on the Express or Fastify platform, decision to headers or a denial.
+import {
+  applyDecorators,
+  type CanActivate,
+  type CustomDecorator,
+  type ExecutionContext,
+  SetMetadata,
+  UseGuards,
+} from '@nestjs/common';
+import { describe } from '../src/errors.js';
+import { createLimiter, type Decision, type Limiter, RateLimitConfigError, type Rule } from '../src/index.js';
+import { clientGone, type RateLimitOptions, type Setup, setup } from './common.js';
+import { nestHttp } from './nest-platform.js';
+
+export type { RateLimitOptions } from './common.js';
+export { SPOOFABLE_IP_WARNING } from './common.js';
+
+declare global {
+  namespace Express {
+    interface Request {
+      /** The rate-limit decision for this request, set by `RateLimitGuard` before the handler runs. */
+      rateLimit?: Decision;
+    }
+  }
+}
+
+export interface NestRateLimitOptions extends RateLimitOptions<ExecutionContext> {
+  /**
+   * Answers a denial instead of the default body; the rate-limit headers and `Retry-After` are already set.
+   * Throw an `HttpException` here to send denials through the app's exception filters. When it returns
+   * without answering, the default denial is sent. @default statusCode and message, as JSON or text
+   */
+  handler?: (decision: Decision, context: ExecutionContext) => unknown;
+}
+
+/** Metadata key of `@RateLimit` and `@SkipRateLimit`: a limiter, or `false` for none. */
+export const RATE_LIMIT_METADATA = 'ratekeeper:rate-limit';
+/** Set on a request once a route's own limiter has decided it, so that a second guard does not count it again. */
+const ROUTE_DECIDED = Symbol('ratekeeper route decided');
+/** The guard `@RateLimit` applies, for routes no other `RateLimitGuard` covers; built on first use. */
+let routeGuard: RateLimitGuard | undefined;
+
+/**
+ * A Nest guard limiting requests by `rules` (a limiter on the memory store is built for them) or by an
+ * existing `limiter`: `app.useGlobalGuards(new RateLimitGuard(limiter))`, a provider for `APP_GUARD`, or
+ * `@UseGuards(new RateLimitGuard(rules))` on a controller or a handler. On the Express and the Fastify platform.
+ *
+ * - A route's `@RateLimit(rules | limiter)` replaces the guard's rules for that route (a handler's wins over
+ *   its controller's), `@SkipRateLimit()` exempts it. A route's own limiter is decided once per request.
+ * - Client address: the platform's `req.ip`, so Express's `trust proxy` or Fastify's `trustProxy` decides
+ *   whether `X-Forwarded-For` is believed; trusting every hop (spoofable) draws a one-time warning.
+ * - A denial is answered here (headers, `Retry-After`, status and body), and the request goes no further:
+ *   no handler, no interceptor, no exception filter. An admitted request's outcome is judged by
+ *   `isFailure` on the status its response finishes with, whatever exception filter set it; a redirect is
+ *   neither outcome (see `isFailure`). A client gone before or during the decision never reaches the handler.
+ * - Limiter errors (a key function that threw, a bad cost) reach Nest's exception filters; nothing is consumed.
+ * - Only HTTP requests are limited; other contexts (microservices, WebSockets) pass.
+ *
+ * @example
+ * app.useGlobalGuards(new RateLimitGuard([{ name: 'api', key: 'ip', limit: 100, window: { type: 'gcra', size: '1m' } }]));
+ */
+export class RateLimitGuard implements CanActivate {
+  readonly #setup: Setup<ExecutionContext>;
+  readonly #options: Omit<NestRateLimitOptions, 'handler'>;
+  readonly #handler: NestRateLimitOptions['handler'];
+  /** One setup per route limiter, with this guard's options. */
+  readonly #routes = new WeakMap<Limiter, Setup<ExecutionContext>>();
+
+  constructor(rulesOrLimiter: Rule[] | Limiter, options: NestRateLimitOptions = {}) {
+    this.#setup = setup(rulesOrLimiter, options, ['handler']);
+    const { handler, ...common } = options;
+    this.#options = common;
+    this.#handler = handler;
+  }
+
+  async canActivate(context: ExecutionContext): Promise<boolean> {
+    if (context.getType() !== 'http') return true;
+    const own = routeLimiter(context);
+    if (own === false) return true;
+    const http = context.switchToHttp();
+    const on = nestHttp(http.getRequest(), http.getResponse());
+    let config = this.#setup;
+    if (own !== undefined) {
+      const flags = on.request as Record<symbol, boolean>;
+      if (flags[ROUTE_DECIDED]) return true;
+      flags[ROUTE_DECIDED] = true;
+      config = this.#routeSetup(own);
+    }
+    // Reset after writing the request: nothing to answer, no handler to run.
+    if (clientGone(on.socket)) return halted();
+    if (config.skip !== undefined && (await config.skip(context))) return true;
+    if (!config.warned) {
+      const spoofable = on.spoofable();
+      if (spoofable !== undefined) config.warnSpoofable(spoofable);
+    }
+    const info = on.info();
+    const decision = await config.limiter.check(info);
+    if (clientGone(on.socket)) return halted(); // what was reserved stays counted
+    // A limiter that matched no rule leaves the decision of an earlier one in place.
+    if (decision.rules.length === 0) {
+      on.unmatched(config.wiring, info);
+      return true;
+    }
+    on.request.rateLimit = decision;
+    if (!on.sent()) on.setHeaders(config.headerFields(decision));
+    if (!decision.allowed || decision.dryRun) config.onLimited?.(decision, context);
+    if (decision.allowed) {
+      if (config.reports) on.onFinish((status) => config.report(decision, status));
+      return true;
+    }
+    if (this.#handler !== undefined) await this.#handler(decision, context);
+    if (!on.sent()) on.deny(config.statusCode, config.body(decision));
+    return halted();
+  }
+
+  #routeSetup(limiter: Limiter): Setup<ExecutionContext> {
+    let config = this.#routes.get(limiter);
+    if (config === undefined) {
+      config = setup(limiter, this.#options);
+      this.#routes.set(limiter, config);
+    }
+    return config;
+  }
+}
+
+/**
+ * The answer of a guard that has sent the response itself: never settled, so Nest runs nothing more for
+ * the request (returning false would make Nest throw a ForbiddenException and answer a second time).
+ * Nothing holds the promise: it is collected with the request.
+ */
+function halted(): Promise<boolean> {
+  return new Promise<boolean>(() => {});
+}
+
+/** The route's own limiter (the handler's, else its controller's), `false` when exempt, undefined for neither. */
+function routeLimiter(context: ExecutionContext): Limiter | false | undefined {
+  const read = (target: object) =>
+    Reflect.getMetadata(RATE_LIMIT_METADATA, target) as Limiter | false | undefined;
+  return read(context.getHandler()) ?? read(context.getClass());
+}
+
+/**
+ * Limits a controller or a handler by its own rules (a limiter on the memory store is built for them, once)
+ * or limiter, instead of the guard's: a handler's `@RateLimit` wins over its controller's. The options
+ * (headers, message, hooks) are those of the first `RateLimitGuard` the request meets (a global one), else
+ * the defaults: the decorator brings a guard of its own for routes no other covers.
+ *
+ * @example
+ * @Post('login') @RateLimit(loginRules()) login(@Body() body: Credentials) { ... }
+ */
+export function RateLimit(rulesOrLimiter: Rule[] | Limiter): MethodDecorator & ClassDecorator {
+  let limiter: Limiter;
+  if (Array.isArray(rulesOrLimiter)) limiter = createLimiter({ rules: rulesOrLimiter });
+  else if (typeof (rulesOrLimiter as Partial<Limiter> | null)?.check === 'function') limiter = rulesOrLimiter;
+  else
+    throw new RateLimitConfigError(
+      'ERR_OPTION',
+      `@RateLimit: expects an array of rules or a limiter from createLimiter, got ${describe(rulesOrLimiter)}`,
+    );
+  routeGuard ??= new RateLimitGuard([]);
+  return applyDecorators(SetMetadata(RATE_LIMIT_METADATA, limiter), UseGuards(routeGuard));
+}
+
+/** Exempts a controller or a handler from every `RateLimitGuard` (a handler's `@RateLimit` still applies). */
+export function SkipRateLimit(): CustomDecorator<string> {
+  return SetMetadata(RATE_LIMIT_METADATA, false);
+}

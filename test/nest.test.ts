@@ -1,0 +1,20 @@
+// The HTTP, example, plans and attack suites on NestJS, on the Express and the Fastify platform: through
+// @nestjs/testing apps driven by supertest, and the attack suite on a listening server.
+import './support/nest-decorators.js';
+import { attackSuite } from './attack-suite.js';
+import { exampleSuite, httpSuite } from './http-suite.js';
+import { planSuite } from './plans-suite.js';
+import { memoryStores, redisStores } from './support/stores.js';
+
+// After the hooks are registered: the Nest files compile with legacy decorators.
+const { nestFramework, nestHarness } = await import('./nest-harness.js');
+
+for (const platform of ['express', 'fastify'] as const) {
+  const harness = nestHarness(platform);
+  for (const stores of [memoryStores, redisStores]) {
+    httpSuite(harness, stores);
+    exampleSuite(harness, stores);
+    planSuite(harness, stores);
+    attackSuite(nestFramework(platform), stores);
+  }
+}
