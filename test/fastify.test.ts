@@ -1,9 +1,10 @@
-// The HTTP, example and attack suites on Fastify: through fastify.inject, and on a listening server.
+// The HTTP, example, plans and attack suites on Fastify: through fastify.inject, and on a listening server.
 import Fastify, { type FastifyError, type FastifyInstance } from 'fastify';
 import { type FastifyRateLimitOptions, rateLimit } from '../adapters/fastify.js';
 import { createFastifyApp } from '../examples/fastify-app.js';
 import { attackSuite, type Framework } from './attack-suite.js';
 import { exampleSuite, type Harness, httpSuite, type SuiteOptions } from './http-suite.js';
+import { planSuite } from './plans-suite.js';
 import { memoryStores, redisStores } from './support/stores.js';
 import { viaTestClient } from './test-client.js';
 
@@ -95,5 +96,6 @@ const fastify: Framework = {
 for (const stores of [memoryStores, redisStores]) {
   httpSuite(fastifyHarness, stores);
   exampleSuite(fastifyHarness, stores);
+  planSuite(fastifyHarness, stores);
   attackSuite(fastify, stores);
 }

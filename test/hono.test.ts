@@ -1,4 +1,4 @@
-// The HTTP, example and attack suites on Hono: through app.request, and on @hono/node-server listening.
+// The HTTP, example, plans and attack suites on Hono: through app.request, and on @hono/node-server listening.
 import { getRequestListener } from '@hono/node-server';
 import { Hono } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
@@ -6,6 +6,7 @@ import { type HonoRateLimitOptions, rateLimit } from '../adapters/hono.js';
 import { createHonoApp } from '../examples/hono-app.js';
 import { attackSuite, type Framework } from './attack-suite.js';
 import { exampleSuite, type Harness, httpSuite, type SuiteOptions } from './http-suite.js';
+import { planSuite } from './plans-suite.js';
 import { memoryStores, redisStores } from './support/stores.js';
 import { viaTestClient } from './test-client.js';
 
@@ -93,5 +94,6 @@ const hono: Framework = {
 for (const stores of [memoryStores, redisStores]) {
   httpSuite(honoHarness, stores);
   exampleSuite(honoHarness, stores);
+  planSuite(honoHarness, stores);
   attackSuite(hono, stores);
 }
