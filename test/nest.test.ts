@@ -18,3 +18,7 @@ for (const platform of ['express', 'fastify'] as const) {
     attackSuite(nestFramework(platform), stores);
   }
 }
+
+const { nestCases, nestUnits } = await import('./nest-cases.js');
+nestUnits();
+for (const platform of ['express', 'fastify'] as const) nestCases(platform);
