@@ -98,6 +98,34 @@ function pack(): void {
   execFileSync('tar', ['-xzf', join(sandbox, tarball), '-C', installed, '--strip-components=1']);
 }
 
+/** The packed package's declarations of every entry point in its package.json, in one program (built once). */
+let declared:
+  | { entries: (readonly [string, string])[]; program: ts.Program; checker: ts.TypeChecker }
+  | undefined;
+function declarations(): NonNullable<typeof declared> {
+  if (declared) return declared;
+  const pkg = JSON.parse(readFileSync(join(installed, 'package.json'), 'utf8')) as {
+    exports: Record<string, string | { import?: { types?: string } }>;
+  };
+  const entries = Object.entries(pkg.exports).flatMap(([name, target]) =>
+    typeof target === 'object' && target.import?.types
+      ? [[name, join(installed, target.import.types)] as const]
+      : [],
+  );
+  const program = ts.createProgram(
+    entries.map(([, file]) => file),
+    {
+      module: ts.ModuleKind.NodeNext,
+      moduleResolution: ts.ModuleResolutionKind.NodeNext,
+      noEmit: true,
+      types: [],
+      skipLibCheck: true,
+    },
+  );
+  declared = { entries, program, checker: program.getTypeChecker() };
+  return declared;
+}
+
 const all = pages().flatMap(samplesOf);
 const fragments = all.filter((s) => s.fragment);
 
@@ -208,26 +236,8 @@ describe('the manual: README.md and docs/*.md', function () {
     const manual = pages()
       .map((p) => readFileSync(p, 'utf8'))
       .join('\n');
-    const pkg = JSON.parse(readFileSync(join(installed, 'package.json'), 'utf8')) as {
-      exports: Record<string, string | { import?: { types?: string } }>;
-    };
-    const entries = Object.entries(pkg.exports).flatMap(([name, target]) =>
-      typeof target === 'object' && target.import?.types
-        ? [[name, join(installed, target.import.types)] as const]
-        : [],
-    );
+    const { entries, checker, program } = declarations();
     expect(entries.map(([name]) => name)).to.include.members(['.', './express', './koa']);
-    const program = ts.createProgram(
-      entries.map(([, file]) => file),
-      {
-        module: ts.ModuleKind.NodeNext,
-        moduleResolution: ts.ModuleResolutionKind.NodeNext,
-        noEmit: true,
-        types: [],
-        skipLibCheck: true,
-      },
-    );
-    const checker = program.getTypeChecker();
     const missing: string[] = [];
     let count = 0;
     for (const [entry, file] of entries) {
@@ -241,5 +251,39 @@ describe('the manual: README.md and docs/*.md', function () {
     }
     expect(count).to.be.greaterThan(50);
     expect(missing, 'exports no page of the manual names').to.deep.equal([]);
+  });
+
+  it("lists every error class's every code in the README's table of error codes", () => {
+    const readme = readFileSync(join(root, 'README.md'), 'utf8');
+    const table = readme.slice(
+      readme.indexOf('## Error codes'),
+      readme.indexOf('\n## ', readme.indexOf('## Error codes') + 1),
+    );
+    const rows = new Set(
+      [...table.matchAll(/^\| `(ERR_\w+)` \| `(\w+)` \|/gm)].map(([, code, cls]) => `${cls} ${code}`),
+    );
+    const { checker, program } = declarations();
+    const index = join(installed, 'dist', 'index.d.ts');
+    const module = checker.getSymbolAtLocation(program.getSourceFile(index) as ts.SourceFile) as ts.Symbol;
+    const codes: string[] = [];
+    for (const symbol of checker.getExportsOfModule(module)) {
+      const target = symbol.flags & ts.SymbolFlags.Alias ? checker.getAliasedSymbol(symbol) : symbol;
+      if (!(target.flags & ts.SymbolFlags.Class)) continue;
+      const instance = checker.getDeclaredTypeOfSymbol(target);
+      const code = instance.getProperty('code');
+      if (!code) continue;
+      const type = checker.getTypeOfSymbol(code);
+      for (const member of type.isUnion() ? type.types : [type])
+        if (member.isStringLiteral()) codes.push(`${symbol.name} ${member.value}`);
+    }
+    expect(codes.length).to.be.greaterThan(15);
+    expect(
+      codes.filter((c) => !rows.has(c)),
+      'codes missing from the README table',
+    ).to.deep.equal([]);
+    expect(
+      [...rows].filter((r) => !codes.includes(r)),
+      'README rows no error class carries',
+    ).to.deep.equal([]);
   });
 });
