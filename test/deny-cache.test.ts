@@ -268,7 +268,7 @@ describe('Deny cache', function () {
       for (let i = 0; i < 3; i++) await childConsume('mallory');
       expect(await childConsume('mallory')).to.include({ cached: true });
 
-      await control.client('KILL', 'TYPE', 'pubsub');
+      await control.call('CLIENT', 'KILL', 'TYPE', 'pubsub');
       expect(await subscribers(prefix)).to.equal(0);
       await limiter.reset('login', 'mallory'); // announced to nobody
       expect(await childConsume('mallory'), 'missed it').to.include({ allowed: false, cached: true });

@@ -17,9 +17,9 @@ describe('dependencies', () => {
     expect(notCaret).to.deep.equal([]);
   });
 
-  it('development dependencies are pinned to exact versions', () => {
+  it('development dependencies are pinned to exact versions (an alias too: ioredis5 npm:ioredis@5.9.2)', () => {
     const notExact = Object.entries(pkg.devDependencies).filter(
-      ([, range]) => !/^\d+\.\d+\.\d+$/.test(range),
+      ([, range]) => !/^(npm:[a-z0-9@/._-]+@)?\d+\.\d+\.\d+$/.test(range),
     );
     expect(notExact).to.deep.equal([]);
   });

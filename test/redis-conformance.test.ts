@@ -1,38 +1,57 @@
-// The conformance suite, unchanged, on RedisStore: a standalone server and a real 3-master Cluster.
+// The conformance suite, unchanged, on RedisStore: a standalone server and a real 3-master Cluster, each
+// through ioredis and through node-redis (the `redis` package).
 import { randomBytes } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
 import { RedisStore } from '../src/index.js';
 import { conformanceSuite } from './conformance/suite.js';
+import { type AnyClient, NODE_REDIS_6 } from './support/clients.js';
 import { getRedis, type RedisCluster, startCluster } from './support/redis.js';
 
 const prefix = () => `rkc${randomBytes(4).toString('hex')}`;
 
 describe('RedisStore (standalone)', () => {
   let client: Redis;
+  let nodeRedis: AnyClient;
   before(async () => {
-    client = (await getRedis()).client();
+    const server = await getRedis();
+    client = server.client();
+    nodeRedis = await NODE_REDIS_6.standalone(server);
   });
-  after(() => client.disconnect());
+  after(async () => {
+    client.disconnect();
+    await NODE_REDIS_6.close(nodeRedis);
+  });
   conformanceSuite({
     name: 'RedisStore on a standalone server',
     makeStore: (clock) => new RedisStore({ client, prefix: prefix(), clock }),
+  });
+  conformanceSuite({
+    name: 'RedisStore on a standalone server through node-redis',
+    makeStore: (clock) => new RedisStore({ client: nodeRedis, prefix: prefix(), clock }),
   });
 });
 
 describe('RedisStore (Cluster)', () => {
   let cluster: RedisCluster;
   let client: Cluster;
+  let nodeRedis: AnyClient;
   before(async function () {
     this.timeout(60_000);
     cluster = await startCluster();
     client = cluster.client();
+    nodeRedis = await NODE_REDIS_6.cluster(cluster.nodes);
   });
   after(async () => {
     client.disconnect();
+    await NODE_REDIS_6.close(nodeRedis);
     await cluster.stop();
   });
   conformanceSuite({
     name: 'RedisStore on a 3-master Cluster',
     makeStore: (clock) => new RedisStore({ client, prefix: prefix(), clock }),
+  });
+  conformanceSuite({
+    name: 'RedisStore on a 3-master Cluster through node-redis',
+    makeStore: (clock) => new RedisStore({ client: nodeRedis, prefix: prefix(), clock }),
   });
 });

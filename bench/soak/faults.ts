@@ -60,7 +60,7 @@ export class Faults {
         // Every app connection, the subscribers included; the admin connection itself is skipped.
         const master = this.cluster.nodes.find((node) => node.role === 'master');
         const kill = (node: { host: string; port: number }) =>
-          withConnection(node, (conn) => conn.client('KILL', 'TYPE', 'normal') as Promise<number>);
+          withConnection(node, (conn) => conn.call('CLIENT', 'KILL', 'TYPE', 'normal') as Promise<number>);
         const [standalone, cluster] = await Promise.all([
           kill(this.standalone),
           master ? kill(master) : Promise.resolve(0),

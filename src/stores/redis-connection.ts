@@ -1,5 +1,7 @@
-// The one door through which the Redis store talks to Redis: a small interface, and its ioredis implementation.
-import type { Cluster, Redis } from 'ioredis';
+// The one door through which the Redis store talks to Redis: a small interface, and which client library is behind it.
+import { RateLimitConfigError } from '../errors.js';
+import { ioredisConnection } from './redis-connection-ioredis.js';
+import { nodeRedisConnection } from './redis-connection-node-redis.js';
 
 /** A subscription made by `RedisConnection.subscribe`. */
 export interface RedisSubscription {
@@ -16,7 +18,9 @@ export interface RedisNode {
  * Every command the Redis store sends goes through this interface, so that supporting another client
  * library means implementing it once. Replies are decoded as RESP2 clients do: integers as numbers,
  * bulk and simple strings as strings, arrays as arrays, nil as null; an error reply rejects with an
- * Error whose message is Redis's own (`NOSCRIPT ...`, `OOM ...`).
+ * Error whose message is Redis's own (`NOSCRIPT ...`, `OOM ...`). A command that fails because the
+ * client has no connection rejects with the cause of the last connection fault (`ECONNREFUSED`,
+ * `WRONGPASS` ...) as its message and `code` (see `ConnectionFaults`).
  */
 export interface RedisConnection {
   /** True for a Redis Cluster: the keys of one command must share a slot, and they pick the node. */
@@ -40,61 +44,30 @@ export interface RedisConnection {
   ): RedisSubscription;
 }
 
-/** An ioredis client (`Redis` or `Cluster`) behind a RedisConnection, or undefined when `client` is not one. */
-export function ioredisConnection(client: unknown): RedisConnection | undefined {
-  const candidate = client as (Redis | Cluster) | undefined;
-  if (typeof candidate?.evalsha !== 'function') return undefined;
-  return new IoredisConnection(candidate);
+/**
+ * A client of ioredis (`Redis`, `Cluster`; versions 5 and 6) or iovalkey, or of node-redis (the `redis`
+ * package 5 and 6: `createClient`, `createCluster`, `createSentinel`). Described by shape, so that the
+ * package's types need none of these libraries installed; `RedisStore` checks the kind at construction.
+ */
+export type RedisClient =
+  | { call(...args: never[]): unknown; duplicate(...args: never[]): unknown }
+  | { sendCommand(...args: never[]): unknown };
+
+/** The client behind a RedisConnection, whatever its library; throws naming what was passed otherwise. */
+export function connectionOf(client: unknown): RedisConnection {
+  const connection = ioredisConnection(client) ?? nodeRedisConnection(client);
+  if (connection !== undefined) return connection;
+  throw new RateLimitConfigError(
+    'ERR_OPTION',
+    'RedisStore: client must be an ioredis or iovalkey Redis or Cluster, or a node-redis client ' +
+      `(createClient, createCluster or createSentinel of the redis package), got ${describe(client)}`,
+  );
 }
 
-class IoredisConnection implements RedisConnection {
-  readonly cluster: boolean;
-  readonly #client: Redis | Cluster;
-
-  constructor(client: Redis | Cluster) {
-    this.#client = client;
-    this.cluster = (client as { isCluster?: boolean }).isCluster === true;
+function describe(value: unknown): string {
+  if (value === null || typeof value !== 'object') {
+    return typeof value === 'string' ? JSON.stringify(value) : String(value);
   }
-
-  send(command: string, args: readonly string[]): Promise<unknown> {
-    // ioredis finds the keys of every command it knows, and routes on them by itself.
-    return this.#client.call(command, args as string[]);
-  }
-
-  async eachMaster<T>(action: (node: RedisNode) => Promise<T>): Promise<T[]> {
-    if (!this.cluster) return [await action(nodeOf(this.#client as Redis))];
-    const client = this.#client as Cluster;
-    // The nodes are known once the client has read the slot map: a first command makes it.
-    if (client.nodes('master').length === 0) await client.call('PING');
-    return Promise.all(client.nodes('master').map((node) => action(nodeOf(node))));
-  }
-
-  subscribe(
-    channel: string,
-    onMessage: (message: string) => void,
-    onResubscribed: () => void,
-  ): RedisSubscription {
-    const subscriber = this.#client.duplicate();
-    // It reconnects by itself; an 'error' without a listener would crash the process.
-    subscriber.on('error', () => {});
-    subscriber.on('message', (_channel: string, message: string) => onMessage(message));
-    // Subscribed on every 'ready', not once at creation: with the recommended enableOfflineQueue: false
-    // a command sent before the connection is up fails at once, and the subscription would never be made.
-    let subscribed = false;
-    subscriber.on('ready', () => {
-      subscriber.subscribe(channel).then(
-        () => {
-          if (subscribed) onResubscribed();
-          subscribed = true;
-        },
-        () => {},
-      );
-    });
-    if (subscriber.status === 'wait') subscriber.connect().catch(() => {});
-    return { close: () => subscriber.disconnect() };
-  }
-}
-
-function nodeOf(client: Redis): RedisNode {
-  return { send: (command, args) => client.call(command, args as string[]) };
+  const name = (value as { constructor?: { name?: unknown } }).constructor?.name;
+  return typeof name === 'string' && name !== 'Object' ? `a ${name}` : 'an object';
 }

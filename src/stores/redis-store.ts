@@ -1,5 +1,4 @@
 // The Redis store: limits shared by every process through Redis (standalone, Sentinel or Cluster), decided in Lua.
-import type { Cluster, Redis } from 'ioredis';
 import { REDIS_STORE_DEFAULTS } from '../defaults.js';
 import { RateLimitConfigError } from '../errors.js';
 import { assertKnownFields } from '../known-fields.js';
@@ -7,7 +6,7 @@ import type { LockInfo } from '../types.js';
 import { Batcher } from './redis-batches.js';
 import { RedisClock } from './redis-clock.js';
 import { SlotGroups } from './redis-cluster-groups.js';
-import { ioredisConnection, type RedisConnection } from './redis-connection.js';
+import { connectionOf, type RedisClient, type RedisConnection } from './redis-connection.js';
 import { readLocks } from './redis-lock-index.js';
 import { type KeySpace, opKeys } from './redis-protocol.js';
 import { Resets } from './redis-resets.js';
@@ -16,11 +15,14 @@ import type { EvalMode, EvalResult, Refund, Store, StoreOp, StoreRule } from './
 
 export interface RedisStoreOptions {
   /**
-   * An ioredis client: `Redis` (standalone, or Sentinel through its `sentinels` option) or `Cluster`.
-   * The store never closes it. Fail-fast settings (`enableOfflineQueue: false`, a `commandTimeout`)
-   * let the limiter's `onStoreError` policy act quickly during an outage.
+   * The Redis client, whose kind the store finds by itself: an ioredis (5, 6) or iovalkey `Redis`
+   * (standalone, or Sentinel through its `sentinels` option) or `Cluster`; or a node-redis (`redis` 5, 6)
+   * client from `createClient`, `createCluster` or `createSentinel`, connected (`await client.connect()`).
+   * The store never opens or closes it. Fail-fast settings (ioredis `enableOfflineQueue: false`,
+   * node-redis `disableOfflineQueue: true`) let the limiter's `onStoreError` policy act at once during
+   * an outage, and a fault then names its cause (ECONNREFUSED, ENOTFOUND, WRONGPASS).
    */
-  client: Redis | Cluster;
+  client: RedisClient;
   /** Prefix of every key and of the reset channel; must not contain `{` or `}`. @default 'rk' */
   prefix?: string;
   /** Replaces the Redis server's clock (epoch ms), for tests; sent to every script. @default the server's TIME */
@@ -48,13 +50,7 @@ export class RedisStore implements Store {
   readonly #resets: Resets;
 
   constructor(options: RedisStoreOptions) {
-    const connection = ioredisConnection(options?.client);
-    if (connection === undefined) {
-      throw new RateLimitConfigError(
-        'ERR_OPTION',
-        'RedisStore: client must be an ioredis Redis or Cluster instance',
-      );
-    }
+    const connection = connectionOf(options?.client);
     assertKnownFields(options, ['client', 'prefix', 'clock', 'clockSyncIntervalMs'], 'RedisStore');
     const prefix = options.prefix ?? REDIS_STORE_DEFAULTS.prefix;
     if (typeof prefix !== 'string' || prefix === '' || /[{}]/.test(prefix)) {
@@ -129,6 +125,11 @@ export class RedisStore implements Store {
    */
   onReset(listener: (rule: string, key: string) => void): void {
     this.#resets.listen(listener);
+  }
+
+  /** One round trip (PING): resolves when Redis answers, rejects with the cause when it does not (`limiter.health()`). */
+  async ping(): Promise<void> {
+    await this.#connection.send('PING', []);
   }
 
   /** Stops the clock sync and the reset subscriber; the client passed in stays open (it is the caller's). */

@@ -126,7 +126,8 @@ export async function startCluster(opts: { replicas?: 0 | 1 } = {}): Promise<Red
       fleet.track(
         new Cluster(
           nodes.map(({ host, port }) => ({ host, port })),
-          clientOpts,
+          // ioredis 6 declares replyMapping optional without undefined: a ClusterOptions is not one as is.
+          clientOpts as ClusterOptions & { redisOptions?: { replyMapping?: 'legacy' } },
         ),
       ),
     async killMaster(index: number) {

@@ -86,7 +86,10 @@ export async function startSentinel(): Promise<SentinelSetup> {
   return {
     sentinels,
     masterName,
-    client: (opts: RedisOptions = {}) => fleet.track(new Redis({ sentinels, name: masterName, ...opts })),
+    client: (opts: RedisOptions = {}) =>
+      fleet.track(
+        new Redis({ sentinels, name: masterName, ...(opts as RedisOptions & { replyMapping?: 'legacy' }) }),
+      ),
     master: currentMaster,
     async killMaster() {
       const old = await currentMaster();

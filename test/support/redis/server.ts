@@ -56,8 +56,10 @@ export class Server implements RedisServer {
   }
 
   client(opts: RedisOptions = {}): Redis {
-    if (!this.fleet) return new Redis(this.url, opts).on('error', () => {});
-    return this.fleet.track(new Redis({ host: this.host, port: this.port, ...opts }));
+    // ioredis 6 declares replyMapping optional without undefined: a RedisOptions is not one as is.
+    const options = opts as RedisOptions & { replyMapping?: 'legacy' };
+    if (!this.fleet) return new Redis(this.url, options).on('error', () => {});
+    return this.fleet.track(new Redis({ host: this.host, port: this.port, ...options }));
   }
 
   async stop(): Promise<void> {

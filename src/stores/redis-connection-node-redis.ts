@@ -1,0 +1,258 @@
+// RedisConnection over node-redis (the `redis` package, 5 and 6): createClient, createCluster and createSentinel.
+
+import type { RedisConnection, RedisNode, RedisSubscription } from './redis-connection.js';
+import { type ClientEvents, ConnectionFaults } from './redis-connection-faults.js';
+import { resp2 } from './redis-connection-replies.js';
+
+type Listener = (message: string) => void;
+
+/** The part of a node-redis client (`createClient`) the store uses. */
+interface NodeRedisClient extends ClientEvents {
+  sendCommand(args: string[]): Promise<unknown>;
+  duplicate(): NodeRedisClient;
+  connect(): Promise<unknown>;
+  subscribe(channel: string, listener: Listener): Promise<unknown>;
+  destroy?(): void;
+  readonly isOpen: boolean;
+}
+
+/** The part of a node-redis Cluster (`createCluster`) the store uses. */
+interface NodeRedisCluster extends ClientEvents {
+  sendCommand(firstKey: string | undefined, isReadonly: boolean, args: string[]): Promise<unknown>;
+  readonly masters: readonly unknown[];
+  nodeClient(node: unknown): NodeRedisClient | Promise<NodeRedisClient>;
+  subscribe(channel: string, listener: Listener): Promise<unknown>;
+  unsubscribe(channel: string, listener: Listener): Promise<unknown>;
+  readonly isOpen: boolean;
+}
+
+/** The part of a node-redis Sentinel client (`createSentinel`) the store uses. */
+interface NodeRedisSentinel extends ClientEvents {
+  sendCommand(isReadonly: boolean, args: string[]): Promise<unknown>;
+  subscribe(channel: string, listener: Listener): Promise<unknown>;
+  unsubscribe(channel: string, listener: Listener): Promise<unknown>;
+  readonly isOpen: boolean;
+}
+
+/** A node-redis client, Cluster or Sentinel behind a RedisConnection, or undefined when `client` is none. */
+export function nodeRedisConnection(client: unknown): RedisConnection | undefined {
+  const c = client as Record<string, unknown> | null | undefined;
+  if (typeof c?.sendCommand !== 'function' || typeof c.on !== 'function' || !('isOpen' in c)) {
+    return undefined;
+  }
+  if (typeof c.nodeClient === 'function' && 'masters' in c) {
+    return new NodeRedisClusterConnection(c as unknown as NodeRedisCluster);
+  }
+  if (typeof c.getMasterNode === 'function') {
+    return new NodeRedisSentinelConnection(c as unknown as NodeRedisSentinel);
+  }
+  if (typeof c.duplicate === 'function')
+    return new NodeRedisClientConnection(c as unknown as NodeRedisClient);
+  return undefined;
+}
+
+/** node-redis refuses every command of a client never connected (or closed): say what to do. */
+function closedError(): Error {
+  return Object.assign(
+    new Error(
+      'the node-redis client is not open: call `await client.connect()` before deciding ' +
+        '(RedisStore never opens or closes the client it is given)',
+    ),
+    { code: 'ERR_CLIENT_CLOSED' },
+  );
+}
+
+/** What every node-redis kind shares: faults named by their cause, replies decoded, a closed client said. */
+abstract class NodeRedisConnection implements RedisConnection {
+  abstract readonly cluster: boolean;
+  protected readonly faults: ConnectionFaults;
+  readonly #client: { readonly isOpen: boolean };
+
+  constructor(client: ClientEvents & { readonly isOpen: boolean }, errors: string[], ready: string[]) {
+    this.#client = client;
+    this.faults = ConnectionFaults.of(client, errors, ready);
+  }
+
+  send(command: string, args: readonly string[], routingKey?: string): Promise<unknown> {
+    if (!this.#client.isOpen) return Promise.reject(this.faults.explain(closedError()));
+    const argv = [command, ...args];
+    return this.faults.guard(this.sendArgs(argv, routingKey)).then((reply) => resp2(reply, argv));
+  }
+
+  protected abstract sendArgs(argv: string[], routingKey: string | undefined): Promise<unknown>;
+
+  async eachMaster<T>(action: (node: RedisNode) => Promise<T>): Promise<T[]> {
+    return [await action({ send: (command, args) => this.send(command, args) })];
+  }
+
+  abstract subscribe(
+    channel: string,
+    onMessage: (message: string) => void,
+    onResubscribed: () => void,
+  ): RedisSubscription;
+}
+
+class NodeRedisClientConnection extends NodeRedisConnection {
+  readonly cluster = false;
+  readonly #client: NodeRedisClient;
+
+  constructor(client: NodeRedisClient) {
+    super(client, ['error'], ['ready']);
+    this.#client = client;
+  }
+
+  protected sendArgs(argv: string[]): Promise<unknown> {
+    return this.#client.sendCommand(argv);
+  }
+
+  subscribe(channel: string, onMessage: Listener, onResubscribed: () => void): RedisSubscription {
+    // A node-redis connection in subscriber mode takes no other command: a connection of its own.
+    const subscriber = this.#client.duplicate();
+    // It reconnects by itself; an 'error' without a listener would crash the process.
+    subscriber.on('error', () => {});
+    let state: 'none' | 'pending' | 'subscribed' = 'none';
+    const listener = (message: string) => onMessage(String(message));
+    // node-redis subscribes again by itself before a reconnection is 'ready'; the first subscription
+    // is made on 'ready' too, for with disableOfflineQueue a command sent earlier would fail.
+    subscriber.on('ready', () => {
+      if (state === 'subscribed') {
+        onResubscribed();
+      } else if (state === 'none') {
+        state = 'pending';
+        subscriber.subscribe(channel, listener).then(
+          () => {
+            state = 'subscribed';
+          },
+          () => {
+            state = 'none';
+          },
+        );
+      }
+    });
+    subscriber.connect().catch(() => {});
+    return { close: () => closeQuietly(subscriber) };
+  }
+}
+
+class NodeRedisClusterConnection extends NodeRedisConnection {
+  readonly cluster = true;
+  readonly #client: NodeRedisCluster;
+
+  constructor(client: NodeRedisCluster) {
+    super(client, ['error', 'node-error'], ['node-ready']);
+    this.#client = client;
+  }
+
+  protected sendArgs(argv: string[], routingKey: string | undefined): Promise<unknown> {
+    // Never readonly: a decision reads and writes, and must not land on a replica.
+    return this.#client.sendCommand(routingKey, false, argv);
+  }
+
+  override async eachMaster<T>(action: (node: RedisNode) => Promise<T>): Promise<T[]> {
+    const cluster = this.#client;
+    if (!cluster.isOpen) throw this.faults.explain(closedError());
+    return Promise.all(
+      cluster.masters.map(async (master) => {
+        const client = await cluster.nodeClient(master);
+        return action({
+          send: (command, args) => {
+            const argv = [command, ...args];
+            return this.faults.guard(client.sendCommand(argv)).then((reply) => resp2(reply, argv));
+          },
+        });
+      }),
+    );
+  }
+
+  subscribe(channel: string, onMessage: Listener, onResubscribed: () => void): RedisSubscription {
+    // The Cluster subscribes on a connection of its own, and moves it (subscriptions too) when the
+    // node it chose goes away. Any node ready again after the subscription may have been that one:
+    // the caller hears a resubscription, which costs it no more than forgetting its caches.
+    const cluster = this.#client;
+    const listener = (message: string) => onMessage(String(message));
+    let subscribed = false;
+    let closed = false;
+    const nodeReady = () => {
+      if (subscribed) onResubscribed();
+    };
+    cluster.on('node-ready', nodeReady);
+    const subscribe = () => {
+      if (closed) return;
+      cluster.subscribe(channel, listener).then(
+        () => {
+          subscribed = true;
+        },
+        // Not ready yet (or a node gone): tried again once a node is ready.
+        () => cluster.on('node-ready', once),
+      );
+    };
+    const once = () => {
+      cluster.off?.('node-ready', once);
+      if (!subscribed) subscribe();
+    };
+    subscribe();
+    return {
+      close: () => {
+        closed = true;
+        cluster.off?.('node-ready', nodeReady);
+        cluster.off?.('node-ready', once);
+        if (subscribed && cluster.isOpen) cluster.unsubscribe(channel, listener).catch(() => {});
+      },
+    };
+  }
+}
+
+class NodeRedisSentinelConnection extends NodeRedisConnection {
+  readonly cluster = false;
+  readonly #client: NodeRedisSentinel;
+
+  constructor(client: NodeRedisSentinel) {
+    super(client, ['error'], ['ready']);
+    this.#client = client;
+  }
+
+  protected sendArgs(argv: string[]): Promise<unknown> {
+    // Never readonly: always the master.
+    return this.#client.sendCommand(false, argv);
+  }
+
+  subscribe(channel: string, onMessage: Listener, onResubscribed: () => void): RedisSubscription {
+    // The Sentinel client subscribes on a connection of its own and moves it to a new master after a
+    // failover, subscriptions included: messages published meanwhile were missed.
+    const sentinel = this.#client;
+    const listener = (message: string) => onMessage(String(message));
+    let subscribed = false;
+    const topologyChange = (event: { type?: string }) => {
+      if (subscribed && event?.type === 'MASTER_CHANGE') onResubscribed();
+    };
+    sentinel.on('topology-change', topologyChange);
+    const subscribe = () => {
+      sentinel.subscribe(channel, listener).then(
+        () => {
+          subscribed = true;
+        },
+        () => sentinel.on('ready', once),
+      );
+    };
+    const once = () => {
+      sentinel.off?.('ready', once);
+      if (!subscribed) subscribe();
+    };
+    subscribe();
+    return {
+      close: () => {
+        sentinel.off?.('topology-change', topologyChange);
+        sentinel.off?.('ready', once);
+        if (subscribed && sentinel.isOpen) sentinel.unsubscribe(channel, listener).catch(() => {});
+      },
+    };
+  }
+}
+
+function closeQuietly(client: NodeRedisClient): void {
+  try {
+    client.destroy?.();
+  } catch {
+    // Already closed.
+  }
+}
