@@ -64,7 +64,7 @@ describe('the packed package', function () {
     const req = { method: 'GET', path: '/', ip: '203.0.113.9', headers: {} };
     const a = await limiter.check(req);
     const b = await limiter.check(req);
-    const store = new RedisStore({ client: { evalsha() {}, time: async () => ['0', '0'] }, clock: () => 0 });
+    const store = new RedisStore({ client: { call: async () => null, duplicate() {} }, clock: () => 0 });
     console.log(JSON.stringify([a.allowed, b.allowed, typeof rateLimit, typeof koaRateLimit, typeof store.evaluate]));
     await limiter.close();
     await store.close();`;
@@ -221,7 +221,7 @@ describe('the packed package', function () {
   it('finds its Lua scripts from the built files, in both formats', () => {
     // The constructor reads and hashes the scripts: it throws when lua/ cannot be found.
     const probe = `
-      const store = new RedisStore({ client: { evalsha() {}, time: async () => ['0', '0'] }, clock: () => 0 });
+      const store = new RedisStore({ client: { call: async () => null, duplicate() {} }, clock: () => 0 });
       console.log(typeof store);`;
     expect(run('lua-esm.mjs', `import { RedisStore } from 'ratekeeper';${probe}`).trim()).to.equal('object');
     expect(run('lua-cjs.cjs', `const { RedisStore } = require('ratekeeper');${probe}`).trim()).to.equal(
