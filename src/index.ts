@@ -28,6 +28,13 @@ export type {
 export type { LimiterOptions } from './limiter-options.js';
 export { DIRECT_REQUEST } from './limits.js';
 export type { DecisionInfo, DecisionSource, LimiterObserver, StoreCallInfo } from './observers.js';
+export type {
+  DecisionCountsFeed,
+  DecisionCountsMessage,
+  FeedPublisher,
+  PublishDecisionCountsOptions,
+} from './operators/decision-feed.js';
+export { decisionChannel, publishDecisionCounts } from './operators/decision-feed.js';
 export type { LoginRulesOptions, VerificationCodeRulesOptions } from './recipes/index.js';
 export {
   LOGIN_DEFAULTS,

@@ -4,7 +4,7 @@ import { expect } from 'chai';
 import type { Redis } from 'ioredis';
 import { createLimiter, RedisStore } from '../src/index.js';
 import { LOGIN } from './fixtures/ops-rules.js';
-import { type AppProcess, runCli, startApp } from './support/ops.js';
+import { type AppProcess, runCli, startApp, startCli } from './support/ops.js';
 import { getRedis, type RedisServer, startRedis } from './support/redis.js';
 
 const RULES = ['--rules', 'test/fixtures/ops-rules.ts'];
@@ -146,6 +146,124 @@ describe('ratekeeper command line', function () {
     );
   });
 
+  it('watch --json: the decisions of the app process per rule, live, exactly as made', async () => {
+    const prefix = newPrefix();
+    app = await startApp(server.url, prefix, ['--publish']);
+    const watch = startCli(
+      ['watch', '--json', '--interval', '100ms', '--window', '1m', '--prefix', prefix, ...RULES],
+      {
+        REDIS_URL: server.url,
+      },
+    );
+    try {
+      // Heard the app once: subscribed, and the app's heartbeat arrived.
+      await watch.line((line) => JSON.parse(line).publishers === 1);
+      for (let i = 0; i < 3; i++) await app.hit('POST', '/login', 'alice'); // 2 allowed, the 3rd locks
+      await app.hit('POST', '/login', 'alice'); // locked (the deny cache answers)
+      for (let i = 0; i < 5; i++) await app.hit('GET', '/api', 'bob');
+      const done = await watch.line((line) => {
+        const view = JSON.parse(line) as { rules: Array<{ rule: string; total: number[] }> };
+        return view.rules.find((r) => r.rule === 'api')?.total[0] === 5;
+      });
+      const view = JSON.parse(done) as {
+        publishers: number;
+        rules: Array<{ rule: string; allowed: number; denied: number; locked: number; total: number[] }>;
+        sources: Record<string, number>;
+      };
+      expect(view.publishers).to.equal(1);
+      expect(
+        view.rules.map(({ rule, allowed, denied, locked, total }) => ({
+          rule,
+          allowed,
+          denied,
+          locked,
+          total,
+        })),
+      ).to.deep.equal([
+        { rule: 'login', allowed: 2, denied: 0, locked: 2, total: [2, 0, 2, 0] },
+        { rule: 'api', allowed: 5, denied: 0, locked: 0, total: [5, 0, 0, 0] },
+      ]);
+      expect(view.sources).to.deep.equal({ store: 8, deny_cache: 1 });
+    } finally {
+      expect(await watch.interrupt(), 'Ctrl-C ends watch with status 0').to.equal(0);
+    }
+  });
+
+  it('watch on a terminal (a pseudo-terminal): the view redrawn in place, keys never shown', async () => {
+    const prefix = newPrefix();
+    app = await startApp(server.url, prefix, ['--publish']);
+    const watch = startCli(
+      ['watch', '--interval', '100ms', '--prefix', prefix, ...RULES],
+      { REDIS_URL: server.url },
+      true,
+    );
+    try {
+      await watch.line((line) => line.includes('1 app process publishing'));
+      for (let i = 0; i < 3; i++) await app.hit('POST', '/login', 'mallory');
+      const row = await watch.line((line) => /^login +[\d.]+ +2 +0 +1 +0 +33% +2 \/ 0 \/ 1 \/ 0$/.test(line));
+      expect(row).to.match(/^login/);
+      expect(watch.output()).to.include('\u001b[H\u001b[2J'); // home and clear before each view
+      expect(watch.output()).to.include('(Ctrl-C to stop)');
+      expect(watch.output()).not.to.include('mallory');
+    } finally {
+      expect(await watch.interrupt()).to.equal(0);
+    }
+  });
+
+  it('watch --once without a publishing app says so, and lists the rules at zero', async () => {
+    const run = await runCli(['watch', '--once', '--interval', '50ms', '--prefix', newPrefix(), ...RULES], {
+      REDIS_URL: server.url,
+    });
+    expect(run.code, run.stderr).to.equal(0);
+    expect(run.stdout).to.match(
+      /no app publishing on ops[0-9a-f]+:decisions \(the app calls publishDecisionCounts\)/,
+    );
+    expect(run.stdout).to.match(/\nlogin +0 +0 +0 +0 +0 +- +0 \/ 0 \/ 0 \/ 0\napi /);
+  });
+
+  it('override: the limit set through limiter.override, shown by status; a store without overrides refuses', async () => {
+    // The memory-store contract, through a module exporting a limiter (one process: set and read back).
+    const memory = await runCli([
+      'override',
+      'login',
+      'alice',
+      '5',
+      '--for',
+      '1h',
+      '--json',
+      '--rules',
+      'test/fixtures/ops-memory-limiter.ts',
+    ]);
+    expect(memory.code, memory.stderr).to.equal(0);
+    expect(JSON.parse(memory.stdout)).to.deep.include({
+      rule: 'login',
+      key: 'alice',
+      override: 5,
+      forMs: 3_600_000,
+    });
+    expect(JSON.parse(memory.stdout).status).to.include({ limit: 5, overridden: true, remaining: 5 });
+    const text = await runCli([
+      'override',
+      'login',
+      'alice',
+      '5',
+      '--rules',
+      'test/fixtures/ops-memory-limiter.ts',
+    ]);
+    expect(text.stdout).to.equal('limit 5 until cleared  login  alice\n  count    0 of 5, 5 remaining\n');
+    const cleared = await runCli([
+      'override',
+      'login',
+      'alice',
+      'null',
+      '--rules',
+      'test/fixtures/ops-memory-limiter.ts',
+    ]);
+    expect(cleared.stdout).to.equal(
+      "override cleared; the rule's limit 2 applies  login  alice\n  count    0 of 2, 2 remaining\n",
+    );
+  });
+
   describe('clear errors, exit status 1 for a fault to fix and 2 for wrong usage', () => {
     let guarded: RedisServer;
     before(async () => {
@@ -234,6 +352,48 @@ describe('ratekeeper command line', function () {
         {},
         2,
         /unknown option '--rulez', did you mean --rules\?/,
+      ],
+      [
+        'an override of an unknown rule',
+        () => ['override', 'logn', 'alice', '5', ...RULES],
+        {},
+        1,
+        /unknown rule 'logn'; the rules are login, api/,
+      ],
+      [
+        'an override limit that is not one',
+        () => ['override', 'login', 'alice', '0', ...RULES],
+        {},
+        2,
+        /override: the limit must be a positive integer, or null to clear it, got '0'/,
+      ],
+      [
+        'a bad --for',
+        () => ['override', 'login', 'alice', '5', '--for', 'soon', ...RULES],
+        {},
+        2,
+        /--for must be a duration such as 30s, 15m or 1d, got 'soon'/,
+      ],
+      [
+        '--for without override',
+        () => ['status', 'login', 'alice', '--for', '1h', ...RULES],
+        {},
+        2,
+        /--for goes with override only/,
+      ],
+      [
+        'watch of an unknown rule',
+        () => ['watch', 'logn', ...RULES],
+        {},
+        1,
+        /unknown rule 'logn'; the rules are login, api/,
+      ],
+      [
+        'watch against a wrong password',
+        () => ['watch', ...RULES, '--redis', withPassword('wrong')],
+        {},
+        1,
+        /refused the user name or password in the URL \(WRONGPASS\)/,
       ],
       [
         'a bad --limit',

@@ -1,7 +1,11 @@
-// ratekeeper/console over HTTP (Express and Koa through supertest): authorization, CSRF, escaping, unlock.
+// ratekeeper/console over HTTP (Express, Koa, Fastify and Hono): authorization, CSRF, escaping, unlock.
+
+import { type HttpBindings, serve } from '@hono/node-server';
+import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import { expect } from 'chai';
 import express from 'express';
 import Fastify from 'fastify';
+import { Hono } from 'hono';
 import Koa from 'koa';
 import request from 'supertest';
 import { createLimiter, type Limiter, RateLimitConfigError } from '../src/index.js';
@@ -284,6 +288,38 @@ describe('operator console', () => {
       expect((await limiter.status('login', 'alice')).locked).to.equal(false);
     } finally {
       await app.close();
+    }
+  });
+
+  it('mounts in Hono on Node by handing it c.env.incoming and c.env.outgoing', async () => {
+    const handler = operatorConsole(limiter, { authorize });
+    const app = new Hono<{ Bindings: HttpBindings }>();
+    app.all('/ops', async (c) => {
+      await handler(c.env.incoming, c.env.outgoing);
+      return RESPONSE_ALREADY_SENT;
+    });
+    app.get('/', (c) => c.text('the app'));
+    const hono = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' });
+    await new Promise((resolve) => hono.once('listening', resolve));
+    try {
+      await request(hono).get('/ops').expect(403);
+      await request(hono).get('/').expect(200, 'the app');
+      const { token, cookie, page } = await session(hono);
+      expect(page.text).to.include('<td class="key">alice</td>');
+      const form = { action: 'unlock', rule: 'login', key: 'alice' };
+      const post = () => request(hono).post('/ops').set({ 'x-operator': 'yes', cookie }).type('form');
+      await post()
+        .send({ ...form, csrf: 'forged' })
+        .expect(403);
+      expect((await limiter.status('login', 'alice')).locked, 'a forged token changes nothing').to.equal(
+        true,
+      );
+      await post()
+        .send({ ...form, csrf: token })
+        .expect(303);
+      expect((await limiter.status('login', 'alice')).locked).to.equal(false);
+    } finally {
+      await new Promise((resolve) => hono.close(resolve));
     }
   });
 });

@@ -75,3 +75,81 @@ export async function runCli(args: string[], env: Record<string, string> = {}): 
   const [code] = (await once(child, 'close')) as [number | null];
   return { code, stdout, stderr };
 }
+
+export interface CliSession {
+  readonly child: ChildProcess;
+  /** The next stdout line that `accept` takes (lines before it are passed over); rejects after `ms`. */
+  line(accept: (line: string) => boolean, ms?: number): Promise<string>;
+  /** Everything written to stdout so far. */
+  readonly output: () => string;
+  /** SIGINT (Ctrl-C); resolves to the exit status. */
+  interrupt(): Promise<number | null>;
+}
+
+/**
+ * Starts a long-running `ratekeeper <args>` (watch). `tty`: through a pseudo-terminal made by
+ * util-linux `script`, so the command sees a terminal on stdout as an operator's shell gives it.
+ */
+export function startCli(args: string[], env: Record<string, string> = {}, tty = false): CliSession {
+  const command = [process.execPath, ...CLI, ...args];
+  const quoted = command.map((a) => `'${a.replaceAll("'", "'\\''")}'`).join(' ');
+  const child = tty
+    ? spawn('script', ['-qfec', `exec ${quoted}`, '/dev/null'], {
+        cwd: root,
+        env: { PATH: process.env.PATH ?? '', TERM: 'xterm', ...env },
+        stdio: ['pipe', 'pipe', 'pipe'],
+      })
+    : spawn(process.execPath, [...CLI, ...args], {
+        cwd: root,
+        env: { PATH: process.env.PATH ?? '', ...env },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+  let output = '';
+  let pending = '';
+  const lines: string[] = [];
+  const waiters: Array<() => void> = [];
+  child.stdout?.on('data', (chunk: Buffer) => {
+    output += chunk.toString();
+    pending += chunk.toString();
+    const parts = pending.split(/\r?\n/);
+    pending = parts.pop() ?? '';
+    lines.push(...parts);
+    for (const wake of waiters.splice(0)) wake();
+  });
+  let stderr = '';
+  child.stderr?.on('data', (chunk: Buffer) => {
+    stderr += chunk.toString();
+  });
+  const exited = once(child, 'close').then(([code]) => code as number | null);
+  return {
+    child,
+    output: () => output,
+    async line(accept, ms = 15_000) {
+      const deadline = Date.now() + ms;
+      for (;;) {
+        while (lines.length > 0) {
+          const next = lines.shift() as string;
+          if (accept(next)) return next;
+        }
+        if (child.exitCode !== null) throw new Error(`the command ended (${child.exitCode}): ${stderr}`);
+        const left = deadline - Date.now();
+        if (left <= 0) throw new Error(`no such line within ${ms} ms; output so far:\n${output}\n${stderr}`);
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, left);
+          waiters.push(() => {
+            clearTimeout(timer);
+            resolve();
+          });
+        });
+      }
+    },
+    async interrupt() {
+      // On the terminal, Ctrl-C as typed: the pty turns it into SIGINT for the command.
+      if (child.exitCode === null) tty ? child.stdin?.write('\u0003') : child.kill('SIGINT');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+      const code = await exited;
+      clearTimeout(timer);
+      return code;
+    },
+  };
+}

@@ -11,8 +11,10 @@ Commands:
   locked <rule>                       keys locked now, soonest unlock first (--limit, default 100)
   unlock <rule> <key>...              clear count, lock and level (every process forgets the key)
   unlock <rule> --all                 unlock every key of the rule that is locked now
+  override <rule> <key> <limit|null>  set the key's limit in every process (null clears it); --for <d>
   rules                               the rules loaded, with their windows and limits
-  watch                               live decisions per rule, from apps that publish them
+  watch [rule...]                     live decisions per rule, from apps that publish them
+                                      (publishDecisionCounts); Ctrl-C to stop
 
 Options:
   --redis <url>      Redis URL (redis://[user:password@]host:port[/db], rediss:// for TLS); default $REDIS_URL
@@ -21,6 +23,7 @@ Options:
                      limiters; default $RATEKEEPER_RULES
   --json             machine-readable output (watch: one JSON object per line)
   --limit <n>        locked: how many keys to list (1-10000); default 100
+  --for <d>          override: it expires after this long (e.g. 1h, 7d); default: until cleared
   --interval <d>     watch: refresh interval; default 1s
   --window <d>       watch: the span totals and rates cover; default 10s
   --once             watch: print one view and exit
@@ -28,7 +31,7 @@ Options:
   -v, --version      the package version
 `;
 
-export type Command = 'status' | 'locked' | 'unlock' | 'rules' | 'watch';
+export type Command = 'status' | 'locked' | 'unlock' | 'override' | 'rules' | 'watch';
 
 export interface CliArgs {
   command: Command | 'help' | 'version';
@@ -39,6 +42,8 @@ export interface CliArgs {
   json: boolean;
   limit: number;
   all: boolean;
+  /** override: `--for` in ms. */
+  forMs: number | undefined;
   intervalMs: number;
   windowMs: number;
   once: boolean;
@@ -53,8 +58,9 @@ const ARITY: Record<Command, [min: number, max: number, form: string]> = {
   status: [2, 2, 'status <rule> <key>'],
   locked: [1, 1, 'locked <rule>'],
   unlock: [1, Number.POSITIVE_INFINITY, 'unlock <rule> <key>... | unlock <rule> --all'],
+  override: [3, 3, 'override <rule> <key> <limit|null>'],
   rules: [0, 0, 'rules'],
-  watch: [0, 0, 'watch'],
+  watch: [0, Number.POSITIVE_INFINITY, 'watch [rule...]'],
 };
 
 /** Parses argv (without node and the script); throws `UsageError` naming what was wrong. */
@@ -80,6 +86,7 @@ export function parseCli(argv: string[], env: NodeJS.ProcessEnv): CliArgs {
     intervalMs:
       v.interval === undefined ? OPERATOR_DEFAULTS.watchIntervalMs : duration('--interval', v.interval),
     windowMs: v.window === undefined ? OPERATOR_DEFAULTS.watchWindowMs : duration('--window', v.window),
+    forMs: v.for === undefined ? undefined : duration('--for', v.for),
   };
   if (command === 'help' || command === 'version') return { command, positionals: [], ...base };
   if (!(command in ARITY)) throw new UsageError(`unknown command '${command}'`);
@@ -87,6 +94,16 @@ export function parseCli(argv: string[], env: NodeJS.ProcessEnv): CliArgs {
   const allForm = command === 'unlock' && base.all;
   if (allForm ? rest.length !== 1 : rest.length < min || rest.length > max) {
     throw new UsageError(`${command} takes ${form}, got ${rest.length} argument(s)`);
+  }
+  if (command === 'override') {
+    const limit = rest[2] as string;
+    if (limit !== 'null' && !/^[1-9]\d{0,14}$/.test(limit)) {
+      throw new UsageError(
+        `override: the limit must be a positive integer, or null to clear it, got '${limit}'`,
+      );
+    }
+  } else if (base.forMs !== undefined) {
+    throw new UsageError('--for goes with override only');
   }
   if (base.prefix === '' || /[{}]/.test(base.prefix)) {
     throw new UsageError(`--prefix must be non-empty and without '{' or '}', got '${base.prefix}'`);
@@ -104,6 +121,7 @@ const OPTIONS = {
   interval: { type: 'string' },
   window: { type: 'string' },
   once: { type: 'boolean' },
+  for: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
   version: { type: 'boolean', short: 'v' },
 } as const;

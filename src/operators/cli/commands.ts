@@ -1,4 +1,4 @@
-// The operator commands that act on one rule: status, locked, unlock, and the list of rules.
+// The operator commands that act on one rule: status, locked, unlock, override, and the list of rules.
 import type { Limiter } from '../../limiter.js';
 import type { RuleStatus } from '../../types.js';
 import { formatDuration, summarizeRule } from '../describe.js';
@@ -61,6 +61,25 @@ export async function unlock(targets: Targets, args: CliArgs, out: Output): Prom
       `${r.wasLocked ? 'unlocked' : 'reset (was not locked)'}  ${printable(rule)}  ${printable(r.key)}`,
     );
   }
+}
+
+/**
+ * Sets (or with `null` clears) the limit of one key of one rule, through `limiter.override`: every
+ * process sharing the store uses it from its next decision; `--for` makes it expire.
+ */
+export async function override(targets: Targets, args: CliArgs, out: Output): Promise<void> {
+  const [rule, key, text] = args.positionals as [string, string, string];
+  const limit = text === 'null' ? null : Number(text);
+  const limiter = targets.limiterFor(rule);
+  await limiter.override(rule, key, limit, args.forMs === undefined ? undefined : { for: args.forMs });
+  const s = await limiter.status(rule, key);
+  if (out.json) return out.value({ rule, key, override: limit, forMs: args.forMs ?? null, status: s });
+  const what =
+    limit === null
+      ? `override cleared; the rule's limit ${s.limit} applies`
+      : `limit ${limit}${args.forMs === undefined ? ' until cleared' : ` for ${formatDuration(args.forMs)}`}`;
+  out.line(`${what}  ${printable(rule)}  ${printable(key)}`);
+  out.line(`  count    ${s.count} of ${s.limit}, ${s.remaining} remaining`);
 }
 
 /** Resets one key; true when it was locked (read from the limiter's own 'unlock' event). */

@@ -2,16 +2,19 @@
 import { readFileSync } from 'node:fs';
 import { RateLimitConfigError } from '../../errors.js';
 import { type CliArgs, parseCli, USAGE } from './args.js';
-import { locked, rules, status, unlock } from './commands.js';
+import { locked, override, rules, status, unlock } from './commands.js';
 import { OperatorError } from './connect.js';
 import { createOutput, type Output } from './output.js';
 import { openTargets, type Targets } from './targets.js';
+import { watch } from './watch.js';
 
 const COMMANDS: Record<string, (t: Targets, a: CliArgs, o: Output) => Promise<void>> = {
   status,
   locked,
   unlock,
+  override,
   rules,
+  watch,
 };
 
 export interface CliIo {
@@ -48,8 +51,9 @@ export async function runCli(
   const command = COMMANDS[args.command] as (t: Targets, a: CliArgs, o: Output) => Promise<void>;
   let targets: Targets | undefined;
   try {
-    const rule = args.command === 'rules' ? undefined : args.positionals[0];
-    targets = await openTargets(args, cwd, { redis: false, store: args.command !== 'rules', rule });
+    const rule = args.command === 'rules' || args.command === 'watch' ? undefined : args.positionals[0];
+    const store = args.command !== 'rules' && args.command !== 'watch';
+    targets = await openTargets(args, cwd, { redis: args.command === 'watch', store, rule });
     await Promise.race([command(targets, args, createOutput(args.json, io.tty, io.stdout)), io.interrupted]);
     return 0;
   } catch (error) {
