@@ -6,6 +6,8 @@
 -- would be. All keys must hash to one slot: on a Cluster the TypeScript batches per slot.
 --
 -- KEYS        per request, per op in order: the op's count key <prefix>:{<identity>}:<rule>, then, only
+--             when the op reads its override (protocol.lua readOps: its rule has had one), its override
+--             key <prefix>:{<identity>}:<rule>:o (value: overrides.lua overrideValue), then, only
 --             when its rule has a lockout (lockout durationMs > 0), its lock key
 --             <prefix>:{<identity>}:<rule>:l (value: protocol.lua lockValue) and its rule's lock index
 --             (a ZSET, score = untilMs in epoch ms, member protocol.lua lockIndexMember), in the
@@ -22,7 +24,8 @@
 -- Reply: flat array of integers: the server's time (epoch ms; 0 when no request asked for it), then
 --   per request, per op: head = the sum of the Flag values that hold + LEVEL_UNIT x level; remaining
 --   (units), resetMs, count (units), receipt; then retryAfterMs (ms) when Flag.RETRY_AFTER_FOLLOWS,
---   lockedUntil (epoch ms) when Flag.LOCKED_UNTIL_FOLLOWS.
+--   lockedUntil (epoch ms) when Flag.LOCKED_UNTIL_FOLLOWS, the limit in force (units) when
+--   Flag.OVERRIDDEN (an override decided it; else the op's limit did).
 --   A request whose evaluation raised an error has, in place of all this, the error's message (a string).
 
 local protocol, values, algorithms = require('protocol'), require('values'), require('algorithms')
@@ -32,17 +35,24 @@ local num, ttlMs = values.num, values.ttlMs
 local byType, loadLive, withCost = algorithms.byType, algorithms.loadLive, algorithms.withCost
 
 -- The bits of a reply head (Flag in src/stores/redis-protocol.ts: the same names and values).
-local Flag = { ALLOWED = 1, LOCKED = 2, LOCKED_NOW = 4, RETRY_AFTER_FOLLOWS = 8, LOCKED_UNTIL_FOLLOWS = 16 }
+local Flag = {
+  ALLOWED = 1, LOCKED = 2, LOCKED_NOW = 4, RETRY_AFTER_FOLLOWS = 8, LOCKED_UNTIL_FOLLOWS = 16, OVERRIDDEN = 32,
+}
 -- The level counts in multiples of this, above the flags.
-local LEVEL_UNIT = 32
+local LEVEL_UNIT = 64
 -- As locals: read for every result.
 local ALLOWED, LOCKED, LOCKED_NOW = Flag.ALLOWED, Flag.LOCKED, Flag.LOCKED_NOW
 local RETRY_AFTER_FOLLOWS, LOCKED_UNTIL_FOLLOWS = Flag.RETRY_AFTER_FOLLOWS, Flag.LOCKED_UNTIL_FOLLOWS
+local OVERRIDDEN = Flag.OVERRIDDEN
 
--- The request being decided (upvalues of the helpers below): its ops are its shape's, its other tables
--- are reused by the next request.
+-- The request being decided (upvalues of the helpers below): its ops are its shape's (a copy, in
+-- `decided`, when some read an override), its other tables are reused by the next request.
+-- `overrides[i]`: the override that decided op i ({ limit, untilMs }) or false; set only when the
+-- request's shape has ops that read one (`reads`).
 local mode, nowMs, denied
 local ops, countKeys, lockKeys, indexKeys, identities, states, results = {}, {}, {}, {}, {}, {}, {}
+-- Made by the first request that reads an override: a call without one pays nothing for them.
+local decided, overrideKeys, overrides
 
 local function lockedResult(leftMs, level, untilMs, lockedNow)
   return {
@@ -94,8 +104,12 @@ local function lockIfExceeded(i, write)
 end
 
 -- Decides the request whose n ops are in ops, countKeys and lockKeys, leaving its results in `results`.
-local function decide(n, requestMode, consumeNothing, requestNowMs)
+-- `reads`: false, or per op whether it reads its override (in overrideKeys).
+local function decide(n, requestMode, consumeNothing, requestNowMs, reads)
   mode, nowMs, denied = requestMode, requestNowMs, consumeNothing
+  -- The ops that read their override are decided at its limit (the only cost of overrides, paid by
+  -- rules that have had one); the module is built by the first request that needs it.
+  if reads then require('overrides').apply(n, reads, ops, overrideKeys, overrides, nowMs) end
 
   -- Phase 1: decide every op, writing nothing. Rules without a lockout have no lock key to read.
   for i = 1, n do
@@ -150,16 +164,23 @@ return function(KEYS, ARGV)
   at = at + 1
   for j = 1, shapeCount do
     local n = ARGV[at + 3] + 0
-    local shapeOps, locks = {}, {}
+    local shapeOps, locks, reads = {}, {}, false
     for i = 1, n do
       local op = distinct[opIndex(ARGV[at + 3 + i])]
       shapeOps[i], locks[i] = op, op.lockMs ~= 0
+      if op.readsOverride then
+        if not reads then
+          reads = {}
+          for k = 1, n do reads[k] = false end
+        end
+        reads[i] = true
+      end
     end
     local fixedNowMs = false
     if ARGV[at] ~= SERVER_TIME then fixedNowMs = ARGV[at] + 0 end
     shapes[j] = {
       nowMs = fixedNowMs, mode = ARGV[at + 1], consumeNothing = ARGV[at + 2] == '1', n = n, ops = shapeOps,
-      locks = locks,
+      locks = locks, reads = reads,
     }
     at = at + 4 + n
   end
@@ -181,11 +202,21 @@ return function(KEYS, ARGV)
       end
       requestNowMs = serverMs
     end
-    local n, locks = shape.n, shape.locks
+    local n, locks, reads = shape.n, shape.locks, shape.reads
     ops = shape.ops
+    if reads then
+      if decided == nil then decided, overrideKeys, overrides = {}, {}, {} end
+      -- The shape's ops stay as sent: an override changes this request's copy.
+      for i = 1, n do decided[i] = ops[i] end
+      ops = decided
+    end
     for i = 1, n do
       countKeys[i] = KEYS[keyAt]
       keyAt = keyAt + 1
+      if reads and reads[i] then
+        overrideKeys[i] = KEYS[keyAt]
+        keyAt = keyAt + 1
+      end
       if locks[i] then
         lockKeys[i], indexKeys[i], identities[i] = KEYS[keyAt], KEYS[keyAt + 1], ARGV[at]
         keyAt = keyAt + 2
@@ -194,13 +225,15 @@ return function(KEYS, ARGV)
         lockKeys[i] = false
       end
     end
-    local ok, err = pcall(decide, n, shape.mode, shape.consumeNothing, requestNowMs)
+    local ok, err = pcall(decide, n, shape.mode, shape.consumeNothing, requestNowMs, reads)
     if ok then
       -- The results, as the header says.
       for i = 1, n do
         local r = results[i]
         local retryAfterMs, lockedUntil = r.retryAfterMs, r.lockedUntil or 0
+        local override = reads and overrides[i]
         local head = LEVEL_UNIT * r.level
+        if override then head = head + OVERRIDDEN end
         if r.allowed then head = head + ALLOWED end
         if r.locked then head = head + LOCKED end
         if r.lockedNow then head = head + LOCKED_NOW end
@@ -216,6 +249,10 @@ return function(KEYS, ARGV)
         if lockedUntil ~= 0 then
           b = b + 1
           reply[b] = lockedUntil
+        end
+        if override then
+          b = b + 1
+          reply[b] = override.limit
         end
       end
     else

@@ -16,7 +16,7 @@ end
 
 -- Ops are sent once per distinct op of a call (rule, cost and calendar periods; OpTable in
 -- redis-protocol.ts), and each use of one names it by its index, as text. ARGV[at] = m, the number of
--- distinct ops, then OP_FIELDS entries per op: type, limit, sizeMs, buckets, burst, dryRun (0/1),
+-- distinct ops, then OP_FIELDS entries per op: type, limit, sizeMs, buckets, burst, flags,
 -- lockout durationMs (0: no lockout), escalate, maxDurationMs (0: no cap), forgetAfterMs, cost
 -- (units), periodEndMs, nextPeriodEndMs (epoch ms, calendar windows; else 0). Returns the ops as an
 -- array (ops[index]; a use's index text converts with opIndex) and the ARGV position after them. An
@@ -24,6 +24,10 @@ end
 -- Every call reads its ops again, so this is on the path of every decision: `text + 0` converts a
 -- number once where tonumber(text) converts it twice (Lua 5.1), and the fields an op's window type
 -- or lockout does not use are not converted at all.
+-- flags: '0', or '1' (dry run), when the op's rule has never had an override (its override is not
+-- read: the usual case costs nothing); else 2 (read the key's override: its override key follows
+-- its count key in KEYS) + 1 (dry run) + 4 (its burst follows the limit), overrideFlags in
+-- redis-protocol.ts. Such an op has readsOverride = true, and burstFollows.
 local OP_FIELDS = 13
 local function readOps(ARGV, at)
   local ops = {}
@@ -32,13 +36,14 @@ local function readOps(ARGV, at)
     local b = at + 1 + OP_FIELDS * (j - 1)
     local windowType, lockMs = ARGV[b], ARGV[b + 6] + 0
     local locks, calendar = lockMs ~= 0, windowType == 'calendar'
-    ops[j] = {
+    local flags = ARGV[b + 5]
+    local op = {
       type = windowType,
       limit = ARGV[b + 1] + 0,
       sizeMs = ARGV[b + 2] + 0,
       buckets = ARGV[b + 3] + 0,
       burst = ARGV[b + 4] + 0,
-      dryRun = ARGV[b + 5] == '1',
+      dryRun = flags == '1',
       lockMs = lockMs,
       escalate = locks and ARGV[b + 7] + 0 or 1,
       maxLockMs = locks and ARGV[b + 8] + 0 or 0,
@@ -49,6 +54,11 @@ local function readOps(ARGV, at)
       periodEndMs = calendar and ARGV[b + 11] + 0 or 0,
       nextPeriodEndMs = calendar and ARGV[b + 12] + 0 or 0,
     }
+    if flags ~= '0' and flags ~= '1' then
+      local f = flags + 0
+      op.dryRun, op.readsOverride, op.burstFollows = f % 2 == 1, true, f >= 4
+    end
+    ops[j] = op
   end
   return ops, at + 1 + OP_FIELDS * m
 end

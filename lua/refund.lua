@@ -1,7 +1,8 @@
 -- Gives reservations back (an outcome that does not count, or a Cluster group undone after a later
 -- group denied). Never goes below empty; a state that becomes empty is deleted.
 --
--- KEYS[i]    count key of refund i: <prefix>:{<identity>}:<rule> (all in one slot)
+-- KEYS[i]    count key of refund i: <prefix>:{<identity>}:<rule> (all in one slot); after the n count
+--            keys, the override key (<count key>:o) of each refund whose op reads its override, in order
 -- ARGV[1]    m, number of distinct ops, then m x the 13 fields of an op (protocol.lua readOps)
 -- then       now, epoch ms ('server' for the server's TIME); n, number of refunds; then per refund: the
 --            index of its op among the m, and its receipt, as check.lua returned it
@@ -17,10 +18,18 @@ return function(KEYS, ARGV)
   local n = ARGV[at + 1] + 0
   at = at + 2
   local reply = {}
+  local overrideAt = n + 1
   for i = 1, n do
     local op = ops[protocol.opIndex(ARGV[at])]
     local receipt = ARGV[at + 1] + 0
     at = at + 2
+    -- Given back at the limit in force, as the memory store does.
+    if op.readsOverride then
+      local overrides = require('overrides')
+      local found = overrides.readOverride(redis.call('GET', KEYS[overrideAt]), nowMs)
+      overrideAt = overrideAt + 1
+      if found then op = overrides.withOverride(op, found.limit) end
+    end
     local key = KEYS[i]
     local alg = byType[op.type]
     local state = loadLive(alg, key, op, nowMs)

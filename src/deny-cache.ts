@@ -101,6 +101,9 @@ export class DenyCache {
     }
     const rule = op.compiled;
     if (rule.countOn !== 'all' || rule.resetOnSuccess) return false;
+    // Decided at an override's limit rather than the one asked for: once the override ends (its 'for'
+    // runs out) the key's limit is the request's again, which the denial says nothing about.
+    if (r.limit !== op.limit) return false;
     // A bucket in debt (a record took it past its capacity) counts down with every unit that drips back,
     // before any unit is free: its count would go stale in the cache. (A window's count only ever resets.)
     const bucket = op.rule.type === 'token-bucket' || op.rule.type === 'gcra';

@@ -70,6 +70,8 @@ export class KeyAdmin {
       policy.call('override', store.override(compiled.store, identity, value, forMs)),
       policy.insurance?.override(compiled.store, identity, value, forMs),
     ]);
+    // Again: a denial at the old limit, decided before the override and learnt while it was being set.
+    denyCache?.delete(compiled.name, identity);
   }
 
   /** Count, remaining, the limit in force, lock and level of a rule for a key; changes nothing. */

@@ -3,7 +3,8 @@
 import { randomBytes } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
 import { RedisStore } from '../src/index.js';
-import { conformanceSuite } from './conformance/suite.js';
+import { overrideSuite } from './conformance/overrides.js';
+import { conformanceSuite, type StoreUnderTest } from './conformance/suite.js';
 import { type AnyClient, NODE_REDIS_6 } from './support/clients.js';
 import { getRedis, type RedisCluster, startCluster } from './support/redis.js';
 
@@ -21,14 +22,20 @@ describe('RedisStore (standalone)', () => {
     client.disconnect();
     await NODE_REDIS_6.close(nodeRedis);
   });
-  conformanceSuite({
-    name: 'RedisStore on a standalone server',
-    makeStore: (clock) => new RedisStore({ client, prefix: prefix(), clock }),
-  });
-  conformanceSuite({
-    name: 'RedisStore on a standalone server through node-redis',
-    makeStore: (clock) => new RedisStore({ client: nodeRedis, prefix: prefix(), clock }),
-  });
+  const targets: StoreUnderTest[] = [
+    {
+      name: 'RedisStore on a standalone server',
+      makeStore: (clock) => new RedisStore({ client, prefix: prefix(), clock }),
+    },
+    {
+      name: 'RedisStore on a standalone server through node-redis',
+      makeStore: (clock) => new RedisStore({ client: nodeRedis, prefix: prefix(), clock }),
+    },
+  ];
+  for (const target of targets) {
+    conformanceSuite(target);
+    overrideSuite(target);
+  }
 });
 
 describe('RedisStore (Cluster)', () => {
@@ -46,12 +53,18 @@ describe('RedisStore (Cluster)', () => {
     await NODE_REDIS_6.close(nodeRedis);
     await cluster.stop();
   });
-  conformanceSuite({
-    name: 'RedisStore on a 3-master Cluster',
-    makeStore: (clock) => new RedisStore({ client, prefix: prefix(), clock }),
-  });
-  conformanceSuite({
-    name: 'RedisStore on a 3-master Cluster through node-redis',
-    makeStore: (clock) => new RedisStore({ client: nodeRedis, prefix: prefix(), clock }),
-  });
+  const targets: StoreUnderTest[] = [
+    {
+      name: 'RedisStore on a 3-master Cluster',
+      makeStore: (clock) => new RedisStore({ client, prefix: prefix(), clock }),
+    },
+    {
+      name: 'RedisStore on a 3-master Cluster through node-redis',
+      makeStore: (clock) => new RedisStore({ client: nodeRedis, prefix: prefix(), clock }),
+    },
+  ];
+  for (const target of targets) {
+    conformanceSuite(target);
+    overrideSuite(target);
+  }
 });

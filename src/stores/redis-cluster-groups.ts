@@ -3,7 +3,7 @@ import type { Batcher } from './redis-batches.js';
 import { decidedAt } from './redis-clock.js';
 import type { RedisConnection } from './redis-connection.js';
 import { escapeIdentity, tagSlot } from './redis-hash-tags.js';
-import { integers, REFUND_FIELDS, refundCall, type ScriptTime } from './redis-protocol.js';
+import { integers, type KeySpace, REFUND_FIELDS, refundCall, type ScriptTime } from './redis-protocol.js';
 import { type RedisScript, runScript } from './redis-scripts.js';
 import type { EvalMode, EvalResult, OpResult, Refund, StoreOp } from './store.js';
 
@@ -21,13 +21,13 @@ export class SlotGroups {
   readonly #connection: RedisConnection;
   readonly #batcher: Batcher;
   readonly #refundScript: RedisScript;
-  readonly #prefix: string;
+  readonly #space: KeySpace;
 
-  constructor(connection: RedisConnection, batcher: Batcher, refundScript: RedisScript, prefix: string) {
+  constructor(connection: RedisConnection, batcher: Batcher, refundScript: RedisScript, space: KeySpace) {
     this.#connection = connection;
     this.#batcher = batcher;
     this.#refundScript = refundScript;
-    this.#prefix = prefix;
+    this.#space = space;
   }
 
   /** The slot every key of the request hashes to (0 on a standalone server); undefined when several. */
@@ -112,7 +112,7 @@ export class SlotGroups {
   }
 
   async #refundGroup(refunds: readonly Refund[], time: ScriptTime): Promise<number[]> {
-    const { keys, args } = refundCall(this.#prefix, refunds, time);
+    const { keys, args } = refundCall(this.#space, refunds, time);
     const reply = await runScript(this.#connection, this.#refundScript, keys, args);
     return integers(reply, refunds.length * REFUND_FIELDS, 'refund');
   }

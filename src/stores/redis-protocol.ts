@@ -7,6 +7,8 @@ import type { EvalMode, OpResult, StoreOp, StoreRule } from './store.js';
 
 /** What makes a count key its lock key. */
 const LOCK_SUFFIX = ':l';
+/** What makes a count key its override key. */
+const OVERRIDE_SUFFIX = ':o';
 
 /** The count key of a rule for an identity already escaped (`tag`). */
 export function countKey(prefix: string, tag: string, rule: string): string {
@@ -23,6 +25,23 @@ export interface RedisOpKeys {
   readonly tag: string;
   readonly count: string;
   readonly lock: string;
+}
+
+/**
+ * The limit override of a rule for an identity (lua/override.lua writes it), beside its count key: read
+ * by the scripts only for rules that have had an override (OverrideReads).
+ */
+export function overrideKey(count: string): string {
+  return count + OVERRIDE_SUFFIX;
+}
+
+/**
+ * The rules that have had an override, each listed once (SADD), so that a process learning of them
+ * (redis-overrides.ts) knows which rules' overrides its scripts must read. Not read by any script:
+ * any slot will do.
+ */
+export function overriddenRulesKey(prefix: string): string {
+  return `${prefix}:overridden`;
 }
 
 export function opKeys(prefix: string, rule: string, identity: string): RedisOpKeys {
@@ -122,9 +141,18 @@ export function hasLockout(rule: StoreRule): boolean {
   return (rule.lockout?.durationMs ?? 0) !== 0;
 }
 
+/**
+ * The flags field of an op whose override is read (readOps in lua/protocol.lua): 2, + 1 for a dry run,
+ * + 4 when its burst follows the limit (the rule has none of its own). Other ops send '0' or '1'.
+ */
+function overrideFlags(rule: StoreRule): string {
+  return luaNumber(2 + (rule.dryRun ? 1 : 0) + (rule.burst === 0 ? 4 : 0));
+}
+
 /** A distinct op of one script call: what its uses send. */
 interface OpRef {
   readonly cost: number;
+  readonly readsOverride: boolean;
   readonly limit: number;
   readonly periodEndMs: number;
   readonly nextPeriodEndMs: number;
@@ -142,8 +170,8 @@ export class OpTable {
   readonly #fields: string[] = ['0'];
   #count = 0;
 
-  /** The op's index, as text; the op is added on its first use. */
-  index(op: StoreOp): string {
+  /** The op's index, as text; the op is added on its first use. `readsOverride`: see OverrideReads. */
+  index(op: StoreOp, readsOverride = false): string {
     const periodEndMs = op.periodEndMs ?? 0;
     const nextPeriodEndMs = op.nextPeriodEndMs ?? 0;
     let refs = this.#refs.get(op.rule);
@@ -155,6 +183,7 @@ export class OpTable {
       const ref = refs[k] as OpRef;
       if (
         ref.cost === op.cost &&
+        ref.readsOverride === readsOverride &&
         ref.periodEndMs === periodEndMs &&
         ref.nextPeriodEndMs === nextPeriodEndMs
       ) {
@@ -167,9 +196,10 @@ export class OpTable {
     // The op's limit, and the burst it gives when the rule has none of its own (StoreRule.burst 0).
     this.#fields[at + 1] = luaNumber(op.limit);
     this.#fields[at + 4] = luaNumber(op.rule.burst || op.limit);
+    if (readsOverride) this.#fields[at + 5] = overrideFlags(op.rule);
     this.#fields.push(luaNumber(op.cost), luaNumber(periodEndMs), luaNumber(nextPeriodEndMs));
     const index = luaNumber(++this.#count);
-    refs.push({ cost: op.cost, limit: op.limit, periodEndMs, nextPeriodEndMs, index });
+    refs.push({ cost: op.cost, readsOverride, limit: op.limit, periodEndMs, nextPeriodEndMs, index });
     return index;
   }
 
@@ -180,10 +210,24 @@ export class OpTable {
   }
 }
 
-/** Where the keys of a call go: the store's prefix, and whether it talks to a Cluster (lock-index names). */
+/** Whether the scripts must read the override of a rule's keys (redis-overrides.ts). */
+export interface OverrideReads {
+  reads(rule: string): boolean;
+}
+
+/**
+ * Where the keys of a call go: the store's prefix, whether it talks to a Cluster (lock-index names),
+ * and which rules' overrides are read (none without `overrides`).
+ */
 export interface KeySpace {
   readonly prefix: string;
   readonly cluster: boolean;
+  readonly overrides?: OverrideReads;
+}
+
+/** Whether the ops of `rule` read their override in a call on `space`. */
+function readsOverride(space: KeySpace | undefined, rule: StoreRule): boolean {
+  return space?.overrides?.reads(rule.name) === true;
 }
 
 /**
@@ -204,8 +248,9 @@ export class CheckCall {
   ops = 0;
 
   /**
-   * Adds a request: its keys (per op the count key, and the lock key and lock index when its rule has
-   * a lockout) and its shape. `consumeNothing`: decide and lock, but consume nothing.
+   * Adds a request: its keys (per op the count key, its override key when its rule's overrides are
+   * read, and the lock key and lock index when its rule has a lockout) and its shape.
+   * `consumeNothing`: decide and lock, but consume nothing.
    */
   add(
     space: KeySpace,
@@ -229,18 +274,23 @@ export class CheckCall {
       }
       const count = countKey(space.prefix, tag, op.rule.name);
       this.keys.push(count);
+      const reads = readsOverride(space, op.rule);
+      if (reads) this.keys.push(overrideKey(count));
       if (hasLockout(op.rule)) {
         this.keys.push(lockKey(count), lockIndexKey(space.prefix, op.rule.name, indexSlot(space, tag)));
         this.#requestFields.push(identity);
       }
-      shape += `,${this.#ops.index(op)}`;
+      shape += `,${this.#ops.index(op, reads)}`;
     }
     let index = this.#shapes.get(shape);
     if (index === undefined) {
       index = luaNumber(this.#shapes.size + 1);
       this.#shapes.set(shape, index);
       this.#shapeFields.push(now, mode, consumeNothing ? '1' : '0', luaNumber(ops.length));
-      for (let i = 0; i < ops.length; i++) this.#shapeFields.push(this.#ops.index(ops[i] as StoreOp));
+      for (let i = 0; i < ops.length; i++) {
+        const op = ops[i] as StoreOp;
+        this.#shapeFields.push(this.#ops.index(op, readsOverride(space, op.rule)));
+      }
     }
     this.#requestFields[shapeAt] = index;
     this.requests++;
@@ -258,20 +308,46 @@ export class CheckCall {
 /** Reply integers per refund of lua/refund.lua: remaining, resetMs, count. */
 export const REFUND_FIELDS = 3;
 
-/** KEYS and ARGV of one call of lua/refund.lua; all the count keys in one slot. */
+/**
+ * KEYS and ARGV of one call of lua/refund.lua; all the count keys in one slot, then the override keys
+ * of the refunds whose rule's overrides are read.
+ */
 export function refundCall(
-  prefix: string,
+  space: KeySpace,
   refunds: ReadonlyArray<{ readonly op: StoreOp; readonly receipt: number }>,
   time: ScriptTime,
 ): { keys: string[]; args: string[] } {
   const keys: string[] = [];
+  const overrideKeys: string[] = [];
   const ops = new OpTable();
   const body = [timeArgument(time), luaNumber(refunds.length)];
   for (const { op, receipt } of refunds) {
-    keys.push(opKeys(prefix, op.rule.name, op.key).count);
-    body.push(ops.index(op), luaNumber(receipt));
+    const count = opKeys(space.prefix, op.rule.name, op.key).count;
+    const reads = readsOverride(space, op.rule);
+    keys.push(count);
+    if (reads) overrideKeys.push(overrideKey(count));
+    body.push(ops.index(op, reads), luaNumber(receipt));
   }
-  return { keys, args: ops.fields().concat(body) };
+  return { keys: keys.concat(overrideKeys), args: ops.fields().concat(body) };
+}
+
+/** KEYS and ARGV of lua/override.lua: `limit` null clears, `forMs` undefined holds until cleared. */
+export function overrideCall(
+  space: KeySpace,
+  rule: string,
+  identity: string,
+  limit: number | null,
+  forMs: number | undefined,
+  time: ScriptTime,
+): { keys: string[]; args: string[] } {
+  return {
+    keys: [overrideKey(opKeys(space.prefix, rule, identity).count)],
+    args: [
+      timeArgument(time),
+      limit === null ? '' : luaNumber(limit),
+      forMs === undefined ? '' : luaNumber(forMs),
+    ],
+  };
 }
 
 /** KEYS and ARGV of lua/reset.lua for one rule and identity. */
@@ -292,9 +368,11 @@ export const Flag = {
   LOCKED_NOW: 4,
   RETRY_AFTER_FOLLOWS: 8,
   LOCKED_UNTIL_FOLLOWS: 16,
+  /** An override decided the limit, which follows (after retryAfterMs and lockedUntil). */
+  OVERRIDDEN: 32,
 } as const;
 /** The level counts in multiples of this, above the flags (LEVEL_UNIT in lua/check.lua). */
-export const LEVEL_UNIT = 32;
+export const LEVEL_UNIT = 64;
 
 /** The integers of a script reply (integer replies arrive as numbers). */
 export function integers(reply: unknown, expected: number, script: string): number[] {
@@ -377,13 +455,18 @@ function decodeResults(
     const flags = head % LEVEL_UNIT;
     let retryAfterMs: unknown = 0;
     let lockedUntil: unknown = 0;
+    const overridden = (flags & Flag.OVERRIDDEN) !== 0;
+    let limit: unknown = (ops[k] as StoreOp).limit;
     if (flags & Flag.RETRY_AFTER_FOLLOWS) retryAfterMs = reply[at++];
     if (flags & Flag.LOCKED_UNTIL_FOLLOWS) lockedUntil = reply[at++];
-    if (typeof retryAfterMs !== 'number' || typeof lockedUntil !== 'number') return -1;
+    if (overridden) limit = reply[at++];
+    if (typeof retryAfterMs !== 'number' || typeof lockedUntil !== 'number' || typeof limit !== 'number') {
+      return -1;
+    }
     results[k] = {
       allowed: (flags & Flag.ALLOWED) !== 0,
-      limit: (ops[k] as StoreOp).limit,
-      overridden: false,
+      limit,
+      overridden,
       remaining,
       resetMs,
       retryAfterMs,

@@ -1,10 +1,17 @@
 // Resets: lua/reset.lua clears a key, and every process sharing the prefix hears of it (deny caches forget it).
+import { randomBytes } from 'node:crypto';
 import type { RedisConnection, RedisSubscription } from './redis-connection.js';
 import { integers, type KeySpace, resetCall, resetChannel, type ScriptTime } from './redis-protocol.js';
 import { type RedisScript, runScriptThen } from './redis-scripts.js';
 
-/** Called with the rule and key reset; `('', '')`: resets may have been missed, forget everything. */
-export type ResetListener = (rule: string, key: string) => void;
+/**
+ * Called with the rule and key reset, or whose override changed (`override` true); `('', '')`:
+ * announcements may have been missed, forget everything.
+ */
+export type ResetListener = (rule: string, key: string, override: boolean) => void;
+
+/** How often a hello is sent again while this process's subscription has not heard it back (ms). */
+const HELLO_RETRY_MS = 100;
 
 export class Resets {
   readonly #connection: RedisConnection;
@@ -12,6 +19,8 @@ export class Resets {
   readonly #space: KeySpace;
   readonly #listeners = new Set<ResetListener>();
   #subscription: RedisSubscription | undefined;
+  /** The hello this process waits to hear back (see `heard`), and what to do then. */
+  #hello: { id: string; heard: Promise<void>; done(): void; timer: NodeJS.Timeout | undefined } | undefined;
 
   constructor(connection: RedisConnection, script: RedisScript, space: KeySpace) {
     this.#connection = connection;
@@ -35,6 +44,43 @@ export class Resets {
     return wasLocked === 1;
   }
 
+  /** Tells every process that the override of `key` for `rule` changed (its deny cache forgets the key). */
+  announceOverride(rule: string, key: string): Promise<unknown> {
+    return this.#connection.send('PUBLISH', [
+      resetChannel(this.#space.prefix),
+      JSON.stringify([rule, key, 'o']),
+    ]);
+  }
+
+  /**
+   * Resolves once this process's subscription (made now if need be) hears back a hello it publishes
+   * (again every 100 ms until then): from then on it misses no announcement, until a reconnection,
+   * which listeners hear as `('', '')`.
+   */
+  heard(): Promise<void> {
+    if (this.#hello !== undefined) return this.#hello.heard;
+    if (this.#subscription === undefined) this.#subscribe();
+    let done = () => {};
+    const heard = new Promise<void>((resolve) => {
+      done = resolve;
+    });
+    const hello = {
+      id: randomBytes(8).toString('hex'),
+      heard,
+      done,
+      timer: undefined as NodeJS.Timeout | undefined,
+    };
+    this.#hello = hello;
+    const channel = resetChannel(this.#space.prefix);
+    const send = () => {
+      this.#connection.send('PUBLISH', [channel, JSON.stringify({ hello: hello.id })]).catch(() => {});
+      hello.timer = setTimeout(send, HELLO_RETRY_MS);
+      hello.timer.unref();
+    };
+    send();
+    return heard;
+  }
+
   /**
    * Subscribes (once, lazily, on a connection of its own) to resets announced by any process. After a
    * reconnection `listener('', '')` is called: resets announced while the subscriber was away were
@@ -42,7 +88,10 @@ export class Resets {
    */
   listen(listener: ResetListener): void {
     this.#listeners.add(listener);
-    if (this.#subscription !== undefined) return;
+    if (this.#subscription === undefined) this.#subscribe();
+  }
+
+  #subscribe(): void {
     this.#subscription = this.#connection.subscribe(
       resetChannel(this.#space.prefix),
       (message) => {
@@ -52,16 +101,32 @@ export class Resets {
         } catch {
           return;
         }
-        if (!Array.isArray(parsed) || typeof parsed[0] !== 'string' || typeof parsed[1] !== 'string') return;
-        for (const notify of this.#listeners) notify(parsed[0], parsed[1]);
+        if (!Array.isArray(parsed)) {
+          this.#hear(parsed);
+          return;
+        }
+        if (typeof parsed[0] !== 'string' || typeof parsed[1] !== 'string') return;
+        const override = parsed[2] === 'o';
+        for (const notify of this.#listeners) notify(parsed[0], parsed[1], override);
       },
       () => {
-        for (const notify of this.#listeners) notify('', '');
+        for (const notify of this.#listeners) notify('', '', false);
       },
     );
   }
 
+  /** A hello (any process's: `{ hello: id }`): ours means the subscription is live. */
+  #hear(message: unknown): void {
+    const hello = this.#hello;
+    if (hello === undefined || (message as { hello?: unknown } | null)?.hello !== hello.id) return;
+    clearTimeout(hello.timer);
+    hello.timer = undefined;
+    hello.done();
+  }
+
   close(): void {
+    if (this.#hello !== undefined) clearTimeout(this.#hello.timer);
+    this.#hello = undefined;
     this.#listeners.clear();
     this.#subscription?.close();
     this.#subscription = undefined;

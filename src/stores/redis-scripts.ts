@@ -16,6 +16,7 @@ export interface RedisScripts {
   readonly check: RedisScript;
   readonly refund: RedisScript;
   readonly reset: RedisScript;
+  readonly override: RedisScript;
 }
 
 /**
@@ -83,7 +84,12 @@ export function loadScripts(): RedisScripts {
   const dir = findLuaDir();
   const driver = (name: string) =>
     makeScript(name, assembleScript(`return require('${name}')(KEYS, ARGV)`, dir));
-  loaded = { check: driver('check'), refund: driver('refund'), reset: driver('reset') };
+  loaded = {
+    check: driver('check'),
+    refund: driver('refund'),
+    reset: driver('reset'),
+    override: driver('override'),
+  };
   return loaded;
 }
 

@@ -8,6 +8,7 @@ import { RedisClock } from './redis-clock.js';
 import { SlotGroups } from './redis-cluster-groups.js';
 import { connectionOf, type RedisClient, type RedisConnection } from './redis-connection.js';
 import { readLocks } from './redis-lock-index.js';
+import { Overrides } from './redis-overrides.js';
 import { type KeySpace, opKeys } from './redis-protocol.js';
 import { Resets } from './redis-resets.js';
 import { loadScripts } from './redis-scripts.js';
@@ -48,6 +49,7 @@ export class RedisStore implements Store {
   readonly #batcher: Batcher;
   readonly #groups: SlotGroups;
   readonly #resets: Resets;
+  readonly #overrides: Overrides;
 
   constructor(options: RedisStoreOptions) {
     const connection = connectionOf(options?.client);
@@ -61,15 +63,18 @@ export class RedisStore implements Store {
     }
     const scripts = loadScripts();
     this.#connection = connection;
-    this.#space = { prefix, cluster: connection.cluster };
+    const space = { prefix, cluster: connection.cluster };
+    this.#resets = new Resets(connection, scripts.reset, space);
+    this.#overrides = new Overrides(connection, scripts.override, space, this.#resets);
+    // The scripts' keys: the override keys of the rules that have had an override.
+    this.#space = { ...space, overrides: this.#overrides };
     this.#clock = new RedisClock(
       connection,
       options.clock,
       options.clockSyncIntervalMs ?? REDIS_STORE_DEFAULTS.clockSyncIntervalMs,
     );
     this.#batcher = new Batcher(connection, scripts.check, this.#space);
-    this.#groups = new SlotGroups(connection, this.#batcher, scripts.refund, prefix);
-    this.#resets = new Resets(connection, scripts.reset, this.#space);
+    this.#groups = new SlotGroups(connection, this.#batcher, scripts.refund, this.#space);
   }
 
   now(): number {
@@ -113,6 +118,16 @@ export class RedisStore implements Store {
     return this.#resets.reset(rule.name, key, this.#clock.scriptTime());
   }
 
+  /**
+   * Sets (or, `limit` null, clears) the limit of one key of one rule, for `forMs` (store clock) or until
+   * cleared, in every process sharing the prefix from its next decision; their deny caches forget the
+   * key. Decisions read it in their own script call; rules that never had one do not read it at all.
+   */
+  async override(rule: StoreRule, key: string, limit: number | null, forMs?: number): Promise<void> {
+    this.#batcher.flush();
+    await this.#overrides.set(rule.name, key, limit, forMs, this.#clock.scriptTime());
+  }
+
   locked(rule: StoreRule, limit: number): Promise<LockInfo[]> {
     this.#batcher.flush();
     return readLocks(this.#connection, this.#space, rule.name, limit, this.now());
@@ -135,6 +150,7 @@ export class RedisStore implements Store {
   /** Stops the clock sync and the reset subscriber; the client passed in stays open (it is the caller's). */
   async close(): Promise<void> {
     this.#clock.stop();
+    this.#overrides.close();
     this.#resets.close();
   }
 }
