@@ -1,7 +1,11 @@
-// ratekeeper/console over HTTP (Express, Koa, Fastify and Hono): authorization, CSRF, escaping, unlock.
+// ratekeeper/console over HTTP (Express, Koa, Fastify, Hono, NestJS): authorization, CSRF, escaping, unlock.
 
+import 'reflect-metadata';
 import { type HttpBindings, serve } from '@hono/node-server';
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
+import type { NestExpressApplication } from '@nestjs/platform-express';
+import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fastify';
+import { Test } from '@nestjs/testing';
 import { expect } from 'chai';
 import express from 'express';
 import Fastify from 'fastify';
@@ -320,6 +324,51 @@ describe('operator console', () => {
       expect((await limiter.status('login', 'alice')).locked).to.equal(false);
     } finally {
       await new Promise((resolve) => hono.close(resolve));
+    }
+  });
+
+  it('mounts in NestJS: app.use on the Express platform, the Fastify mount on the Fastify platform', async () => {
+    const handler = operatorConsole(limiter, { authorize });
+    const onExpress = (
+      await Test.createTestingModule({}).compile()
+    ).createNestApplication<NestExpressApplication>({
+      logger: false,
+    });
+    onExpress.use('/ops', handler);
+    const onFastify = (
+      await Test.createTestingModule({}).compile()
+    ).createNestApplication<NestFastifyApplication>(new FastifyAdapter(), { logger: false });
+    await onFastify
+      .getHttpAdapter()
+      .getInstance()
+      .register(async (ops) => {
+        ops.addContentTypeParser('application/x-www-form-urlencoded', (_req, _payload, done) => done(null));
+        ops.all('/ops', (req, reply) => {
+          reply.hijack();
+          return handler(req.raw, reply.raw);
+        });
+      });
+    try {
+      for (const [app, user] of [
+        [onExpress, 'alice'],
+        [onFastify, HOSTILE],
+      ] as const) {
+        await app.listen(0, '127.0.0.1');
+        const server = app.getHttpServer();
+        await request(server).get('/ops').expect(403);
+        const { token, cookie } = await session(server);
+        const form = { action: 'unlock', rule: 'login', key: user };
+        const post = () => request(server).post('/ops').set({ 'x-operator': 'yes', cookie }).type('form');
+        await post().send(form).expect(403);
+        expect((await limiter.status('login', user)).locked).to.equal(true);
+        await post()
+          .send({ ...form, csrf: token })
+          .expect(303);
+        expect((await limiter.status('login', user)).locked).to.equal(false);
+      }
+    } finally {
+      await onExpress.close();
+      await onFastify.close();
     }
   });
 });
