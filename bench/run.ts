@@ -15,6 +15,7 @@ import { ratekeeperSource } from './ratekeeper.js';
 import { describeMachine, resultsMarkdown, type Section, textTable, writeText } from './report.js';
 import { keptPart, readResults } from './results-file.js';
 import { runRuleCount } from './rule-count.js';
+import { runScaleOut } from './scale-out.js';
 import { summarize } from './summary.js';
 import { evaluateTargets, type Findings } from './targets.js';
 
@@ -27,6 +28,7 @@ const commands = [
   'redis-cost',
   'exactness',
   'rules',
+  'scale-out',
 ] as const;
 type Command = (typeof commands)[number];
 
@@ -105,6 +107,11 @@ async function main(): Promise<number> {
   watchdog.unref();
 
   log(`ratekeeper bench: ${command}${config.quick ? ' (BENCH_QUICK)' : ''}`);
+  if (command === 'scale-out') {
+    // Its own servers (one Redis, then a Cluster) and its own block in RESULTS.md.
+    await runScaleOut(log);
+    return 0;
+  }
   let redis: RedisServer | undefined;
   const admin = { close: async () => {} };
   try {
