@@ -12,6 +12,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
+import { CheckCall } from '../src/stores/redis-protocol.js';
+import { loadScripts } from '../src/stores/redis-scripts.js';
 import { RedisStore } from '../src/stores/redis-store.js';
 import type { StoreOp, StoreRule } from '../src/stores/store.js';
 import { stopChild, track } from '../test/support/processes.js';
@@ -74,6 +76,32 @@ function storeCase(
         }),
       }));
       return store.evaluate(ops, 'check');
+    },
+  };
+}
+
+/**
+ * lua/check.lua's cross-slot form (a Cluster master's batch of several slots), called directly: on a
+ * standalone server its cost per decision is what a Cluster master pays for such a batch.
+ */
+function crossSlotCase(client: Redis, rule: StoreRule, batch: number): Case {
+  const script = loadScripts().checkCrossSlot;
+  let call: CheckCall | undefined;
+  return {
+    name: `fixed x1, ${batch} per call, cross-slot`,
+    batch,
+    decide(key) {
+      call ??= new CheckCall();
+      const op = { rule, key, cost: 1, limit: 1_000_000 };
+      call.add({ prefix: 'cgx', cluster: true }, [op], 'check', false, 'server');
+      if (call.requests < batch) return Promise.resolve();
+      const { keys } = call;
+      const args = [String(keys.length), ...keys, ...call.args()];
+      call = undefined;
+      return client.evalsha(script.sha, 1, keys[0] as string, ...args).catch(async (error: unknown) => {
+        if (!String(error).includes('NOSCRIPT')) throw error;
+        return client.eval(script.source, 1, keys[0] as string, ...args);
+      });
     },
   };
 }
@@ -147,6 +175,7 @@ async function main() {
       storeCase(store, 'fixed x1, 1 per call', fixed.slice(0, 1), 1),
       storeCase(store, 'fixed x1, 8 per call', fixed.slice(0, 1), 8),
       storeCase(store, 'fixed x1, 32 per call', fixed.slice(0, 1), 32),
+      crossSlotCase(client, fixed[0] as StoreRule, 32),
       storeCase(store, 'fixed x3, 1 per call', fixed, 1),
       storeCase(store, 'fixed x3, 32 per call', fixed, 32),
       ...(['calendar', 'sliding-log', 'sliding', 'token-bucket', 'gcra'] as const).map((type) =>

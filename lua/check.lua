@@ -3,7 +3,11 @@
 -- live lock first), phase 2 consumes all or none (check), always adds (record) or writes nothing
 -- (peek); an exceeded enforced lockout rule locks its key and lists the lock in its rule's lock index,
 -- in this same call. Requests are independent: one that denies or fails leaves the others as they
--- would be. All keys must hash to one slot: on a Cluster the TypeScript batches per slot.
+-- would be. All keys must hash to one slot: on a Cluster the TypeScript batches per slot, except in
+-- the cross-slot form (redis-scripts.ts checkCrossSlot: allow-cross-slot-keys, Redis 7+), where the
+-- keys of requests of several slots of one master follow ARGV[1] = their number, and the rest of
+-- ARGV as below follows them. There each request's keys share a slot and every key a request writes
+-- is read in its phase 1, so a key the node does not serve fails the request before it writes.
 --
 -- KEYS        per request, per op in order: the op's count key <prefix>:{<identity>}:<rule>, then, only
 --             when the op reads its override (protocol.lua readOps: its rule has had one), its override
@@ -157,8 +161,9 @@ local function decide(n, requestMode, consumeNothing, requestNowMs, reads)
   end
 end
 
-return function(KEYS, ARGV)
-  local distinct, at = readOps(ARGV, 1)
+-- firstKey, firstArg: where the keys and the arguments described above start (1, 1 unless cross-slot).
+return function(KEYS, ARGV, firstKey, firstArg)
+  local distinct, at = readOps(ARGV, firstArg)
   local shapes = {}
   local shapeCount = ARGV[at] + 0
   at = at + 1
@@ -188,7 +193,7 @@ return function(KEYS, ARGV)
   local serverMs = nil
   local reply = { 0 }
   local b = 1
-  local keyAt = 1
+  local keyAt = firstKey
   local requests = ARGV[at] + 0
   at = at + 1
   for _ = 1, requests do

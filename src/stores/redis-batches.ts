@@ -1,22 +1,28 @@
-// Batching: the requests of one event-loop phase whose keys share a slot go out as one call of lua/check.lua.
+// Batching: the requests of one event-loop phase that one node can decide go out as one call of lua/check.lua.
 import { decidedAt } from './redis-clock.js';
 import type { RedisConnection } from './redis-connection.js';
-import { CheckCall, decodeCheckReply, type KeySpace, type ScriptTime } from './redis-protocol.js';
+import { CheckCall, decodeCheckReply, hasLockout, type KeySpace, type ScriptTime } from './redis-protocol.js';
 import { type RedisScript, runScript } from './redis-scripts.js';
+import { SlotMap } from './redis-slot-map.js';
 import type { EvalMode, EvalResult, StoreOp } from './store.js';
 
 /** A request waiting in a batch, and how to settle it. */
 interface QueuedRequest {
   readonly ops: readonly StoreOp[];
+  readonly mode: EvalMode;
   readonly time: ScriptTime;
+  readonly slot: number;
   resolve(result: EvalResult): void;
   reject(error: unknown): void;
 }
 
-/** Requests that go out together as one call of lua/check.lua (all their keys in one slot). */
+/** Requests that go out together as one call of lua/check.lua. */
 interface Batch {
   readonly requests: QueuedRequest[];
   readonly call: CheckCall;
+  /** The slot of the first request, and whether another request is in another slot. */
+  readonly slot: number;
+  crossSlot: boolean;
 }
 
 /**
@@ -29,43 +35,68 @@ const MAX_BATCH_REQUESTS = 32;
 const MAX_BATCH_OPS = 256;
 
 /**
- * Collects requests into one batch per slot (one, slot 0, on a standalone server) and sends each when
- * the current phase of the event loop ends, or at once when it is full. The script decides the
- * requests of a batch in turn, each as if it were alone.
+ * What a Cluster node answers, inside the script, for a key of a slot it does not serve (the slot map
+ * was stale, or the slot is being migrated): the request failed before writing anything.
+ */
+const NOT_LOCAL = /non local key|cluster is down|do not hash to the same slot/;
+/** What Redis before 7 (or a server refusing the flag) answers for the cross-slot script. */
+const NO_CROSS_SLOT = /^ERR.*(compil|shebang|flag)/i;
+
+/**
+ * Collects requests into batches and sends each when the current phase of the event loop ends, or at
+ * once when it is full; the script decides the requests of a batch in turn, each as if it were alone.
+ * Standalone: one batch. Cluster: one per slot, and, for requests without a lockout, one per master
+ * (the cross-slot script, Redis 7+), so that a Cluster, where distinct identities are in distinct
+ * slots, batches as a single server does. A request of such a batch whose slot the node turns out
+ * not to serve is sent again on its own, routed by its key as any call.
  */
 export class Batcher {
   readonly #connection: RedisConnection;
   readonly #script: RedisScript;
+  readonly #crossSlotScript: RedisScript;
   readonly #space: KeySpace;
-  /** Batches being filled, by slot. */
-  readonly #open = new Map<number, Batch>();
+  /** Cluster only: the master of each slot, to batch requests of several slots. */
+  readonly #slots: SlotMap | undefined;
+  #crossSlot: boolean;
+  /** Batches being filled, by slot (a number) or by master (its address). */
+  readonly #open = new Map<number | string, Batch>();
   #flushScheduled = false;
   readonly #flushOpen = () => {
     this.#flushScheduled = false;
     this.flush();
   };
 
-  constructor(connection: RedisConnection, script: RedisScript, space: KeySpace) {
+  constructor(
+    connection: RedisConnection,
+    script: RedisScript,
+    crossSlotScript: RedisScript,
+    space: KeySpace,
+  ) {
     this.#connection = connection;
     this.#script = script;
+    this.#crossSlotScript = crossSlotScript;
     this.#space = space;
+    this.#slots = connection.cluster ? new SlotMap(connection) : undefined;
+    this.#crossSlot = connection.cluster;
   }
 
-  /** Adds a request (all its keys in `slot`) to the batch of its slot. */
+  /** Adds a request (all its keys in `slot`) to the batch of its slot, or of its slot's master. */
   enqueue(slot: number, ops: readonly StoreOp[], mode: EvalMode, time: ScriptTime): Promise<EvalResult> {
-    let batch = this.#open.get(slot);
+    const key = this.#batchKey(slot, ops);
+    let batch = this.#open.get(key);
     if (batch === undefined) {
-      batch = newBatch();
-      this.#open.set(slot, batch);
+      batch = newBatch(slot);
+      this.#open.set(key, batch);
       if (!this.#flushScheduled) {
         this.#flushScheduled = true;
         setImmediate(this.#flushOpen);
       }
     }
-    const promise = queue(batch, ops, time);
+    if (slot !== batch.slot) batch.crossSlot = true;
+    const promise = queue(batch, ops, mode, time, slot);
     batch.call.add(this.#space, ops, mode, false, time);
     if (batch.call.requests >= MAX_BATCH_REQUESTS || batch.call.ops >= MAX_BATCH_OPS) {
-      this.#open.delete(slot);
+      this.#open.delete(key);
       this.#send(batch);
     }
     return promise;
@@ -79,8 +110,8 @@ export class Batcher {
     time: ScriptTime,
   ): Promise<EvalResult> {
     this.flush();
-    const batch = newBatch();
-    const promise = queue(batch, ops, time);
+    const batch = newBatch(0);
+    const promise = queue(batch, ops, mode, time, 0);
     batch.call.add(this.#space, ops, mode, consumeNothing, time);
     this.#send(batch);
     return promise;
@@ -96,10 +127,30 @@ export class Batcher {
     this.#open.clear();
   }
 
+  /** Stops the slot map's pending read. */
+  close(): void {
+    this.#slots?.close();
+  }
+
+  /**
+   * The slot, or on a Cluster the master of the slot when it is known and the request may share a
+   * call with other slots: it has no lockout, whose lock index a cross-slot call would write without
+   * having read it first (see lua/check.lua).
+   */
+  #batchKey(slot: number, ops: readonly StoreOp[]): number | string {
+    if (!this.#crossSlot || this.#slots === undefined) return slot;
+    for (let i = 0; i < ops.length; i++) if (hasLockout((ops[i] as StoreOp).rule)) return slot;
+    return this.#slots.masterOf(slot) ?? slot;
+  }
+
   /** One script call for the whole batch; a failed call rejects every request in it. */
   #send(batch: Batch): void {
     const { requests, call } = batch;
-    runScript(this.#connection, this.#script, call.keys, call.args()).then(
+    const crossSlot = batch.crossSlot;
+    const reply = crossSlot
+      ? runScript(this.#connection, this.#crossSlotScript, call.keys.slice(0, 1), crossSlotArgs(call))
+      : runScript(this.#connection, this.#script, call.keys, call.args());
+    reply.then(
       (reply) => {
         decodeCheckReply(
           reply,
@@ -107,24 +158,52 @@ export class Batcher {
           (r) => (requests[r] as QueuedRequest).ops,
           (r, results, serverMs) => {
             const request = requests[r] as QueuedRequest;
-            if (results instanceof Error) request.reject(results);
-            else request.resolve({ nowMs: decidedAt(request.time, serverMs), results });
+            if (!(results instanceof Error))
+              request.resolve({ nowMs: decidedAt(request.time, serverMs), results });
+            else if (crossSlot && NOT_LOCAL.test(results.message)) this.#again(request);
+            else request.reject(results);
           },
         );
       },
       (error: unknown) => {
+        if (crossSlot && error instanceof Error && NO_CROSS_SLOT.test(error.message)) {
+          // Nothing ran: every request goes again, each to its own slot.
+          this.#crossSlot = false;
+          for (const request of requests) this.#again(request);
+          return;
+        }
         for (const request of requests) request.reject(error);
       },
     );
   }
+
+  /** A request of a cross-slot call that its node could not decide: alone, routed by its own keys. */
+  #again(request: QueuedRequest): void {
+    this.#slots?.refresh();
+    const batch = newBatch(request.slot);
+    batch.requests.push(request);
+    batch.call.add(this.#space, request.ops, request.mode, false, request.time);
+    this.#send(batch);
+  }
 }
 
-function newBatch(): Batch {
-  return { requests: [], call: new CheckCall() };
+/** The cross-slot script's ARGV: the number of keys, the keys, then lua/check.lua's own ARGV. */
+function crossSlotArgs(call: CheckCall): string[] {
+  return [String(call.keys.length), ...call.keys, ...call.args()];
 }
 
-function queue(batch: Batch, ops: readonly StoreOp[], time: ScriptTime): Promise<EvalResult> {
+function newBatch(slot: number): Batch {
+  return { requests: [], call: new CheckCall(), slot, crossSlot: false };
+}
+
+function queue(
+  batch: Batch,
+  ops: readonly StoreOp[],
+  mode: EvalMode,
+  time: ScriptTime,
+  slot: number,
+): Promise<EvalResult> {
   return new Promise<EvalResult>((resolve, reject) => {
-    batch.requests.push({ ops, time, resolve, reject });
+    batch.requests.push({ ops, mode, time, slot, resolve, reject });
   });
 }

@@ -14,6 +14,12 @@ export interface RedisScript {
 
 export interface RedisScripts {
   readonly check: RedisScript;
+  /**
+   * lua/check.lua for requests of several slots served by one Cluster master: Redis 7's
+   * allow-cross-slot-keys flag lets a script reach keys it did not declare, in any slot of its node.
+   * One key is declared (it routes the call); the keys are ARGV[2..k+1] after k = ARGV[1].
+   */
+  readonly checkCrossSlot: RedisScript;
   readonly refund: RedisScript;
   readonly reset: RedisScript;
   readonly override: RedisScript;
@@ -82,10 +88,14 @@ let loaded: RedisScripts | undefined;
 export function loadScripts(): RedisScripts {
   if (loaded !== undefined) return loaded;
   const dir = findLuaDir();
-  const driver = (name: string) =>
-    makeScript(name, assembleScript(`return require('${name}')(KEYS, ARGV)`, dir));
+  const driver = (name: string, call = `require('${name}')(KEYS, ARGV)`) =>
+    makeScript(name, assembleScript(`return ${call}`, dir));
+  // A shebang must be the first line; Redis before 7 cannot compile it (redis-batches.ts then stops
+  // using it).
+  const crossSlot = driver('check', "require('check')(ARGV, ARGV, 2, ARGV[1] + 2)");
   loaded = {
-    check: driver('check'),
+    check: driver('check', "require('check')(KEYS, ARGV, 1, 1)"),
+    checkCrossSlot: makeScript('check', `#!lua flags=allow-cross-slot-keys\n${crossSlot.source}`),
     refund: driver('refund'),
     reset: driver('reset'),
     override: driver('override'),
@@ -133,7 +143,12 @@ export async function runScriptThen(
     await followed;
     return reply;
   } catch (error) {
-    if (!isNoScript(error)) throw error;
+    if (!isNoScript(error)) {
+      // The call failed (a timeout, a lost connection): the command behind it may fail the same way,
+      // and nothing awaits it any more.
+      followed?.catch(() => {});
+      throw error;
+    }
     await followed;
     const again = argv.slice();
     again[0] = script.source;

@@ -73,7 +73,7 @@ export class RedisStore implements Store {
       options.clock,
       options.clockSyncIntervalMs ?? REDIS_STORE_DEFAULTS.clockSyncIntervalMs,
     );
-    this.#batcher = new Batcher(connection, scripts.check, this.#space);
+    this.#batcher = new Batcher(connection, scripts.check, scripts.checkCrossSlot, this.#space);
     this.#groups = new SlotGroups(connection, this.#batcher, scripts.refund, this.#space);
   }
 
@@ -152,5 +152,6 @@ export class RedisStore implements Store {
     this.#clock.stop();
     this.#overrides.close();
     this.#resets.close();
+    this.#batcher.close();
   }
 }
