@@ -4,7 +4,7 @@
 import { createReadStream } from 'node:fs';
 import { createInterface } from 'node:readline';
 import type { LedgerRecord, StoreName } from './ledger.js';
-import type { Unit, WindowSpec } from './windows.js';
+import { giveBack, type Unit, type WindowSpec } from './windows.js';
 
 export interface KeyHistory {
   store: StoreName;
@@ -16,9 +16,12 @@ export interface KeyHistory {
   app: Unit[];
   /** Locks Redis placed (from its answers), [start, end) in its time. */
   locks: Array<{ start: number; end: number }>;
-  /** Brackets of evaluations that got no answer (Redis may or may not have counted them). */
+  /** Brackets of evaluations that got no answer (Redis may or may not have counted them and locked). */
   unknown: Array<[number, number]>;
-  /** Clears (resetOnSuccess: Redis's count only) and operator resets (Redis's and the policy's), at the start of their bracket. */
+  /**
+   * Clears (resetOnSuccess: Redis's count only) and operator resets (Redis's and the policy's): each
+   * ran somewhere in [at, hi] (one that failed may have run when Redis woke up, or not at all).
+   */
   emptied: Array<{ at: number; hi: number; policyToo: boolean; certain: boolean }>;
 }
 
@@ -99,12 +102,22 @@ export async function loadLedgers(
           if (lockedNow === 1) history(r.s, rule, key).locks.push({ start: r.now, end: lockedUntil });
         if (r.mode !== 'check' || r.ops.some((op) => op[3] === 0)) continue;
         const units = new Map<string, Unit>();
-        // On a Cluster the ops of other slots are decided after the first group's time, by the end of the call.
-        const tMax = r.s === 'cluster' ? Math.max(r.now, r.hi) : r.now;
+        // On a Cluster the ops of other slots are decided after the first group's time, by the end of
+        // the call; ops of one key share a slot, so one script call decides them all at its time.
+        const oneKey = r.ops.every((op) => op[1] === r.ops[0]?.[1]);
+        const tMax = r.s === 'cluster' && !oneKey ? Math.max(r.now, r.hi) : r.now;
         for (const [rule, key, cost, , receipt] of r.ops) {
           const spec = specs.get(rule);
           if (cost === 0 || spec === undefined) continue;
-          const unit: Unit = { t: r.now, tMax, cost, receipt, policy: false, refundedAt: Infinity };
+          const unit: Unit = {
+            t: r.now,
+            tMax,
+            cost,
+            receipt,
+            policy: false,
+            refundedAt: Infinity,
+            refundedBy: Infinity,
+          };
           // A sliding log's receipt is the time of its entry: the op's own time.
           if (spec.type === 'sliding-log' && receipt >= r.now && receipt <= tMax)
             unit.t = unit.tMax = receipt;
@@ -149,6 +162,7 @@ export async function loadLedgers(
           receipt: Number.NaN,
           policy: true,
           refundedAt: Infinity,
+          refundedBy: Infinity,
         };
         h.app.push(unit);
         ownPolicy.add(unit);
@@ -158,40 +172,39 @@ export async function loadLedgers(
       }
     }
     for (const r of later) {
-      if (r.t === 'R' && r.ok) {
+      // A refund or clear runs somewhere in its bracket; one that got no answer may have run (later,
+      // if Redis was stalled) or not: it counts as given back wherever it may have been.
+      const hi = r.t === 'R' || r.t === 'C' || r.t === 'Z' ? (r.ok ? r.hi : stalledUntil(r.s, r.hi)) : 0;
+      if (r.t === 'R') {
         for (const [rule, key] of r.ops) {
           const unit = redisUnits.get(r.of)?.get(`${rule}|${key}`);
-          if (unit !== undefined) unit.refundedAt = Math.min(unit.refundedAt, r.lo);
+          if (unit !== undefined) giveBack(unit, r.lo, hi);
         }
-      } else if (r.t === 'C' && r.ok) {
+      } else if (r.t === 'C') {
         for (const [rule, key] of r.ops)
-          history(r.s, rule, key).emptied.push({ at: r.lo, hi: r.hi, policyToo: false, certain: true });
+          history(r.s, rule, key).emptied.push({ at: r.lo, hi, policyToo: false, certain: r.ok });
       } else if (r.t === 'Z') {
-        const hi = r.ok ? r.hi : stalledUntil(r.s, r.hi);
         history(r.s, r.rule, r.key).emptied.push({ at: r.lo, hi, policyToo: true, certain: r.ok });
-      } else if ((r.t === 'R' || r.t === 'C') && !r.ok) {
-        for (const [rule, key] of r.ops)
-          history(r.s, rule, key).unknown.push([r.lo, stalledUntil(r.s, r.hi)]);
       } else if (r.t === 'O') {
-        // The policy's own store refunds or clears as the outcome says: model it on the policy's units.
+        // The policy's own store refunds or clears as the outcome says, in this process, when the
+        // outcome is reported: model it on the policy's units.
         for (const { rule, unit, h } of policyUnits.get(r.of) ?? []) {
           const effect = countsOutcome(rule, r.outcome);
-          if (effect === 'refund') unit.refundedAt = Math.min(unit.refundedAt, r.lo);
+          if (effect === 'refund') giveBack(unit, r.lo, r.lo);
           if (effect === 'clear')
             for (const other of h.app)
-              if (ownPolicy.has(other) && other.t <= r.lo)
-                other.refundedAt = Math.min(other.refundedAt, r.lo);
+              if (ownPolicy.has(other) && other.t <= r.lo) giveBack(other, r.lo, r.lo);
         }
       }
     }
   }
-  // A clear or reset empties the key: what was counted before it stops counting then.
+  // A clear or reset empties the key: what was counted before it stops counting then. It ran somewhere
+  // in [at, hi]: a unit decided before `at` is given back in that span, one decided during the call
+  // may have been emptied right after it was decided.
   for (const h of out.histories.values()) {
-    for (const { at, policyToo } of h.emptied) {
-      for (const unit of policyToo ? h.app : h.redis)
-        if (unit.t <= at && unit.refundedAt > at) unit.refundedAt = at;
-      if (policyToo)
-        for (const unit of h.redis) if (unit.t <= at && unit.refundedAt > at) unit.refundedAt = at;
+    for (const { at, hi, policyToo } of h.emptied) {
+      const units = policyToo ? new Set([...h.app, ...h.redis]) : h.redis;
+      for (const unit of units) if (unit.t <= hi) giveBack(unit, Math.max(at, unit.t), hi);
     }
   }
   // The same host runs Redis and the apps: its time must fall inside each call's bracket.

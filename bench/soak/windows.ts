@@ -26,8 +26,20 @@ export interface Unit {
   receipt: number;
   /** Decided by the failure policy (not counted in Redis). */
   policy: boolean;
-  /** When a refund gave it back or a clear or reset emptied its key (it counts until then); Infinity: never. */
+  /**
+   * The earliest a refund may have given it back or a clear or reset emptied its key (it counts until
+   * then); Infinity: never. Such a call runs somewhere in its bracket (a call that got no answer may
+   * have run, or not), so `refundedBy` is the latest it may have happened: a stretch of time holds the
+   * refund when it may have, from refundedAt to refundedBy.
+   */
   refundedAt: number;
+  refundedBy: number;
+}
+
+/** Gives `unit` back somewhere in [at, by] (the earliest and latest of every give-back it may have had). */
+export function giveBack(unit: Unit, at: number, by: number): void {
+  unit.refundedAt = Math.min(unit.refundedAt, at);
+  unit.refundedBy = unit.refundedBy === Infinity ? by : Math.max(unit.refundedBy, by);
 }
 
 /** A window that held more than its limit: its span, the units in it, and whether policy units were among them. */
@@ -61,7 +73,8 @@ function countingExcess(
     // Units are sorted by `t`, which may run up to a bracket's length early: look a second further back.
     for (let j = last; j >= 0 && (units[j] as Unit).t >= start - 1000; j--) {
       const v = units[j] as Unit;
-      if (v.refundedAt <= u.t || !together(v, u)) continue;
+      // v may have been given back before u was decided (as late as u.tMax): it does not count.
+      if (v.refundedAt <= u.tMax || !together(v, u)) continue;
       total += v.cost;
       if (v.policy) policyUnits += v.cost;
     }
@@ -95,51 +108,64 @@ function fixedWindows(spec: WindowSpec, units: Unit[]): (u: Unit) => [number, nu
 }
 
 /**
- * Rate types: in any stretch [t_i, t_j], the units admitted less the units given back (refunds, which
- * refill the bucket at the time they happen) may be at most burst + refill over t_j - t_i: the bucket
- * holds at most `burst` at t_i, and nothing else puts units in.
+ * Rate types: in any stretch [x, T], the units admitted less the units given back (refunds, which
+ * refill the bucket when they happen) may be at most burst + refill over T - x: the bucket holds at
+ * most `burst` at x, and nothing else puts units in. Times are known within brackets, so each stretch
+ * counts what surely lies in it and every give-back that may: an admission decided somewhere in
+ * [t, tMax] (a later Cluster group) starts stretches at t and ends them at tMax; a give-back known to
+ * lie in [refundedAt, refundedBy] is in every stretch that ends after refundedAt and starts before
+ * refundedBy.
  */
 function rateExcess(spec: WindowSpec, units: Unit[]): Excess[] {
   const perMs = spec.limit / spec.sizeMs;
-  // Admissions, and the refunds of units given back. Events at one time all count inside a stretch that
-  // starts or ends then (the order within a millisecond is not known): the lenient reading.
-  const events = [
-    ...units.map((u) => ({ at: u.t, unit: u, delta: u.cost })),
-    ...units
-      .filter((u) => u.refundedAt !== Infinity)
-      .map((u) => ({ at: u.refundedAt, unit: u, delta: -u.cost })),
+  type Kind = 'admitFrom' | 'admitBy' | 'backFrom' | 'backBy';
+  type Event = { at: number; unit: Unit; kind: Kind };
+  const given = units.filter((u) => u.refundedAt !== Infinity);
+  const events: Event[] = [
+    ...units.map((unit): Event => ({ at: unit.t, unit, kind: 'admitFrom' })),
+    ...units.map((unit): Event => ({ at: unit.tMax, unit, kind: 'admitBy' })),
+    ...given.map((unit): Event => ({ at: unit.refundedAt, unit, kind: 'backFrom' })),
+    ...given.map((unit): Event => ({ at: unit.refundedBy, unit, kind: 'backBy' })),
   ].sort((a, b) => a.at - b.at);
   const out: Excess[] = [];
-  // Prefix sums: S_j - S_(i-1) <= burst + perMs (t_j - t_i)  <=>  S_j - perMs t_j <= burst + min_i (S_(i-1) - perMs t_i).
-  let sum = 0;
+  // Prefix sums: `ends` counts admissions at their latest and give-backs at their earliest (what a
+  // stretch ending then holds), `starts` admissions at their earliest and give-backs at their latest
+  // (what lies before a stretch starting then). ends(T) - starts(x) <= burst + perMs (T - x)
+  // <=>  ends(T) - perMs T <= burst + min over x <= T of (starts(x) - perMs x).
+  const ends = { units: 0, policy: 0 };
+  const starts = { units: 0, policy: 0 };
   let best = Infinity;
   let bestAt = 0;
   let bestPolicy = 0;
-  let policySum = 0;
   for (let i = 0; i < events.length; ) {
-    const at = (events[i] as { at: number }).at;
-    if (sum - perMs * at < best) {
-      best = sum - perMs * at;
+    const at = (events[i] as Event).at;
+    // Events at one time all count inside a stretch that starts or ends then (the order within a
+    // millisecond is not known): the lenient reading.
+    if (starts.units - perMs * at < best) {
+      best = starts.units - perMs * at;
       bestAt = at;
-      bestPolicy = policySum;
+      bestPolicy = starts.policy;
     }
-    let end = at;
-    let admitted = false;
-    for (; i < events.length && (events[i] as { at: number }).at === at; i++) {
-      const { unit, delta } = events[i] as (typeof events)[number];
-      sum += delta;
-      if (unit.policy) policySum += delta;
-      // The stretch ends as late as its last unit may have been decided.
-      if (delta > 0) {
-        admitted = true;
-        end = Math.max(end, unit.tMax);
-      }
+    let ending = false;
+    for (; i < events.length && (events[i] as Event).at === at; i++) {
+      const { unit, kind } = events[i] as Event;
+      const sum = kind === 'admitFrom' || kind === 'backBy' ? starts : ends;
+      const sign = kind === 'admitFrom' || kind === 'admitBy' ? 1 : -1;
+      sum.units += sign * unit.cost;
+      if (unit.policy) sum.policy += sign * unit.cost;
+      if (kind === 'admitBy') ending = true;
     }
-    if (!admitted) continue;
-    const slack = spec.burst + best - (sum - perMs * end);
+    if (!ending) continue;
+    const slack = spec.burst + best - (ends.units - perMs * at);
     if (slack < -1e-6) {
-      const allowed = spec.burst + perMs * (end - bestAt);
-      out.push({ start: bestAt, end, units: allowed - slack, allowed, policyUnits: policySum - bestPolicy });
+      const allowed = spec.burst + perMs * (at - bestAt);
+      out.push({
+        start: bestAt,
+        end: at,
+        units: allowed - slack,
+        allowed,
+        policyUnits: ends.policy - bestPolicy,
+      });
     }
   }
   return out;
