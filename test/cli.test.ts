@@ -221,7 +221,34 @@ describe('ratekeeper command line', function () {
     expect(run.stdout).to.match(/\nlogin +0 +0 +0 +0 +0 +- +0 \/ 0 \/ 0 \/ 0\napi /);
   });
 
-  it('override: the limit set through limiter.override, shown by status; a store without overrides refuses', async () => {
+  it("override on Redis: the app obeys the key's new limit at once, status shows it, null gives the rule's back", async () => {
+    const prefix = newPrefix();
+    app = await startApp(server.url, prefix);
+    await waitForSubscriber(prefix);
+    expect(await app.hit('POST', '/login', 'grace')).to.equal(200); // the app has decided on the rule once
+
+    const set = await cli(prefix, 'override', 'login', 'grace', '5', '--for', '1h');
+    expect(set, set.stderr).to.deep.equal({
+      code: 0,
+      stdout: 'limit 5 for 1h  login  grace\n  count    1 of 5, 4 remaining\n',
+      stderr: '',
+    });
+    const hits = [];
+    for (let i = 0; i < 5; i++) hits.push(await app.hit('POST', '/login', 'grace'));
+    expect(hits, '4 more admitted under the override, then denied').to.deep.equal([200, 200, 200, 200, 429]);
+    const status = JSON.parse((await cli(prefix, 'status', 'login', 'grace', '--json')).stdout);
+    expect(status).to.include({ limit: 5, overridden: true, locked: true });
+
+    const cleared = await cli(prefix, 'override', 'login', 'grace', 'null', '--json');
+    expect(JSON.parse(cleared.stdout)).to.deep.include({ override: null, forMs: null });
+    expect(JSON.parse(cleared.stdout).status).to.include({ limit: 2, overridden: false });
+    await cli(prefix, 'unlock', 'login', 'grace');
+    const after = [];
+    for (let i = 0; i < 3; i++) after.push(await app.hit('POST', '/login', 'grace'));
+    expect(after, "the rule's limit of 2 again").to.deep.equal([200, 200, 429]);
+  });
+
+  it('override through a module exporting a limiter: the memory-store contract, set and cleared', async () => {
     // The memory-store contract, through a module exporting a limiter (one process: set and read back).
     const memory = await runCli([
       'override',
