@@ -1,4 +1,5 @@
-// The HTTP apps under test: Express and Koa, bare and with each limiter in front of one tiny route.
+// The HTTP apps under test: Express and Koa, bare and with each limiter in front of one tiny route; Fastify, Hono
+// and Nest (bare and with ratekeeper) come from http-frameworks.ts.
 
 import type { RequestListener } from 'node:http';
 import { createRequire } from 'node:module';
@@ -8,9 +9,10 @@ import Koa, { type Middleware } from 'koa';
 import { type RedisReply, RedisStore } from 'rate-limit-redis';
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import { closeRedis, namespace, openRedis } from './contender.js';
+import { type MoreFramework, moreHttpVariants } from './http-frameworks.js';
 import { loadRatekeeper, type RatekeeperLimiter } from './ratekeeper.js';
 
-export type Framework = 'express' | 'koa';
+export type Framework = 'express' | 'koa' | MoreFramework;
 
 /** How every app is configured: one rule keyed by a request header. */
 export interface AppSpec {
@@ -26,6 +28,8 @@ export interface BuiltApp {
   listener: RequestListener;
   /** The limiter's middleware alone (Express handler or Koa middleware), for bench/middleware.ts; none when bare. */
   middleware?: RequestHandler | Middleware;
+  /** Fastify, Hono, Nest: one GET / through the whole app in process (no socket), for bench/middleware.ts. */
+  inject?: (key: string) => Promise<number>;
   close(): Promise<void>;
 }
 
@@ -237,6 +241,7 @@ function ratekeeperVariant(framework: Framework, store: 'redis' | 'memory'): Htt
 
 /** The variants of one framework; the bare app first (the ratio denominator). */
 export function httpVariants(framework: Framework): HttpVariant[] {
+  if (framework !== 'express' && framework !== 'koa') return moreHttpVariants(framework);
   if (framework === 'express') {
     return [
       {

@@ -190,19 +190,21 @@ function httpTable(result: HttpResult, config: BenchConfig): Table {
   };
 }
 
-/** Express and Koa with every limiter: all admitted, then (Express and Koa) one client over its limit. */
+/** Every framework this scenario knows; Fastify, Hono and Nest with ratekeeper only (no peer rows). */
+export const HTTP_FRAMEWORKS: readonly Framework[] = ['express', 'koa', 'fastify', 'hono', 'nest'];
+
+/** Each framework with every limiter: all admitted, then one client over its limit. */
 export async function runHttp(
   config: BenchConfig,
   redisPort: number,
   filter: RegExp | undefined,
   log: (line: string) => void,
+  frameworks: readonly Framework[] = HTTP_FRAMEWORKS,
 ): Promise<{ section: Section; results: HttpResult[] }> {
   const results: HttpResult[] = [];
   const plan: Array<[Framework, HttpMode]> = [
-    ['express', 'admitted'],
-    ['koa', 'admitted'],
-    ['express', 'denied'],
-    ['koa', 'denied'],
+    ...frameworks.map((f): [Framework, HttpMode] => [f, 'admitted']),
+    ...frameworks.map((f): [Framework, HttpMode] => [f, 'denied']),
   ];
   for (const [framework, mode] of plan) {
     try {
@@ -218,7 +220,7 @@ export async function runHttp(
   }
   const section: Section = {
     id: 'http',
-    title: 'HTTP: Express and Koa over loopback',
+    title: 'HTTP over loopback: Express, Koa, Fastify, Hono, NestJS',
     intro:
       `autocannon in the benchmark process, ${config.httpConnections} keep-alive connections, against apps in one ` +
       `child process per framework (one port per app, a GET route answering "ok"). Every limiter keys on the ` +
@@ -226,7 +228,9 @@ export async function runHttp(
       `Runs of ${config.httpSeconds} s (all admitted, ${num(config.distinctKeys)} clients cycled) or ` +
       `${config.httpDeniedSeconds} s (one client over its limit), after a ${config.httpWarmupSeconds} s warm-up each; ` +
       `${config.reps} interleaved repetitions, medians; "x bare app" is the median of per-repetition ratios to the ` +
-      'same framework without a limiter. rate-limiter-flexible ships no middleware: its README pattern is used.',
+      'same framework without a limiter. rate-limiter-flexible ships no middleware: its README pattern is used. ' +
+      'Fastify (plugin), Hono (middleware) and NestJS (global guard, Express platform) are measured with ratekeeper ' +
+      'against their bare app only.',
     tables: results.map((r) => httpTable(r, config)),
   };
   return { section, results };

@@ -7,6 +7,9 @@
 // the requests: what the middleware costs the app, to a fraction of a microsecond, whatever the load
 // generator does. The bare row calls a pass-through middleware on the same requests; "added" is the
 // difference. Redis rows count the client side only (ioredis and the limiter), not redis-server.
+// Fastify, Hono and NestJS run each request through the whole app in process instead (fastify.inject, Hono's
+// app.request, Nest's Express app on a request built in memory), bare and with ratekeeper: "added" is the same
+// difference, "CPU" includes the framework's whole request handling.
 
 import { IncomingMessage, ServerResponse } from 'node:http';
 import { Socket } from 'node:net';
@@ -14,6 +17,7 @@ import express, { type RequestHandler } from 'express';
 import Koa, { type Middleware } from 'koa';
 import type { BenchConfig } from './config.js';
 import { errorMessage } from './contender.js';
+import { HTTP_FRAMEWORKS } from './http.js';
 import { type Framework, httpVariants } from './http-apps.js';
 import { num, pct, type Section, type Table } from './report.js';
 import { median, spread } from './stats.js';
@@ -95,6 +99,14 @@ function koaRunner(middleware: Middleware): Runner {
   };
 }
 
+/** A whole app answering in process: each request must be admitted (2xx). */
+function injectRunner(inject: (key: string) => Promise<number>): Runner {
+  return () => async (key) => {
+    const status = await inject(key);
+    if (status >= 300) throw new Error(`answered ${status} instead of admitting the request`);
+  };
+}
+
 /** CPU µs per request over `count` requests, `concurrency` in flight. */
 async function measure(runner: Runner, keys: readonly string[], count: number): Promise<number> {
   let issued = 0;
@@ -114,16 +126,20 @@ export async function runMiddleware(
   redisPort: number,
   filter: RegExp | undefined,
   log: (line: string) => void,
+  frameworks: readonly Framework[] = HTTP_FRAMEWORKS,
 ): Promise<{ section: Section; rows: MiddlewareRow[] }> {
   const rows: MiddlewareRow[] = [];
   const keys = Array.from({ length: config.distinctKeys }, (_, i) => `client-${i}`);
-  for (const framework of ['express', 'koa'] as const) {
+  for (const framework of frameworks) {
     const entries: Array<{ row: MiddlewareRow; run: Runner; close: () => Promise<void>; cpu: number[] }> = [];
     for (const [index, variant] of httpVariants(framework).entries()) {
       if (filter && variant.group !== 'bare' && !filter.test(variant.name)) continue;
       const row: MiddlewareRow = {
         framework,
-        name: variant.group === 'bare' ? `${framework} (pass-through)` : variant.name,
+        name:
+          variant.group !== 'bare'
+            ? variant.name
+            : `${framework} (${wholeApp(framework) ? 'bare app' : 'pass-through'})`,
         group: variant.group,
         cpuUs: Number.NaN,
         addedUs: Number.NaN,
@@ -138,8 +154,9 @@ export async function runMiddleware(
           prefix: `mw-${framework}-${index}:`,
         });
         // The bare app has no limiter: a pass-through middleware stands in for it.
-        const run =
-          framework === 'express'
+        const run = built.inject
+          ? injectRunner(built.inject)
+          : framework === 'express'
             ? expressRunner(
                 (built.middleware as RequestHandler | undefined) ?? ((_req, _res, next) => next()),
               )
@@ -174,9 +191,12 @@ export async function runMiddleware(
   return { section: middlewareSection(rows, config), rows };
 }
 
+/** Fastify, Hono and Nest are measured as whole apps in process, Express and Koa by their middleware alone. */
+const wholeApp = (framework: Framework) => framework !== 'express' && framework !== 'koa';
+
 function middlewareSection(rows: MiddlewareRow[], config: BenchConfig): Section {
   const table = (framework: Framework): Table => ({
-    title: `${framework}: middleware CPU per request, ${num(config.distinctKeys)} clients, all admitted`,
+    title: `${framework}: ${wholeApp(framework) ? 'whole app' : 'middleware'} CPU per request, ${num(config.distinctKeys)} clients, all admitted`,
     columns: ['middleware', 'CPU µs / request', 'spread', 'added µs / request', 'note'],
     rows: rows
       .filter((r) => r.framework === framework)
@@ -202,8 +222,11 @@ function middlewareSection(rows: MiddlewareRow[], config: BenchConfig): Section 
       'repetitions, medians. "CPU" is this process\'s CPU time per request, the framework\'s own work included; ' +
       '"added" is the median of per-repetition differences to the pass-through middleware, the cost the ' +
       'limiter adds to every request of an app. ' +
-      'Redis rows count the client side only (the limiter and ioredis), not redis-server. Unlike req/s over ' +
+      'Redis rows count the client side only (the limiter and ioredis), not redis-server. Fastify, Hono and NestJS ' +
+      '(global guard, Express platform) answer each request as a whole app in process (fastify.inject, app.request, ' +
+      'Nest\'s Express app on a request built in memory), bare and with ratekeeper; their "added" is the same ' +
+      'difference. Unlike req/s over ' +
       'loopback, these figures do not move with the load generator sharing the cores.',
-    tables: [table('express'), table('koa')],
+    tables: [...new Set(rows.map((r) => r.framework))].map(table),
   };
 }
