@@ -2,9 +2,11 @@
 // @nestjs/testing apps driven by supertest, and the attack suite on a listening server.
 import './support/nest-decorators.js';
 import { attackSuite } from './attack-suite.js';
+import { bypassSuite } from './bypass-suite.js';
 import { exampleSuite, httpSuite } from './http-suite.js';
 import { planSuite } from './plans-suite.js';
 import { memoryStores, redisStores } from './support/stores.js';
+import { wiringSuite } from './wiring-suite.js';
 
 // After the hooks are registered: the Nest files compile with legacy decorators.
 const { nestFramework, nestHarness } = await import('./nest-harness.js');
@@ -22,3 +24,10 @@ for (const platform of ['express', 'fastify'] as const) {
 const { nestCases, nestUnits } = await import('./nest-cases.js');
 nestUnits();
 for (const platform of ['express', 'fastify'] as const) nestCases(platform);
+
+// The bypasses of issue 14 and the wirings, on the Express platform (the guard's code is the same on Fastify).
+const { nestApps } = await import('./nest-bypass.js');
+for (const stores of [memoryStores, redisStores]) {
+  bypassSuite(nestApps, stores);
+  wiringSuite(nestApps, stores);
+}
