@@ -138,8 +138,6 @@ export async function runScriptThen(
   for (let i = 0; i < args.length; i++) argv.push(args[i] as string);
   const call = connection.send('EVALSHA', argv, keys[0]);
   const followed = next?.();
-  // A lost connection fails both: the script's failure is the one thrown, the follower's must not go unhandled.
-  followed?.catch(() => {});
   try {
     const reply = await call;
     await followed;
