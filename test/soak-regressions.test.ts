@@ -63,4 +63,34 @@ describe('Soak regressions', function () {
       client.disconnect();
     }
   });
+  // The 10-minute soak's audit: a calendar request Redis decided at hh:mm:59.999 was counted in the
+  // next minute. The periods an op carries are computed on this process's estimate of the server's
+  // clock; estimated from the middle of the TIME call, it was ahead of the server by up to half a round
+  // trip, and the script then took "now" to be in the next period. The estimate must never be ahead.
+  it("the Redis store's clock is not ahead of the server's, even when its TIME request waited", async () => {
+    const client = server.client();
+    await new Promise<void>((resolve) => client.once('ready', () => resolve()));
+    const serverNow = async () => {
+      const [seconds, micros] = await client.time();
+      return Number(seconds) * 1000 + Number(micros) / 1000;
+    };
+    // The store reads TIME as it is made; the server, stopped, runs it 300 ms later and answers at once:
+    // the middle of the call would have been 150 ms before the server's time.
+    server.pause();
+    const store = new RedisStore({ client, prefix: 'soak-clock' });
+    try {
+      await sleep(300);
+      server.resume();
+      await client.ping(); // answered after the TIME
+      await sleep(20); // the store's own continuation has run: it has its offset
+      for (let i = 0; i < 20; i++) {
+        const estimate = store.now();
+        expect(estimate, `sample ${i}`).to.be.at.most(await serverNow());
+      }
+    } finally {
+      server.resume();
+      await store.close();
+      client.disconnect();
+    }
+  });
 });

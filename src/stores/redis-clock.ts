@@ -5,7 +5,12 @@ import { type ScriptTime, SERVER_TIME } from './redis-protocol.js';
 /**
  * Scripts decide on the Redis server's own clock, so every process agrees. This process also needs the
  * time between script calls (calendar periods are computed here): the local clock plus the offset to
- * the server's, read again every `syncIntervalMs`. An injected clock replaces both (tests).
+ * the server's, read again every `syncIntervalMs`. The offset is the smallest the TIME reply allows
+ * (as if the server read its clock just as the reply arrived), so once a TIME has answered this clock
+ * is not ahead of the server's: a script runs at or after the time the calendar periods it was sent
+ * were computed for, and picks between this period's end and the next one's correctly (a midpoint
+ * estimate could be ahead by half a round trip, and a request decided in the last ms of a period was
+ * then counted in the next). An injected clock replaces both (tests).
  */
 export class RedisClock {
   readonly #connection: RedisConnection;
@@ -45,11 +50,13 @@ export class RedisClock {
   /** Reads the server's clock. Failures keep the last offset: the next sync tries again. */
   async #sync(): Promise<void> {
     try {
-      const before = Date.now();
       const reply = await this.#connection.send('TIME', []);
-      const local = (before + Date.now()) / 2;
+      // The server read its clock before its reply arrived: before the end of this ms (Date.now() rounds
+      // down). A request or reply that waited (a stalled server, a busy event loop) only puts this clock
+      // further behind the server's, never ahead of it.
+      const arrived = Date.now() + 1;
       const [seconds, micros] = reply as [string, string];
-      this.#offsetMs = Math.round(Number(seconds) * 1000 + Number(micros) / 1000 - local);
+      this.#offsetMs = Math.floor(Number(seconds) * 1000 + Number(micros) / 1000 - arrived);
     } catch {
       // Until then the local clock plus the last offset stands in.
     }
