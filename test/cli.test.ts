@@ -4,7 +4,7 @@ import { expect } from 'chai';
 import type { Redis } from 'ioredis';
 import { createLimiter, RedisStore } from '../src/index.js';
 import { LOGIN } from './fixtures/ops-rules.js';
-import { type AppProcess, runCli, startApp, startCli } from './support/ops.js';
+import { type AppProcess, runCli, runCliInProcess, startApp, startCli } from './support/ops.js';
 import { getRedis, type RedisServer, startRedis } from './support/redis.js';
 
 const RULES = ['--rules', 'test/fixtures/ops-rules.ts'];
@@ -249,8 +249,9 @@ describe('ratekeeper command line', function () {
   });
 
   it('override through a module exporting a limiter: the memory-store contract, set and cleared', async () => {
-    // The memory-store contract, through a module exporting a limiter (one process: set and read back).
-    const memory = await runCli([
+    // The memory-store contract, through a module exporting a limiter, in this process (the command's run
+    // function): a memory store lives as long as its process, so set and read back need the same one.
+    const memory = await runCliInProcess([
       'override',
       'login',
       'alice',
@@ -269,7 +270,7 @@ describe('ratekeeper command line', function () {
       forMs: 3_600_000,
     });
     expect(JSON.parse(memory.stdout).status).to.include({ limit: 5, overridden: true, remaining: 5 });
-    const text = await runCli([
+    const text = await runCliInProcess([
       'override',
       'login',
       'alice',
@@ -278,7 +279,7 @@ describe('ratekeeper command line', function () {
       'test/fixtures/ops-memory-limiter.ts',
     ]);
     expect(text.stdout).to.equal('limit 5 until cleared  login  alice\n  count    0 of 5, 5 remaining\n');
-    const cleared = await runCli([
+    const cleared = await runCliInProcess([
       'override',
       'login',
       'alice',
@@ -430,9 +431,14 @@ describe('ratekeeper command line', function () {
         /--limit must be an integer from 1 to 10000, got '0'/,
       ],
     ];
+    // Two through the real process (its exit status), the rest through the same run function in this process.
+    const spawned = ['a wrong password', 'an unknown command'];
     for (const [what, args, env, code, message] of cases) {
       it(what, async () => {
-        const run = await runCli(args(), { REDIS_URL: server.url, ...env });
+        const run = await (spawned.includes(what) ? runCli : runCliInProcess)(args(), {
+          REDIS_URL: server.url,
+          ...env,
+        });
         expect(run.code, run.stderr).to.equal(code);
         expect(run.stderr).to.match(message);
         expect(run.stdout).to.equal('');
@@ -440,7 +446,13 @@ describe('ratekeeper command line', function () {
     }
 
     it('a password never appears in a message', async () => {
-      const run = await runCli(['locked', 'login', ...RULES, '--redis', 'http://:s3cret@127.0.0.1:1']);
+      const run = await runCliInProcess([
+        'locked',
+        'login',
+        ...RULES,
+        '--redis',
+        'http://:s3cret@127.0.0.1:1',
+      ]);
       expect(run.stderr).to.include('http://:***@127.0.0.1:1').and.not.include('s3cret');
     });
   });

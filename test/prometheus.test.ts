@@ -110,12 +110,16 @@ describe('ratekeeper/prometheus', () => {
     ]);
   });
 
-  it('prefix replaces ratekeeper_; two limiters on one registry add up; stop() keeps the counts and counts no more', async () => {
+  it('prefix replaces ratekeeper_; two limiters on one registry add up, one asked twice counts once; stop() keeps the counts and counts no more', async () => {
     const registry = new Registry();
     const a = limiterOf({ rules: [API] });
     const b = limiterOf({ rules: [API, LOGIN] });
     const metricsA = prometheusMetrics(a, { registry, prefix: 'shop_rl_' });
     prometheusMetrics(b, { registry, prefix: 'shop_rl_' });
+    expect(
+      prometheusMetrics(a, { registry, prefix: 'shop_rl_' }),
+      'asked again: the same, counted once',
+    ).to.equal(metricsA);
     expect(metricsA.registry).to.equal(registry);
     await a.consume('api', 'x');
     await b.consume('api', 'x');

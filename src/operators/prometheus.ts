@@ -50,6 +50,8 @@ interface Sink {
   lockouts: Counter<'rule'>;
   /** Per limiter counted: decision counts per rule, flushed into `decisions` at each scrape. */
   tallies: Set<Tally>;
+  /** The limiters counted into these metrics now: asked again, the same handle (never counted twice). */
+  handles: WeakMap<Limiter, PrometheusMetrics>;
 }
 
 /**
@@ -160,7 +162,8 @@ const SINKS = new WeakMap<Registry, Map<string, Sink>>();
  * - `ratekeeper_store_errors_total{operation}`: shared-store calls that failed or timed out.
  * - `ratekeeper_lockouts_total{rule}`: locks placed.
  * Label values are rule names and fixed words, never keys. Several limiters may share a registry;
- * their counts add up (give their rules different names to tell them apart).
+ * their counts add up (give their rules different names to tell them apart). Called again for a limiter
+ * already counted into the same registry and prefix, it returns the same handle (nothing counted twice).
  * @example
  * const metrics = prometheusMetrics(limiter);
  * app.get('/metrics', async (_req, res) => {
@@ -218,6 +221,8 @@ export function prometheusMetrics(
   }
 
   const sink = sinkOf(registry, prefix, buckets);
+  const counting = sink.handles.get(limiter);
+  if (counting !== undefined) return counting;
   const tally = new Tally();
   sink.tallies.add(tally);
   // Series that exist from the start, so rate() and alerts see the first increase.
@@ -249,7 +254,7 @@ export function prometheusMetrics(
     },
   });
   let stopped = false;
-  return {
+  const handle: PrometheusMetrics = {
     registry,
     stop() {
       if (stopped) return;
@@ -258,8 +263,11 @@ export function prometheusMetrics(
       // What was counted stays: flushed now, then the tally leaves the scrape.
       tally.flush(decisions);
       sink.tallies.delete(tally);
+      sink.handles.delete(limiter);
     },
   };
+  sink.handles.set(limiter, handle);
+  return handle;
 }
 
 /** The cell of a rule's result within its source's four: allowed, denied, locked, dry_run. */
@@ -324,6 +332,7 @@ function sinkOf(registry: Registry, prefix: string, buckets: readonly number[]):
       registers: [registry],
     }),
     tallies,
+    handles: new WeakMap(),
   };
   byPrefix.set(prefix, sink);
   return sink;

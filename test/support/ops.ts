@@ -2,6 +2,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { createInterface } from 'node:readline';
+import { runCli as runCommand } from '../../src/operators/cli/main.js';
 
 const root = new URL('../..', import.meta.url).pathname;
 export const CLI = ['--import', 'tsx', 'src/operators/cli/bin.ts'];
@@ -73,6 +74,26 @@ export async function runCli(args: string[], env: Record<string, string> = {}): 
   });
   // 'close', not 'exit': the output may still be arriving when the process has exited.
   const [code] = (await once(child, 'close')) as [number | null];
+  return { code, stdout, stderr };
+}
+
+/**
+ * The command's own run function in this process (what the bin calls, without the process around it): for
+ * the many error cases, which would otherwise each start a process. Same arguments and result as `runCli`.
+ */
+export async function runCliInProcess(args: string[], env: Record<string, string> = {}): Promise<CliRun> {
+  let stdout = '';
+  let stderr = '';
+  const code = await runCommand(args, { PATH: process.env.PATH ?? '', ...env }, root, {
+    stdout: (text) => {
+      stdout += text;
+    },
+    stderr: (text) => {
+      stderr += text;
+    },
+    tty: false,
+    interrupted: new Promise<void>(() => {}),
+  });
   return { code, stdout, stderr };
 }
 
