@@ -253,6 +253,20 @@ describe('the manual: README.md and docs/*.md', function () {
     expect(missing, 'exports no page of the manual names').to.deep.equal([]);
   });
 
+  it("shows bench/RESULTS.md's one-line-per-library table as the run wrote it", () => {
+    const results = readFileSync(join(root, 'bench', 'RESULTS.md'), 'utf8');
+    const readme = readFileSync(join(root, 'README.md'), 'utf8');
+    const from = results.indexOf('### One line per library');
+    expect(from, 'bench/RESULTS.md has the summary table').to.be.greaterThan(-1);
+    const rows: string[] = [];
+    for (const line of results.slice(from).split('\n').slice(1)) {
+      if (line.startsWith('|')) rows.push(line);
+      else if (rows.length > 0) break;
+    }
+    expect(rows.length).to.be.greaterThan(2);
+    expect(readme).to.include(rows.join('\n'));
+  });
+
   it("lists every error class's every code in the README's table of error codes", () => {
     const readme = readFileSync(join(root, 'README.md'), 'utf8');
     const table = readme.slice(
