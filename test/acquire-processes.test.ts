@@ -1,6 +1,7 @@
 // acquire across real processes on one Redis: 4 processes x 50 calls on 10 per second. Every call is
 // admitted, never more than 10 in any 1-second span of the server's admission times, and each process
-// is served first come, first served.
+// is served first come, first served; in each, a call with a 10 ms maxWait queued behind them is
+// refused long before its turn, and one aborted on the 5th admission rejects then, neither consuming.
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { createInterface } from 'node:readline';
@@ -13,7 +14,7 @@ const PROCESSES = 4;
 const CALLS = 50;
 
 describe('acquire from 4 real processes on Redis', () => {
-  it('admits all 200 calls, at most 10 in any 1 s of server time, FIFO within each process', async function () {
+  it('admits all 200 calls, at most 10 in any 1 s of server time, FIFO within each process; maxWait and abort consume nothing', async function () {
     // 200 calls at 10 a second take 20 s.
     this.timeout(120_000);
     const server = await getRedis();
@@ -33,7 +34,15 @@ describe('acquire from 4 real processes on Redis', () => {
     expect(await Promise.all(workers.map((_, i) => next(i)))).to.deep.equal(Array(PROCESSES).fill('ready'));
     for (const worker of workers) worker.stdin.end('go\n');
     const reports = await Promise.all(
-      workers.map(async (_, i) => JSON.parse(await next(i)) as { order: number[]; admittedAtMs: number[] }),
+      workers.map(
+        async (_, i) =>
+          JSON.parse(await next(i)) as {
+            order: number[];
+            admittedAtMs: number[];
+            maxWait: string;
+            abort: string;
+          },
+      ),
     );
     await Promise.all(exited);
 
@@ -41,6 +50,11 @@ describe('acquire from 4 real processes on Redis', () => {
     for (const report of reports) {
       expect(report.order, 'every call admitted, first come first served').to.deep.equal(inOrder);
       expect(report.admittedAtMs).to.have.length(CALLS);
+      expect(report.abort, 'aborted on the 5th admission').to.equal('AbortError@5');
+      // Refused without waiting its turn: before this process's share of one window was admitted.
+      const [code, admittedBefore] = report.maxWait.split('@');
+      expect(code).to.equal('ERR_RATE_LIMITED');
+      expect(Number(admittedBefore)).to.be.at.most(PACED_RULE.limit);
     }
     const times = reports.flatMap((r) => r.admittedAtMs).sort((a, b) => a - b);
     expect(times).to.have.length(PROCESSES * CALLS);

@@ -36,7 +36,7 @@ export function planSuite(harness: Harness, stores: StoreFactory): void {
       await Promise.all(limiters.splice(0).map((l) => l.close()));
     });
 
-    async function listenerFor(limit: LimitFunction) {
+    async function appFor(limit: LimitFunction) {
       const limiter = createLimiter({
         store: await stores.makeStore(Date.now),
         rules: [
@@ -44,7 +44,11 @@ export function planSuite(harness: Harness, stores: StoreFactory): void {
         ],
       });
       limiters.push(limiter);
-      return harness.build({ limiter, options: { headers: 'both' } }).listener;
+      return { limiter, listener: harness.build({ limiter, options: { headers: 'both' } }).listener };
+    }
+
+    async function listenerFor(limit: LimitFunction) {
+      return (await appFor(limit)).listener;
     }
 
     for (const kind of ['sync', 'async'] as const) {
@@ -74,6 +78,29 @@ export function planSuite(harness: Harness, stores: StoreFactory): void {
         }
       });
     }
+
+    it("an operator's override wins over the caller's plan for that key, in the headers too, until cleared", async () => {
+      const { limiter, listener } = await appFor(LIMIT_FUNCTIONS.async);
+      const get = (user: string, status: number) =>
+        request(listener).get('/echo').set('x-user', user).set('x-plan', 'pro').expect(status);
+      await limiter.override('api', 'carl', 6);
+      for (let i = 1; i <= 6; i++) {
+        const res = await get('carl', 200);
+        expect(res.headers['x-ratelimit-limit'], `#${i}`).to.equal('6');
+        expect(res.headers['x-ratelimit-remaining']).to.equal(String(6 - i));
+      }
+      const denied = await get('carl', 429);
+      expect(denied.headers['ratelimit-policy']).to.equal('"api";q=6;w=3600');
+      // Another customer on the same plan keeps the plan's limit.
+      expect((await get('dina', 200)).headers['x-ratelimit-limit']).to.equal('4');
+      // Lowered below what carl used: still denied, at the override's limit.
+      await limiter.override('api', 'carl', 1);
+      expect((await get('carl', 429)).headers['x-ratelimit-limit']).to.equal('1');
+      await limiter.override('api', 'carl', null);
+      expect((await get('carl', 429)).headers['x-ratelimit-limit']).to.equal('4');
+      // status has no request: the limit function answers for an unknown caller (the free plan here).
+      expect(await limiter.status('api', 'carl')).to.include({ limit: 2, overridden: false, count: 6 });
+    });
 
     it('a limit function that throws fails the request through the framework and consumes nothing', async () => {
       const listener = await listenerFor(LIMIT_FUNCTIONS.async);
