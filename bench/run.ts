@@ -10,6 +10,7 @@ import { runCore } from './core.js';
 import { runCost } from './cost.js';
 import { runExactness } from './exactness.js';
 import { runHttp } from './http.js';
+import { runHttpInProcess } from './http-in-process.js';
 import { runMiddleware } from './middleware.js';
 import { ratekeeperSource } from './ratekeeper.js';
 import { describeMachine, resultsMarkdown, type Section, textTable, writeText } from './report.js';
@@ -28,6 +29,7 @@ const commands = [
   'redis-cost',
   'exactness',
   'rules',
+  'http-in-process',
   'scale-out',
 ] as const;
 type Command = (typeof commands)[number];
@@ -160,6 +162,15 @@ async function main(): Promise<number> {
         (r) => {
           findings.http = r.results;
         },
+      );
+    }
+    if (command === 'http-in-process') {
+      await runScenario(
+        'http-in-process',
+        () => runHttpInProcess(config, server.port, filter, log),
+        sections,
+        findings,
+        () => {},
       );
     }
     if (wants('middleware')) {
