@@ -4,8 +4,9 @@
 //
 //   npm run bench:prometheus            (PROM_REPS=7 PROM_MS=1500; BENCH_OUT=<file> to write elsewhere)
 
+import { cpus, loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
-import { Registry } from 'prom-client';
+import { Histogram, Registry } from 'prom-client';
 import {
   createLimiter,
   type Decision,
@@ -18,12 +19,12 @@ import {
   type RequestInfo,
   type Rule,
 } from '../src/index.js';
-import { prometheusMetrics } from '../src/operators/prometheus.js';
+import { prometheusMetrics, STORE_SECONDS_BUCKETS } from '../src/operators/prometheus.js';
 import { startRedis } from '../test/support/redis.js';
 import { closeRedis, openRedis } from './contender.js';
 import { markdownTable, num, type Table, textTable } from './report.js';
 import { RESULTS_PATH, writeBlock } from './results-file.js';
-import { median, pairedRatio } from './stats.js';
+import { median, pairedRatio, spread } from './stats.js';
 
 const reps = Number(process.env.PROM_REPS ?? 7);
 const runMs = Number(process.env.PROM_MS ?? 1500);
@@ -171,12 +172,21 @@ async function hooksAlone(): Promise<string[][]> {
     client: { publish: async () => 0 },
     interval: '1h',
   });
+  const reference = new Histogram({
+    name: 'reference_seconds',
+    help: 'prom-client histogram, for comparison',
+    labelNames: ['operation'],
+    buckets: [...STORE_SECONDS_BUCKETS],
+    registers: [],
+  });
+  const labels = { operation: 'check' };
   const cases: Array<[string, () => void]> = [
     ['decision hook, 1 rule', () => hooks.decision?.(one, info)],
     ['decision hook, 3 rules', () => hooks.decision?.(three, info)],
     ['storeCall hook (histogram)', () => hooks.storeCall?.(call)],
     ['publishDecisionCounts decision hook, 1 rule', () => feedHooks.decision?.(one, info)],
     ['publishDecisionCounts decision hook, 3 rules', () => feedHooks.decision?.(three, info)],
+    ["for comparison: prom-client's Histogram.observe with a label", () => reference.observe(labels, 0.0004)],
   ];
   const rows: string[][] = [];
   for (const [name, fn] of cases) {
@@ -195,6 +205,7 @@ async function hooksAlone(): Promise<string[][]> {
 }
 
 async function main(): Promise<void> {
+  const loadAvg = loadavg()[0] as number;
   const alone = await hooksAlone();
   const server = await startRedis();
   const rows: string[][] = [];
@@ -230,6 +241,7 @@ async function main(): Promise<void> {
         num(cpuOn, 2),
         num((cpuOn - cpuOff) * 1000, 0),
         num(ratio, 3),
+        `±${num(spread(runsOff.map((r) => r.cpuUs)) * 100, 0)}% / ±${num(spread(runsOn.map((r) => r.cpuUs)) * 100, 0)}%`,
       ]);
       process.stdout.write(`  ${scenario.name}: ${num(cpuOff, 2)} -> ${num(cpuOn, 2)} µs CPU per decision\n`);
     }
@@ -246,11 +258,13 @@ async function main(): Promise<void> {
       'CPU µs/decision with',
       'added ns/decision',
       'CPU ratio with/without',
+      'run-to-run spread without / with',
     ],
     rows,
     notes: [
       `Medians of ${reps} interleaved runs of ${runMs} ms (without, with, without, with ...), one process; CPU is this ` +
-        "process's user + system time (the Redis server's not counted), the ratio the median of per-run ratios. " +
+        "process's user + system time (the Redis server's not counted), the ratio the median of per-run ratios; " +
+        'the spread is half the range of the runs over their median: a difference smaller than it is noise. ' +
         'With metrics, each decision adds one count per rule to a plain array (flushed into prom-client at each ' +
         'scrape); each shared-store call is observed in the histogram.',
     ],
@@ -262,9 +276,9 @@ async function main(): Promise<void> {
     notes: [
       `Each hook called 1,000,000 times in a loop, median of ${reps} runs: the work metrics add to a decision ` +
         "and to a Redis call, without the decision's own cost and noise (publishDecisionCounts: the " +
-        "counting `watch`'s feed adds, plus one PUBLISH per interval). For comparison, prom-client's " +
-        'Histogram.observe with a label costs about 1,200 ns here (hashing the labels each time), hence the ' +
-        "store-call histogram's own bucket counts, read through the registry as any histogram.",
+        "counting `watch`'s feed adds, plus one PUBLISH per interval). The last row is why the store-call " +
+        "histogram keeps its own bucket counts (read through the registry as any histogram): prom-client's " +
+        'observe hashes the labels on every call.',
     ],
   };
   process.stdout.write(`${textTable(table)}\n${textTable(hooksTable)}\n`);
@@ -272,7 +286,8 @@ async function main(): Promise<void> {
     '## prometheusMetrics cost (ops)',
     '',
     `Measured ${new Date().toISOString().slice(0, 10)} with \`npm run bench:prometheus\` (bench/prometheus.ts), on this ` +
-      'machine (shared by other work: read the ratio more than the absolute figures).',
+      `machine (${cpus().length} cores shared by other work, load average ${num(loadAvg, 1)} at the start: read the ` +
+      'ratio and the spread more than the absolute figures).',
     '',
     markdownTable(table),
     '',
