@@ -210,6 +210,24 @@ describe('ratekeeper command line', function () {
     }
   });
 
+  it('watch ends with the cause when Redis goes away (exit status 1), not with a view of zeros', async () => {
+    const own = await startRedis();
+    const watch = startCli(['watch', '--json', '--interval', '50ms', '--prefix', newPrefix(), ...RULES], {
+      REDIS_URL: own.url,
+    });
+    try {
+      await watch.line((line) => JSON.parse(line).publishers === 0);
+      await own.stop();
+      expect(await watch.exited, 'exit status').to.equal(1);
+      expect(watch.errors()).to.match(
+        /^ratekeeper: lost the connection to Redis \(127\.0\.0\.1:\d+\); watch stopped\n$/,
+      );
+    } finally {
+      await watch.interrupt();
+      await own.stop();
+    }
+  });
+
   it('watch --once without a publishing app says so, and lists the rules at zero', async () => {
     const run = await runCli(['watch', '--once', '--interval', '50ms', '--prefix', newPrefix(), ...RULES], {
       REDIS_URL: server.url,

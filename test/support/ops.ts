@@ -103,6 +103,10 @@ export interface CliSession {
   line(accept: (line: string) => boolean, ms?: number): Promise<string>;
   /** Everything written to stdout so far. */
   readonly output: () => string;
+  /** Everything written to stderr so far. */
+  readonly errors: () => string;
+  /** Resolves to the exit status once the command has ended by itself. */
+  readonly exited: Promise<number | null>;
   /** SIGINT (Ctrl-C); resolves to the exit status. */
   interrupt(): Promise<number | null>;
 }
@@ -145,6 +149,8 @@ export function startCli(args: string[], env: Record<string, string> = {}, tty =
   return {
     child,
     output: () => output,
+    errors: () => stderr,
+    exited,
     async line(accept, ms = 15_000) {
       const deadline = Date.now() + ms;
       for (;;) {

@@ -52,8 +52,19 @@ export async function watch(targets: Targets, args: CliArgs, out: Output): Promi
   }
   // Rules the module names are shown from the start, at zero.
   const known = only.length > 0 ? only : [...targets.names];
+  // The command line's connection does not reconnect: a lost Redis ends watch with the cause, not a view of zeros.
+  const lost = new Promise<never>((_, reject) => {
+    redis.once('end', () =>
+      reject(
+        new OperatorError(
+          `lost the connection to Redis (${redis.options.host}:${redis.options.port}); watch stopped`,
+        ),
+      ),
+    );
+  });
+  lost.catch(() => {}); // the loop below is what reports it
   for (;;) {
-    await new Promise((resolve) => setTimeout(resolve, args.intervalMs));
+    await Promise.race([new Promise((resolve) => setTimeout(resolve, args.intervalMs)), lost]);
     const view = feed.view(Date.now(), args.windowMs, known, only);
     if (out.json) out.value(view);
     else render(view, args, out);
