@@ -253,6 +253,13 @@ describe('the manual: README.md and docs/*.md', function () {
     expect(missing, 'exports no page of the manual names').to.deep.equal([]);
   });
 
+  it("links every docs/ page from the README's table of contents of docs/", () => {
+    const readme = readFileSync(join(root, 'README.md'), 'utf8');
+    const toc = readme.slice(readme.indexOf('## The manual: docs/'), readme.indexOf('## Error codes'));
+    const pages = readdirSync(join(root, 'docs')).filter((f) => f.endsWith('.md'));
+    expect(pages.filter((f) => !toc.includes(`](docs/${f})`))).to.deep.equal([]);
+  });
+
   it("shows bench/RESULTS.md's one-line-per-library table as the run wrote it", () => {
     const results = readFileSync(join(root, 'bench', 'RESULTS.md'), 'utf8');
     const readme = readFileSync(join(root, 'README.md'), 'utf8');
