@@ -4,7 +4,7 @@ import { type ExpressRateLimitOptions, rateLimit } from '../adapters/express.js'
 import { createExpressApp } from '../examples/express-app.js';
 import { exampleSuite, type Harness, httpSuite, type SuiteOptions } from './http-suite.js';
 import { planSuite } from './plans-suite.js';
-import { nodeRedisStores } from './support/clients.js';
+import { nodeRedisClusterStores, nodeRedisStores } from './support/clients.js';
 import { memoryStores, redisStores } from './support/stores.js';
 
 function expressOptions(o: SuiteOptions = {}): ExpressRateLimitOptions {
@@ -66,7 +66,7 @@ export const expressHarness: Harness = {
   },
 };
 
-for (const stores of [memoryStores, redisStores, nodeRedisStores]) {
+for (const stores of [memoryStores, redisStores, nodeRedisStores, nodeRedisClusterStores]) {
   httpSuite(expressHarness, stores);
   exampleSuite(expressHarness, stores);
   planSuite(expressHarness, stores);

@@ -4,6 +4,7 @@
 import { randomBytes } from 'node:crypto';
 import { expect } from 'chai';
 import { Redis } from 'ioredis';
+import { Valkey } from 'iovalkey';
 import { createClient } from 'redis';
 import { createLimiter, type Limiter, RateLimitConfigError, RedisStore, type Rule } from '../src/index.js';
 import { resetChannel } from '../src/stores/redis-protocol.js';
@@ -24,6 +25,7 @@ import {
   type RedisCluster,
   type RedisServer,
   startCluster,
+  startProxy,
   startRedis,
   startSentinel,
   withConnection,
@@ -194,6 +196,39 @@ describe('RedisStore through node-redis (the redis package)', function () {
       );
     });
 
+    it("never leaves a decision in node-redis's offline queue, even with the queue on (its default)", async () => {
+      // Through a proxy that goes away: reconnections are refused, retried only after a minute.
+      const proxy = await startProxy(server);
+      const queued = createClient({
+        socket: { host: proxy.host, port: proxy.port, reconnectStrategy: () => 60_000 },
+      });
+      queued.on('error', () => {});
+      await queued.connect();
+      const events: string[] = [];
+      const limiter = createLimiter({
+        store: new RedisStore({ client: queued, prefix: prefix() }),
+        rules: RULES,
+        // A queued call would hold its decision this long: past the test's timeout.
+        storeTimeout: 120_000,
+      });
+      limiter.on('storeError', ({ error }) => events.push(error.message));
+      try {
+        expect((await limiter.consume('api', 'k')).remaining, 'Redis decides').to.equal(2);
+        await proxy.stop();
+        await until('disconnected', () => !queued.isReady);
+        const decisions = [];
+        for (let i = 0; i < 3; i++) decisions.push(await limiter.consume('api', 'k'));
+        // The insurance store answers at once, counting on its own.
+        expect(decisions.map((d) => d.remaining)).to.deep.equal([2, 1, 0]);
+        expect(events, 'then the store is skipped for storeRetryInterval').to.have.length(1);
+        expect(events[0]).to.include('(the node-redis client is not connected');
+        expect((await limiter.health()).state).to.equal('down');
+      } finally {
+        await limiter.close();
+        queued.destroy();
+      }
+    });
+
     it('keeps deciding after the server restarts (empty script cache), and health() says ok again', async () => {
       const limiter = createLimiter({
         store: new RedisStore({ client, prefix: 'restart' }),
@@ -264,18 +299,25 @@ describe('RedisStore through node-redis (the redis package)', function () {
     });
   });
 
-  it('Sentinel: createSentinel finds the master and decides', async function () {
+  it('Sentinel: createSentinel (and an iovalkey client given the sentinels) finds the master and decides', async function () {
     this.timeout(60_000);
     const sentinel = await startSentinel();
     const client = await nodeRedisSentinel(sentinel.sentinels, sentinel.masterName);
-    const limiter = createLimiter({ store: new RedisStore({ client, prefix: prefix() }), rules: RULES });
+    const valkey = new Valkey({ sentinels: sentinel.sentinels, name: sentinel.masterName });
+    valkey.on('error', () => {});
+    const on = prefix();
+    const limiter = createLimiter({ store: new RedisStore({ client, prefix: on }), rules: RULES });
+    const viaValkey = createLimiter({ store: new RedisStore({ client: valkey, prefix: on }), rules: RULES });
     try {
       expect((await limiter.consume('api', 'k')).remaining).to.equal(2);
       expect((await limiter.status('api', 'k')).count).to.equal(1);
       expect((await limiter.health()).state).to.equal('ok');
+      expect((await viaValkey.consume('api', 'k')).remaining, 'the same master').to.equal(1);
     } finally {
       await limiter.close();
+      await viaValkey.close();
       await client.close();
+      valkey.disconnect();
       await sentinel.stop();
     }
   });

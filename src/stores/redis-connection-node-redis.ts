@@ -62,19 +62,37 @@ function closedError(): Error {
   );
 }
 
-/** What every node-redis kind shares: faults named by their cause, replies decoded, a closed client said. */
+/** Between a lost connection and the next: node-redis would queue the command (unless disableOfflineQueue). */
+function offlineError(): Error {
+  return new Error('the node-redis client is not connected (connecting or reconnecting)');
+}
+
+/** Whether a node-redis client, Cluster or Sentinel can send now. */
+interface Readiness {
+  readonly isOpen: boolean;
+  readonly isReady?: boolean;
+}
+
+/**
+ * What every node-redis kind shares: faults named by their cause, replies decoded, a closed client said,
+ * and no command queued while disconnected, whatever `disableOfflineQueue` says: a decision fails at
+ * once into the failure policy instead of waiting in node-redis's queue (and running when Redis is
+ * back, counting a request the policy already answered).
+ */
 abstract class NodeRedisConnection implements RedisConnection {
   abstract readonly cluster: boolean;
   protected readonly faults: ConnectionFaults;
-  readonly #client: { readonly isOpen: boolean };
+  readonly #client: Readiness;
 
-  constructor(client: ClientEvents & { readonly isOpen: boolean }, errors: string[], ready: string[]) {
+  constructor(client: ClientEvents & Readiness, errors: string[], ready: string[]) {
     this.#client = client;
     this.faults = ConnectionFaults.of(client, errors, ready);
   }
 
   send(command: string, args: readonly string[], routingKey?: string): Promise<unknown> {
-    if (!this.#client.isOpen) return Promise.reject(this.faults.explain(closedError()));
+    const client = this.#client;
+    if (!client.isOpen) return Promise.reject(this.faults.explain(closedError()));
+    if (client.isReady === false) return Promise.reject(this.faults.explain(offlineError()));
     const argv = [command, ...args];
     return this.faults.guard(this.sendArgs(argv, routingKey)).then((reply) => resp2(reply, argv));
   }

@@ -7,7 +7,7 @@ import { createClient, createCluster, createSentinel } from 'redis';
 import { createClient as createClient5, createCluster as createCluster5 } from 'redis5';
 import { RedisStore } from '../../src/index.js';
 import { RECOMMENDED_CLUSTER_OPTIONS, RECOMMENDED_REDIS_OPTIONS } from '../fixtures/redis-options.js';
-import { getRedis, type NodeAddress } from './redis.js';
+import { getRedis, type NodeAddress, startCluster } from './redis.js';
 import type { StoreFactory } from './stores.js';
 
 /** Any client RedisStore takes. */
@@ -167,3 +167,18 @@ export function storesThrough(
 
 /** RedisStore through node-redis 6 on the shared test server: the HTTP suites' third store. */
 export const nodeRedisStores = storesThrough(NODE_REDIS_6, getRedis);
+
+let sharedCluster: Promise<AnyClient> | undefined;
+
+/** RedisStore through node-redis 6 on a 3-master Cluster started on first use (killed when the tests exit). */
+export const nodeRedisClusterStores: StoreFactory = {
+  name: 'redis Cluster through node-redis 6',
+  async makeStore(clock) {
+    sharedCluster ??= startCluster().then((cluster) => NODE_REDIS_6.cluster(cluster.nodes));
+    return new RedisStore({
+      client: await sharedCluster,
+      prefix: `rkn${randomBytes(5).toString('hex')}`,
+      clock,
+    });
+  },
+};
