@@ -73,7 +73,7 @@ class BenchModule {}
 Reflect.decorate([Module({ controllers: [BenchController] })], BenchModule);
 
 /** A Node request listener called on a request built in memory; resolves with the status it ends with. */
-function inProcess(listener: RequestListener, keyHeader: string): (key: string) => Promise<number> {
+export function inProcess(listener: RequestListener, keyHeader: string): (key: string) => Promise<number> {
   const socket = new Socket();
   Object.defineProperty(socket, 'remoteAddress', { value: '127.0.0.1' });
   return (key) =>

@@ -58,7 +58,7 @@ function fabricate(): { req: IncomingMessage; res: ServerResponse } {
  * Each lane reuses its own request and response objects (building them costs more than some
  * middlewares, and would bury their figures in allocation noise); Koa gets a fresh context each time.
  */
-type Runner = () => (key: string) => Promise<void>;
+export type Runner = () => (key: string) => Promise<void>;
 
 function expressRunner(middleware: RequestHandler): Runner {
   const app = express();
@@ -100,7 +100,7 @@ function koaRunner(middleware: Middleware): Runner {
 }
 
 /** A whole app answering in process: each request must be admitted (2xx). */
-function injectRunner(inject: (key: string) => Promise<number>): Runner {
+export function injectRunner(inject: (key: string) => Promise<number>): Runner {
   return () => async (key) => {
     const status = await inject(key);
     if (status >= 300) throw new Error(`answered ${status} instead of admitting the request`);
@@ -108,7 +108,7 @@ function injectRunner(inject: (key: string) => Promise<number>): Runner {
 }
 
 /** CPU µs per request over `count` requests, `concurrency` in flight. */
-async function measure(runner: Runner, keys: readonly string[], count: number): Promise<number> {
+export async function measure(runner: Runner, keys: readonly string[], count: number): Promise<number> {
   let issued = 0;
   const lane = async () => {
     const run = runner();
