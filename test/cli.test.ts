@@ -76,7 +76,7 @@ describe('ratekeeper command line', function () {
     );
     const dave = await cli(prefix, 'status', 'login', 'dave');
     expect(dave.stdout).to.match(
-      /count {4}1 of 2, 1 remaining, back to full in \d+s\n {2}locked {3}no, level 0\n/,
+      /count {4}1 of 2, 1 remaining, back to full in \d+[hms](?: \d+[hms])*\n {2}locked {3}no, level 0\n/,
     );
 
     const locked = await cli(prefix, 'locked', 'login');
@@ -142,7 +142,7 @@ describe('ratekeeper command line', function () {
     expect(JSON.parse(viaLimiter.stdout).map((l: { key: string }) => l.key)).to.deep.equal(['frank']);
     const listed = await runCli(['rules'], env);
     expect(listed.stdout.split('\n')[1]).to.match(
-      /^login +2 per 1m \(fixed window\) +15m, x2 each time up to 1d +enforce +POST \/login$/,
+      /^login +2 per 1h \(fixed window\) +15m, x2 each time up to 1d +enforce +POST \/login$/,
     );
   });
 

@@ -87,7 +87,7 @@ describe('operator console', () => {
     expect(page.headers).to.include({ 'cache-control': 'no-store', 'referrer-policy': 'same-origin' });
     expect(page.text).not.to.match(/<script|src="http|href="http|<link/);
     expect(page.text).to.include(
-      '<td>login</td><td>2 per 1m (fixed window)</td><td>15m, x2 each time up to 1d</td>',
+      '<td>login</td><td>2 per 1h (fixed window)</td><td>15m, x2 each time up to 1d</td>',
     );
   });
 
