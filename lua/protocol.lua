@@ -41,6 +41,8 @@ local function readOps(ARGV, at)
       type = windowType,
       limit = ARGV[b + 1] + 0,
       sizeMs = ARGV[b + 2] + 0,
+      -- As sent, for the TTL of a window that starts now (fixed.lua): see costText.
+      sizeMsText = ARGV[b + 2],
       buckets = ARGV[b + 3] + 0,
       burst = ARGV[b + 4] + 0,
       dryRun = flags == '1',
