@@ -297,6 +297,26 @@ describe('RedisStore through node-redis (the redis package)', function () {
         await listener.close();
       }
     });
+
+    it('12 stores on one Cluster client all hear a reset, with one event listener for them all (no MaxListeners warning)', async () => {
+      const on = prefix();
+      const warnings: Error[] = [];
+      const onWarning = (warning: Error) => warnings.push(warning);
+      process.on('warning', onWarning);
+      const stores = Array.from({ length: 12 }, () => new RedisStore({ client, prefix: on }));
+      const heard = new Set<number>();
+      try {
+        stores.forEach((store, i) => store.onReset((rule) => rule === 'api' && heard.add(i)));
+        const counts = () => Promise.all(cluster.nodes.map((node) => subscribers(node, on)));
+        await until('subscribed', async () => (await counts()).reduce((a, b) => a + b, 0) >= 1);
+        await (stores[0] as RedisStore).reset({ name: 'api' } as Parameters<RedisStore['reset']>[0], 'k');
+        await until('heard by all', () => heard.size === 12);
+      } finally {
+        for (const store of stores) await store.close();
+        process.off('warning', onWarning);
+      }
+      expect(warnings.filter((w) => w.name === 'MaxListenersExceededWarning')).to.deep.equal([]);
+    });
   });
 
   it('Sentinel: createSentinel (and an iovalkey client given the sentinels) finds the master and decides', async function () {

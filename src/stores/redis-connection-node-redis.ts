@@ -187,36 +187,16 @@ class NodeRedisClusterConnection extends NodeRedisConnection {
     // node it chose goes away. Any node ready again after the subscription may have been that one:
     // the caller hears a resubscription, which costs it no more than forgetting its caches.
     const cluster = this.#client;
-    const listener = (message: string) => onMessage(String(message));
-    let subscribed = false;
-    let closed = false;
-    const nodeReady = () => {
-      if (subscribed) onResubscribed();
-    };
-    cluster.on('node-ready', nodeReady);
-    const subscribe = () => {
-      if (closed) return;
-      cluster.subscribe(channel, listener).then(
-        () => {
-          subscribed = true;
-        },
-        // Not ready yet (or a node gone): tried again once a node is ready.
-        () => cluster.on('node-ready', once),
-      );
-    };
-    const once = () => {
-      cluster.off?.('node-ready', once);
-      if (!subscribed) subscribe();
-    };
-    subscribe();
-    return {
-      close: () => {
-        closed = true;
-        cluster.off?.('node-ready', nodeReady);
-        cluster.off?.('node-ready', once);
-        if (subscribed && cluster.isOpen) cluster.unsubscribe(channel, listener).catch(() => {});
-      },
-    };
+    return subscription(
+      (listener) => cluster.subscribe(channel, listener),
+      (listener) => (cluster.isOpen ? cluster.unsubscribe(channel, listener) : Promise.resolve()),
+      onMessage,
+      [
+        // A subscription refused (not ready yet, a node gone) is tried again once a node is ready.
+        { hub: EventHub.of(cluster, 'node-ready'), retry: true, resubscribed: () => true },
+      ],
+      onResubscribed,
+    );
   }
 }
 
@@ -238,33 +218,104 @@ class NodeRedisSentinelConnection extends NodeRedisConnection {
     // The Sentinel client subscribes on a connection of its own and moves it to a new master after a
     // failover, subscriptions included: messages published meanwhile were missed.
     const sentinel = this.#client;
-    const listener = (message: string) => onMessage(String(message));
-    let subscribed = false;
-    const topologyChange = (event: { type?: string }) => {
-      if (subscribed && event?.type === 'MASTER_CHANGE') onResubscribed();
-    };
-    sentinel.on('topology-change', topologyChange);
-    const subscribe = () => {
-      sentinel.subscribe(channel, listener).then(
-        () => {
-          subscribed = true;
+    return subscription(
+      (listener) => sentinel.subscribe(channel, listener),
+      (listener) => (sentinel.isOpen ? sentinel.unsubscribe(channel, listener) : Promise.resolve()),
+      onMessage,
+      [
+        { hub: EventHub.of(sentinel, 'ready'), retry: true, resubscribed: () => false },
+        {
+          hub: EventHub.of(sentinel, 'topology-change'),
+          retry: false,
+          resubscribed: (event) => (event as { type?: unknown } | undefined)?.type === 'MASTER_CHANGE',
         },
-        () => sentinel.on('ready', once),
-      );
-    };
-    const once = () => {
-      sentinel.off?.('ready', once);
-      if (!subscribed) subscribe();
-    };
-    subscribe();
-    return {
-      close: () => {
-        sentinel.off?.('topology-change', topologyChange);
-        sentinel.off?.('ready', once);
-        if (subscribed && sentinel.isOpen) sentinel.unsubscribe(channel, listener).catch(() => {});
-      },
-    };
+      ],
+      onResubscribed,
+    );
   }
+}
+
+/** An event of a client heard through one listener, however many subscriptions of its stores wait on it. */
+class EventHub {
+  readonly #callbacks = new Set<(event: unknown) => void>();
+
+  static of(client: ClientEvents, event: string): EventHub {
+    let hubs = eventHubs.get(client);
+    if (hubs === undefined) {
+      hubs = new Map();
+      eventHubs.set(client, hubs);
+    }
+    let hub = hubs.get(event);
+    if (hub === undefined) {
+      const created = new EventHub();
+      client.on(event, (arg: never) => {
+        for (const callback of created.#callbacks) callback(arg);
+      });
+      hubs.set(event, created);
+      hub = created;
+    }
+    return hub;
+  }
+
+  /** Calls `callback` on each event until the returned function is called. */
+  add(callback: (event: unknown) => void): () => void {
+    this.#callbacks.add(callback);
+    return () => this.#callbacks.delete(callback);
+  }
+}
+
+const eventHubs = new WeakMap<object, Map<string, EventHub>>();
+
+interface Watch {
+  hub: EventHub;
+  /** Whether this event is the moment to try a subscription that failed again. */
+  retry: boolean;
+  /** Whether this event means the subscription was made again (messages may have been missed). */
+  resubscribed: (event: unknown) => boolean;
+}
+
+/**
+ * A subscription through a node-redis Cluster's or Sentinel's own subscriber: made now, made again on
+ * a `retry` event while it failed, `onResubscribed` on a `resubscribed` event once made; undone on close,
+ * also when it is made after the close.
+ */
+function subscription(
+  subscribe: (listener: Listener) => Promise<unknown>,
+  unsubscribe: (listener: Listener) => Promise<unknown>,
+  onMessage: Listener,
+  watches: Watch[],
+  onResubscribed: () => void,
+): RedisSubscription {
+  const listener = (message: string) => onMessage(String(message));
+  let state: 'none' | 'pending' | 'subscribed' = 'none';
+  let closed = false;
+  const attempt = () => {
+    state = 'pending';
+    subscribe(listener).then(
+      () => {
+        state = 'subscribed';
+        if (closed) unsubscribe(listener).catch(() => {});
+      },
+      () => {
+        state = 'none';
+      },
+    );
+  };
+  const removals = watches.map(({ hub, retry, resubscribed }) =>
+    hub.add((event) => {
+      if (closed) return;
+      if (state === 'subscribed' && resubscribed(event)) onResubscribed();
+      else if (state === 'none' && retry) attempt();
+    }),
+  );
+  attempt();
+  return {
+    close: () => {
+      closed = true;
+      for (const remove of removals) remove();
+      if (state === 'subscribed') unsubscribe(listener).catch(() => {});
+    },
+  };
 }
 
 function closeQuietly(client: NodeRedisClient): void {
