@@ -306,7 +306,11 @@ describe('RedisStore through node-redis (the redis package)', function () {
       const stores = Array.from({ length: 12 }, () => new RedisStore({ client, prefix: on }));
       const heard = new Set<number>();
       try {
-        stores.forEach((store, i) => store.onReset((rule) => rule === 'api' && heard.add(i)));
+        stores.forEach((store, i) => {
+          store.onReset((rule) => {
+            if (rule === 'api') heard.add(i);
+          });
+        });
         const counts = () => Promise.all(cluster.nodes.map((node) => subscribers(node, on)));
         await until('subscribed', async () => (await counts()).reduce((a, b) => a + b, 0) >= 1);
         await (stores[0] as RedisStore).reset({ name: 'api' } as Parameters<RedisStore['reset']>[0], 'k');
