@@ -1,6 +1,7 @@
 // What the HTTP adapters share: options, the limiter they run, the denial body, outcome judging, and the
 // protections every adapter applies (a client already gone, redirects as unknown outcomes, wiring warnings).
 
+import { assertKnownFields, fieldsOf } from '../src/config/known-fields.js';
 import { ADAPTER_DEFAULTS } from '../src/defaults.js';
 import { describe as describeValue } from '../src/errors.js';
 import { createHeaderFormatter } from '../src/headers.js';
@@ -13,7 +14,6 @@ import {
   type ResetFormat,
   type Rule,
 } from '../src/index.js';
-import { assertKnownFields, fieldsOf } from '../src/known-fields.js';
 import { REDIRECT_OUTCOME_WARNING, SPOOFABLE_IP_WARNING, warnOnce } from '../src/warnings.js';
 import { createWiringCheck, type WiringCheck } from './wiring.js';
 

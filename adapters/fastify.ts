@@ -1,9 +1,9 @@
 // Fastify plugin: a hook on every route of the instance, request to RequestInfo, decision to headers or a 429, outcome in onResponse.
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
+import { assertKnownFields, fieldsOf } from '../src/config/known-fields.js';
 import { describe } from '../src/errors.js';
 import { createLimiter, type Decision, type Limiter, RateLimitConfigError, type Rule } from '../src/index.js';
-import { assertKnownFields, fieldsOf } from '../src/known-fields.js';
 import { RATE_LIMIT_OPTION_FIELDS, type RateLimitOptions, type Setup, setup } from './common.js';
 import { decider, reporter, type Slots } from './fastify-hook.js';
 

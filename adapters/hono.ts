@@ -2,9 +2,9 @@
 import type { Context, MiddlewareHandler } from 'hono';
 import type { GetConnInfo } from 'hono/conninfo';
 import type { ContentfulStatusCode, StatusCode } from 'hono/utils/http-status';
+import { fieldsOf } from '../src/config/known-fields.js';
 import { LIST_FIELDS } from '../src/headers.js';
 import type { Decision, Limiter, Rule } from '../src/index.js';
-import { fieldsOf } from '../src/known-fields.js';
 import { clientGone, type RateLimitOptions, setup } from './common.js';
 import {
   compileTrust,

@@ -2,7 +2,7 @@
 // (The recipes' figures are their own public constants, LOGIN_DEFAULTS and VERIFICATION_CODE_DEFAULTS.)
 import type { Decision } from './types.js';
 
-/** Defaults of a rule's optional fields (see `Rule`), filled in by rules.ts. */
+/** Defaults of a rule's optional fields (see `Rule`), filled in by rules/compile.ts. */
 export const RULE_DEFAULTS = {
   cost: 1,
   countOn: 'all',

@@ -1,6 +1,7 @@
 // ratekeeper: the public entry point.
 
-export type { AcquireOptions, OverrideOptions, WrapOptions } from './call-options.js';
+export type { AcquireOptions, OverrideOptions, WrapOptions } from './calls/options.js';
+export { limited } from './calls/wrap.js';
 export type { ConfigErrorCode, RequestErrorCode } from './errors.js';
 export {
   RateLimitConfigError,
@@ -10,24 +11,24 @@ export {
 } from './errors.js';
 export type { HeaderOptions, HeadersMode, ResetFormat } from './headers.js';
 export { formatHeaders } from './headers.js';
-export { ipKey } from './ip.js';
 export {
   MAX_KEY_LENGTH,
   normalizeIdentity,
   OVERSIZED_KEY,
   UNRESOLVED_IP_KEY,
-} from './keys.js';
-export { createLimiter, Limiter } from './limiter.js';
+} from './keys/extractors.js';
+export { ipKey } from './keys/ip.js';
 export type {
   LimitedEvent,
   LimiterEvents,
   LockoutEvent,
   StoreErrorEvent,
   UnlockEvent,
-} from './limiter-events.js';
-export type { LimiterOptions } from './limiter-options.js';
-export { DIRECT_REQUEST } from './limits.js';
-export type { DecisionInfo, DecisionSource, LimiterObserver, StoreCallInfo } from './observers.js';
+} from './limiter/events.js';
+export { createLimiter, Limiter } from './limiter/limiter.js';
+export type { DecisionInfo, DecisionSource, LimiterObserver, StoreCallInfo } from './limiter/observers.js';
+export type { LimiterOptions } from './limiter/options.js';
+export type { StoreHealth } from './limiter/store-health.js';
 export type {
   DecisionCountsFeed,
   DecisionCountsMessage,
@@ -43,7 +44,7 @@ export {
   VERIFICATION_CODE_DEFAULTS,
   verificationCodeRules,
 } from './recipes/index.js';
-export type { StoreHealth } from './store-health.js';
+export { DIRECT_REQUEST } from './rules/limits.js';
 export type { MemoryStoreOptions } from './stores/memory-store.js';
 export { MemoryStore } from './stores/memory-store.js';
 export type { RedisStoreOptions } from './stores/redis-store.js';
@@ -68,4 +69,3 @@ export {
   UNPARSED_BODY_WARNING,
   UNRESOLVED_IP_WARNING,
 } from './warnings.js';
-export { limited } from './wrap.js';

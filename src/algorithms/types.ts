@@ -2,7 +2,7 @@
 // The stores import these from here (src/stores/store.ts re-exports them); the math imports no store.
 import type { WindowType } from '../types.js';
 
-/** A rule as the algorithms and stores see it: normalized, durations in ms, defaults filled in (see rules.ts). */
+/** A rule as the algorithms and stores see it: normalized, durations in ms, defaults filled in (see rules/compile.ts). */
 export interface StoreRule {
   readonly name: string;
   readonly type: WindowType;

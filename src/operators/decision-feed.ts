@@ -1,12 +1,12 @@
 // The decision feed `npx ratekeeper watch` reads: each app process counts its decisions per rule and result, and
 // publishes the counts on a Redis channel once a second. Counts only: no key, no request data.
 import { hostname } from 'node:os';
+import { assertKnownFields, fieldsOf } from '../config/known-fields.js';
 import { OPERATOR_DEFAULTS, REDIS_STORE_DEFAULTS } from '../defaults.js';
-import { parseDuration } from '../duration.js';
 import { describe, RateLimitConfigError } from '../errors.js';
-import { assertKnownFields, fieldsOf } from '../known-fields.js';
-import type { Limiter } from '../limiter.js';
-import type { DecisionInfo, DecisionSource } from '../observers.js';
+import type { Limiter } from '../limiter/limiter.js';
+import type { DecisionInfo, DecisionSource } from '../limiter/observers.js';
+import { parseDuration } from '../rules/duration.js';
 import type { Decision, Duration } from '../types.js';
 
 /** What publishes: an ioredis `Redis` or `Cluster` (or any client with this method, node-redis included). */

@@ -1,5 +1,5 @@
 // Plain-words descriptions of rules and durations, shared by the command line and the web console.
-import { parseDuration } from '../duration.js';
+import { parseDuration } from '../rules/duration.js';
 import type { LockoutSpec, MatchSpec, Rule, WindowSpec } from '../types.js';
 
 /** A rule as an operator reads it: every field a short string, none of them the request's data. */

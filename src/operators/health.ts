@@ -1,5 +1,5 @@
 // The shared store's health for operator views (contract 4: `limiter.health()`), where the limiter has it.
-import type { Limiter } from '../limiter.js';
+import type { Limiter } from '../limiter/limiter.js';
 
 /** What `limiter.health()` answers. */
 export interface StoreHealthView {

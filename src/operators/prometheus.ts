@@ -1,9 +1,9 @@
 // ratekeeper/prometheus: a limiter's decisions, shared-store calls, store errors and lockouts as prom-client metrics.
 import { Counter, register as globalRegistry, type Metric, type Registry } from 'prom-client';
+import { assertKnownFields, fieldsOf } from '../config/known-fields.js';
 import { describe, RateLimitConfigError } from '../errors.js';
-import { assertKnownFields, fieldsOf } from '../known-fields.js';
-import type { Limiter } from '../limiter.js';
-import type { DecisionInfo, DecisionSource, StoreCallInfo } from '../observers.js';
+import type { Limiter } from '../limiter/limiter.js';
+import type { DecisionInfo, DecisionSource, StoreCallInfo } from '../limiter/observers.js';
 import type { Decision, RuleResult } from '../types.js';
 
 export interface PrometheusMetricsOptions {

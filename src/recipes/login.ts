@@ -1,8 +1,9 @@
 // Login recipe: the four rules that throttle password guessing per OWASP and NIST SP 800-63B §5.2.2.
+
+import { assertKnownFields, fieldsOf } from '../config/known-fields.js';
 import { LIMITER_DEFAULTS } from '../defaults.js';
 import { describe, RateLimitConfigError } from '../errors.js';
-import { createExtractor, normalizeIdentity } from '../keys.js';
-import { assertKnownFields, fieldsOf } from '../known-fields.js';
+import { createExtractor, normalizeIdentity } from '../keys/extractors.js';
 import type { Duration, KeyExtractor, LockoutSpec, MatchSpec, RequestInfo, Rule } from '../types.js';
 
 /** Options of `loginRules`. Every figure has a default; the rule names are `<prefix>-pair` and so on. */

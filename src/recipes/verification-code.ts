@@ -1,7 +1,8 @@
 // Verification-code recipe: limits on sending SMS or e-mail codes, per destination, per IP and overall.
+
+import { assertKnownFields, fieldsOf } from '../config/known-fields.js';
 import { describe, RateLimitConfigError } from '../errors.js';
-import { nfkc } from '../key-material.js';
-import { assertKnownFields, fieldsOf } from '../known-fields.js';
+import { nfkc } from '../keys/material.js';
 import type { KeyExtractor, MatchSpec, Rule } from '../types.js';
 import { definedOnly } from './login.js';
 

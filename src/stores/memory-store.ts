@@ -1,8 +1,8 @@
 // The embedded store: one process, bounded, the default. Mirrors lua/check.lua step for step.
 import { algorithms, verdict } from '../algorithms/index.js';
+import { assertKnownFields } from '../config/known-fields.js';
 import { MEMORY_STORE_DEFAULTS } from '../defaults.js';
 import { RateLimitConfigError } from '../errors.js';
-import { assertKnownFields } from '../known-fields.js';
 import type { LockInfo } from '../types.js';
 import { MEMORY_STORE_FULL_WARNING, warnOnce } from '../warnings.js';
 import { type Entry, EvictionQueues } from './memory-eviction.js';

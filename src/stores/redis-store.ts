@@ -1,7 +1,8 @@
 // The Redis store: limits shared by every process through Redis (standalone, Sentinel or Cluster), decided in Lua.
+
+import { assertKnownFields } from '../config/known-fields.js';
 import { REDIS_STORE_DEFAULTS } from '../defaults.js';
 import { RateLimitConfigError } from '../errors.js';
-import { assertKnownFields } from '../known-fields.js';
 import type { LockInfo } from '../types.js';
 import { Batcher } from './redis-batches.js';
 import { RedisClock } from './redis-clock.js';

@@ -1,8 +1,8 @@
 // The command line of `npx ratekeeper`: commands, options, usage text; wrong usage is refused before anything connects.
 import { parseArgs } from 'node:util';
+import { closestName } from '../../config/known-fields.js';
 import { LIMITER_DEFAULTS, OPERATOR_DEFAULTS, REDIS_STORE_DEFAULTS } from '../../defaults.js';
-import { parseDuration } from '../../duration.js';
-import { closestName } from '../../known-fields.js';
+import { parseDuration } from '../../rules/duration.js';
 
 export const USAGE = `Usage: ratekeeper <command> [arguments] [options]
 

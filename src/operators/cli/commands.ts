@@ -1,5 +1,5 @@
 // The operator commands that act on one rule: status, locked, unlock, override, and the list of rules.
-import type { Limiter } from '../../limiter.js';
+import type { Limiter } from '../../limiter/limiter.js';
 import type { RuleStatus } from '../../types.js';
 import { formatDuration, summarizeRule } from '../describe.js';
 import { storeHealth } from '../health.js';

@@ -2,7 +2,7 @@
 import { existsSync } from 'node:fs';
 import { extname, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import type { Limiter } from '../../limiter.js';
+import type { Limiter } from '../../limiter/limiter.js';
 import type { Rule } from '../../types.js';
 import { OperatorError } from './connect.js';
 

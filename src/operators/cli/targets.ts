@@ -1,6 +1,6 @@
 // Which limiter answers for each rule the command line is asked about, and what to close afterwards.
 import type { Redis } from 'ioredis';
-import { createLimiter, type Limiter } from '../../limiter.js';
+import { createLimiter, type Limiter } from '../../limiter/limiter.js';
 import { RedisStore } from '../../stores/redis-store.js';
 import type { Rule } from '../../types.js';
 import type { CliArgs } from './args.js';

@@ -1,9 +1,9 @@
 // ratekeeper/console: a small operator web page (no build step, no outside assets) as a Node request handler.
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { assertKnownFields, fieldsOf } from '../../config/known-fields.js';
 import { OPERATOR_DEFAULTS } from '../../defaults.js';
 import { describe, RateLimitConfigError } from '../../errors.js';
-import { assertKnownFields, fieldsOf } from '../../known-fields.js';
-import type { Limiter } from '../../limiter.js';
+import type { Limiter } from '../../limiter/limiter.js';
 import { type Change, readChange } from './change.js';
 import { refuseChange } from './csrf.js';
 import { buildPage, type Limiters, send } from './respond.js';

@@ -1,6 +1,6 @@
 // Answering the console's requests: the page gathered from the limiters, and the headers every answer carries.
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Limiter } from '../../limiter.js';
+import type { Limiter } from '../../limiter/limiter.js';
 import type { RuleStatus } from '../../types.js';
 import { summarizeRule } from '../describe.js';
 import { type StoreHealthView, storeHealth } from '../health.js';

@@ -1,0 +1,150 @@
+// The path one decision takes: the deny cache, the store under the failure policy, then the answer folded
+// into a Decision with its events, reservations, deny-cache entries and debug line.
+import type { EventEmitter } from 'node:events';
+import { performance } from 'node:perf_hooks';
+import type { MemoryStore } from '../stores/memory-store.js';
+import type { EvalMode, EvalResult, OpResult, Store } from '../stores/store.js';
+import type { Decision, RuleResult } from '../types.js';
+import { decide, ruleResult } from './decision.js';
+import type { DenyCache } from './deny-cache.js';
+import {
+  type DebugLog,
+  emitLimited,
+  emitLockout,
+  emitStoreError,
+  type LimiterEvents,
+  logRules,
+} from './events.js';
+import type { AnswerSource, FailurePolicy } from './failure-policy.js';
+import type { DecisionSource, Observers } from './observers.js';
+import type { RuleOp } from './request-ops.js';
+import type { Reservations } from './reservations.js';
+
+/** The limiter's parts a decision goes through. */
+export interface DeciderParts {
+  /** Where events go: the limiter itself. */
+  events: EventEmitter<LimiterEvents>;
+  store: Store;
+  policy: FailurePolicy;
+  denyCache: DenyCache | undefined;
+  reservations: Reservations;
+  log: DebugLog;
+  /** Some rule counts outcomes, so admitted decisions keep their reservations. */
+  needsOutcomes: boolean;
+  observers: Observers;
+}
+
+/** How the debug log names where a decision came from (the policy's line names its onStoreError). */
+const SOURCE_WORDS: Record<Exclude<DecisionSource, 'policy'>, string> = {
+  store: 'by the store',
+  insurance: 'by the insurance store',
+  deny_cache: 'from the deny cache',
+};
+
+export class Decider {
+  readonly #parts: DeciderParts;
+  /** The store itself when it can decide synchronously (the memory store): no promise until the answer. */
+  readonly #sync: MemoryStore | undefined;
+
+  constructor(parts: DeciderParts) {
+    this.#parts = parts;
+    // Duck-typed: a MemoryStore from the other module format (ESM/CJS) decides synchronously too.
+    const sync = parts.store as Partial<MemoryStore>;
+    this.#sync =
+      parts.store.local && typeof sync.evaluateSync === 'function' ? (sync as MemoryStore) : undefined;
+  }
+
+  /** Decides a request's ops together. On the memory store the promise is settled already. */
+  decide(ops: RuleOp[], mode: EvalMode): Promise<Decision> {
+    if (ops.length === 0) return Promise.resolve(decide([]));
+    const sync = this.#sync;
+    if (sync !== undefined)
+      return Promise.resolve(this.#conclude(ops, mode, sync, sync.evaluateSync(ops, mode), 'store', 0));
+    return this.#decideShared(ops, mode);
+  }
+
+  /**
+   * A store that answers asynchronously: the deny cache first, then the store under the timeout; on
+   * failure the policy answers.
+   */
+  async #decideShared(ops: RuleOp[], mode: EvalMode): Promise<Decision> {
+    const { store, policy, denyCache, events, log, observers } = this.#parts;
+    // The store's clock as this request is sent: deny-cache entries are anchored here (see DenyCache).
+    const sentMs = denyCache !== undefined && mode === 'check' ? store.now() : 0;
+    if (mode === 'check' && denyCache !== undefined) {
+      const cached = denyCache.find(ops, sentMs);
+      if (cached !== undefined) {
+        const decision = decide([cached]);
+        emitLimited(events, cached, true);
+        if (observers.decisions) observers.decision(decision, mode, 'deny_cache');
+        log?.(`${mode} denied ${SOURCE_WORDS.deny_cache} ${logRules([cached])}`);
+        return decision;
+      }
+    }
+    if (store.local) return this.#conclude(ops, mode, store, await store.evaluate(ops, mode), 'store', 0);
+    if (policy.storeUsable) {
+      const startedMs = observers.storeCalls ? performance.now() : -1;
+      let result: EvalResult | undefined;
+      try {
+        result = await policy.timed(store.evaluate(ops, mode));
+      } catch (error) {
+        policy.decisionFailed(error);
+        if (startedMs >= 0) observers.storeCall(mode, startedMs, error);
+        emitStoreError(events, log, error, mode, policy.policy);
+      }
+      if (result !== undefined) {
+        policy.health.succeeded();
+        if (startedMs >= 0) observers.storeCall(mode, startedMs);
+        return this.#conclude(ops, mode, store, result, 'store', sentMs);
+      }
+    }
+    const fallback = policy.fallback(ops, mode);
+    return this.#conclude(ops, mode, fallback.store, fallback.result, fallback.source, 0);
+  }
+
+  /**
+   * The decision from a store's answer: events, reservations, the deny cache, the debug log. `sentMs`:
+   * the store's clock when a 'check' was sent to a shared store with a deny cache (else unused).
+   */
+  #conclude(
+    ops: RuleOp[],
+    mode: EvalMode,
+    store: Store,
+    result: EvalResult,
+    source: AnswerSource,
+    sentMs: number,
+  ): Decision {
+    const { events, denyCache, log, observers } = this.#parts;
+    const rules: RuleResult[] = new Array(ops.length);
+    for (let i = 0; i < ops.length; i++) {
+      const op = ops[i] as RuleOp;
+      const r = result.results[i] as OpResult;
+      rules[i] = ruleResult(op.rule.name, op.key, r.limit, op.rule.dryRun, r);
+      if (r.lockedNow) {
+        const event = emitLockout(events, op, r, result.nowMs);
+        if (observers.lockouts) observers.lockout(event);
+      }
+    }
+    const decision = decide(rules);
+    if (observers.decisions) observers.decision(decision, mode, source);
+    if (mode === 'peek') return decision;
+    if (log !== undefined) {
+      const by =
+        source === 'policy' ? `by onStoreError '${this.#parts.policy.policy}'` : SOURCE_WORDS[source];
+      log(`${mode} ${decision.allowed ? 'allowed' : 'denied'} ${by} ${logRules(rules)}`);
+    }
+    // Only the shared store's own answers: the insurance store and the policy know less than it does.
+    if (source === 'store') denyCache?.learn(ops, rules, mode, sentMs);
+    if (decision.allowed) {
+      if (this.#parts.needsOutcomes && mode === 'check')
+        this.#parts.reservations.keep(decision, store, source !== 'policy', ops, result.results);
+    } else {
+      for (let i = 0; i < rules.length; i++) {
+        const r = rules[i] as RuleResult;
+        if (r.allowed || r.dryRun) continue;
+        emitLimited(events, r, false);
+      }
+    }
+    return decision;
+  }
+}

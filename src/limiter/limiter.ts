@@ -1,0 +1,250 @@
+// The limiter: matches rules to a request, asks the store for one all-or-nothing decision, reports outcomes.
+// A façade over its parts: options (limiter/options.ts), request to ops (limiter/request-ops.ts), one decision's
+// path (limiter/decider.ts), the failure policy and store health (limiter/failure-policy.ts, limiter/store-health.ts),
+// reservations (limiter/reservations.ts), the deny cache (limiter/deny-cache.ts), operator calls on keys (limiter/operator-calls.ts),
+// acquire and wrap (calls/paced-calls.ts), events and the debug log (limiter/events.ts), observers (limiter/observers.ts).
+import { EventEmitter } from 'node:events';
+import type { AcquireOptions, OverrideOptions, WrapOptions } from '../calls/options.js';
+import { PacedCalls } from '../calls/paced-calls.js';
+import { describe } from '../errors.js';
+import type { EvalMode, Store } from '../stores/store.js';
+import type { Decision, LockInfo, Outcome, RequestInfo, Rule, RuleStatus } from '../types.js';
+import { Decider } from './decider.js';
+import { DenyCache } from './deny-cache.js';
+import { type DebugLog, emitStoreError, type LimiterEvents } from './events.js';
+import { FailurePolicy } from './failure-policy.js';
+import { type LimiterObserver, Observers } from './observers.js';
+import { KeyAdmin } from './operator-calls.js';
+import { type LimiterOptions, resolveLimiterOptions } from './options.js';
+import { OpBuilder, type RuleOp } from './request-ops.js';
+import { Reservations } from './reservations.js';
+import type { StoreHealth } from './store-health.js';
+
+export class Limiter extends EventEmitter<LimiterEvents> {
+  readonly #ops: OpBuilder;
+  readonly #definitions: readonly Rule[];
+  readonly #store: Store;
+  readonly #policy: FailurePolicy;
+  readonly #denyCache: DenyCache | undefined;
+  readonly #reservations = new Reservations();
+  readonly #observers = new Observers();
+  readonly #decider: Decider;
+  readonly #admin: KeyAdmin;
+  readonly #paced: PacedCalls;
+  readonly #log: DebugLog;
+  /** Some rule needs outcomes, so allowed decisions keep their reservations. */
+  readonly #needsOutcomes: boolean;
+
+  constructor(options: LimiterOptions) {
+    super();
+    const resolved = resolveLimiterOptions(options);
+    const store = resolved.store;
+    this.#store = store;
+    this.#ops = new OpBuilder(resolved.rules, () => store.now());
+    this.#definitions = Object.freeze([...options.rules]);
+    this.#needsOutcomes = resolved.rules.some((r) => r.countOn !== 'all' || r.resetOnSuccess);
+    this.#policy = new FailurePolicy(
+      store,
+      resolved.onStoreError,
+      resolved.storeTimeoutMs,
+      resolved.storeRetryIntervalMs,
+      this.#observers,
+    );
+    if (resolved.denyCacheMaxKeys !== undefined) {
+      const cache = new DenyCache(resolved.denyCacheMaxKeys);
+      this.#denyCache = cache;
+      // An empty rule name: the store may have missed resets (its subscriber reconnected), forget all.
+      store.onReset?.((rule, key) => (rule === '' ? cache.clear() : cache.delete(rule, key)));
+    }
+    this.#log = resolved.log;
+    // The parts each take what they need of these.
+    const parts = {
+      events: this,
+      ops: this.#ops,
+      store,
+      policy: this.#policy,
+      denyCache: this.#denyCache,
+      reservations: this.#reservations,
+      log: this.#log,
+      needsOutcomes: this.#needsOutcomes,
+      observers: this.#observers,
+    };
+    this.#decider = new Decider(parts);
+    this.#admin = new KeyAdmin(parts);
+    this.#paced = new PacedCalls({
+      ops: this.#ops,
+      decide: (rules, key, cost) => this.#decideOps('check', () => this.#ops.direct(rules, key, cost)),
+      report: (decision, outcome) => this.report(decision, outcome),
+    });
+  }
+
+  /** The rules as given (validated), in order: for operator tools that show windows and limits. */
+  get rules(): readonly Rule[] {
+    return this.#definitions;
+  }
+
+  /** The rule names, in order. */
+  get ruleNames(): string[] {
+    return this.#ops.rules.map((r) => r.name);
+  }
+
+  /** Each rule's nominal window in whole seconds (0 when it has none, as a cron calendar), for `RateLimit-Policy`'s `w`. */
+  get ruleWindows(): Record<string, number> {
+    return Object.fromEntries(this.#ops.rules.map((r) => [r.name, r.windowSeconds]));
+  }
+
+  /**
+   * True when some rule counts only failures or successes, or resets on success: admitted decisions
+   * then need `report`. When false, `report` never has anything to do and adapters skip it.
+   */
+  get needsOutcomes(): boolean {
+    return this.#needsOutcomes;
+  }
+
+  /**
+   * True while an admitted decision holds a reservation that `report` has not settled yet (a rule counts
+   * outcomes and nobody reported this decision's). Adapters use it to tell whether an app reported itself.
+   */
+  awaitsReport(decision: Decision): boolean {
+    return this.#reservations.pending(decision);
+  }
+
+  /**
+   * The names of the rules whose `match` accepts a request with this method and path (whatever its key),
+   * in rule order: which rules a URL falls under, for debugging and for the adapters' wiring warnings.
+   */
+  matchingRules(method: string, path: string): string[] {
+    return this.#ops.matching(method, path);
+  }
+
+  /** Evaluates every rule matching the request and consumes all of them, or none. */
+  check(req: RequestInfo): Promise<Decision> {
+    return this.#decideOps('check', () => this.#ops.forRequest(req));
+  }
+
+  /** The answer `check` would give, changing nothing. */
+  peek(req: RequestInfo): Promise<Decision> {
+    return this.#decideOps('peek', () => this.#ops.forRequest(req));
+  }
+
+  /** Applies one rule to a key directly (no matching, no key extraction). */
+  consume(rule: string, key: string, cost = 1): Promise<Decision> {
+    return this.#decideOps('check', () => this.#ops.direct([rule], key, cost));
+  }
+
+  /** Counting, not limiting: always adds `amount`, and reports the windowed total. */
+  record(rule: string, key: string, amount = 1): Promise<Decision> {
+    return this.#decideOps('record', () => this.#ops.direct([rule], key, amount));
+  }
+
+  /**
+   * Tells the limiter how an admitted request ended: rules counting only failures (or successes) give
+   * the reservation back, and `resetOnSuccess` rules clear their count on success. Once per decision.
+   */
+  async report(decision: Decision, outcome: Outcome): Promise<void> {
+    if (outcome !== 'success' && outcome !== 'failure') {
+      throw new TypeError(`report: outcome must be 'success' or 'failure', got ${describe(outcome)}`);
+    }
+    const work = this.#reservations.settle(decision, outcome);
+    if (work === undefined) return;
+    try {
+      await this.#policy.call('report', work);
+    } catch (error) {
+      emitStoreError(this, this.#log, error, 'report', 'none');
+    }
+  }
+
+  /**
+   * Waits until the rule admits `cost` for the key, then consumes it (a `check`): for pacing calls to an
+   * API with its own limit. Each try is a decision of the store, so across processes nothing is admitted
+   * that `check` would not admit; within a process the waiters of a key are served first come, first
+   * served. Rejects at once with `RateLimitExceededError` when the earliest admission is later than
+   * `maxWait`, with the signal's reason (an `AbortError`) on abort; leaves no timer behind.
+   */
+  acquire(rule: string, key: string, options?: AcquireOptions): Promise<Decision> {
+    return this.#paced.acquire(rule, key, options);
+  }
+
+  /**
+   * A function that decides the named rules together on a key from its arguments before calling `fn`;
+   * a denied call throws `RateLimitExceededError` and `fn` is not called (with `wait`, it waits for its
+   * turn first, as `acquire`). A call that returns is a success and one that throws a failure, for
+   * rules that count outcomes. Rules, key and options are checked now.
+   */
+  wrap<This, A extends unknown[], R>(
+    fn: (this: This, ...args: A) => R,
+    options: WrapOptions<A>,
+  ): (this: This, ...args: A) => Promise<Awaited<R>> {
+    return this.#paced.wrap(fn, options);
+  }
+
+  /** Clears count, lock and escalation level of a rule for a key, in every process. */
+  reset(rule: string, key: string): Promise<void> {
+    return this.#admin.reset(rule, key);
+  }
+
+  /**
+   * Sets the limit of one key of one rule in every process sharing the store, from their next
+   * decision, over the rule's limit (number or function); `null` clears it. `for`: it expires then.
+   * `reset` leaves it in place.
+   */
+  override(rule: string, key: string, limit: number | null, options?: OverrideOptions): Promise<void> {
+    return this.#admin.override(rule, key, limit, options);
+  }
+
+  /** Count, remaining, the limit in force, lock and level of a rule for a key; changes nothing. */
+  status(rule: string, key: string): Promise<RuleStatus> {
+    return this.#admin.status(rule, key);
+  }
+
+  /** Keys of a rule locked now, soonest unlock first. */
+  locked(rule: string, options: { limit?: number } = {}): Promise<LockInfo[]> {
+    return this.#admin.locked(rule, options);
+  }
+
+  /**
+   * Adds hooks called on every decision (with its mode and source: store, insurance, deny_cache,
+   * policy), every shared-store call (operation, seconds, error) and every lock placed, for metrics.
+   * Returns the function that removes them. Without observers the decision path pays nothing.
+   */
+  observe(observer: LimiterObserver): () => void {
+    return this.#observers.add(observer);
+  }
+
+  /**
+   * The shared store's state as the limiter has seen it (`'ok'` or `'down'`, since when, the last
+   * fault), after asking the store itself when it can (`Store.ping`, under `storeTimeout`). The
+   * memory store is always `'ok'`.
+   */
+  health(): Promise<StoreHealth> {
+    return this.#policy.checkHealth();
+  }
+
+  /** Closes the store; calls still waiting for a turn (`acquire`, `wrap` with `wait`) reject. */
+  async close(): Promise<void> {
+    this.#paced.close();
+    await Promise.all([this.#store.close(), this.#policy.close()]);
+  }
+
+  /**
+   * Every deciding method: the ops are built first (a bad key or cost throws before anything is
+   * consumed, as a rejection, never synchronously). Not `async`: on the memory store the answer is
+   * ready in the same turn, and one settled promise is all a decision costs.
+   */
+  #decideOps(mode: EvalMode, build: () => RuleOp[] | Promise<RuleOp[]>): Promise<Decision> {
+    let ops: RuleOp[] | Promise<RuleOp[]>;
+    try {
+      ops = build();
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    // A promise only when a limit function gave one.
+    if (ops instanceof Promise) return ops.then((settled) => this.#decider.decide(settled, mode));
+    return this.#decider.decide(ops, mode);
+  }
+}
+
+/** Builds a limiter: rules validated now (throws `RateLimitConfigError`), decisions later. */
+export function createLimiter(options: LimiterOptions): Limiter {
+  return new Limiter(options);
+}

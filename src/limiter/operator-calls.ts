@@ -1,0 +1,111 @@
+// Operator calls on the keys of a rule, outside any request: status, the locked keys, reset, override.
+import type { EventEmitter } from 'node:events';
+import { type OverrideOptions, overrideForMs } from '../calls/options.js';
+import { assertKnownFields } from '../config/known-fields.js';
+import { LIMITER_DEFAULTS } from '../defaults.js';
+import { describe, RateLimitConfigError } from '../errors.js';
+import { overrideLimit } from '../rules/limits.js';
+import type { OpResult, Store } from '../stores/store.js';
+import type { LockInfo, RuleStatus } from '../types.js';
+import type { DenyCache } from './deny-cache.js';
+import type { LimiterEvents, UnlockEvent } from './events.js';
+import type { FailurePolicy } from './failure-policy.js';
+import { identityOf, type OpBuilder, type RuleOp } from './request-ops.js';
+
+/** The limiter's parts an operator call goes through. */
+export interface KeyAdminParts {
+  ops: OpBuilder;
+  store: Store;
+  policy: FailurePolicy;
+  denyCache: DenyCache | undefined;
+  /** Where 'unlock' goes: the limiter itself. */
+  events: EventEmitter<LimiterEvents>;
+}
+
+/**
+ * Reads and changes one rule's keys for operators and tools (the CLI, the console): each call is one
+ * store call under `storeTimeout` (its failure is thrown, with its cause: there is no decision to fall
+ * back to), and whatever changes a key reaches the insurance store and the deny cache too.
+ */
+export class KeyAdmin {
+  readonly #parts: KeyAdminParts;
+
+  constructor(parts: KeyAdminParts) {
+    this.#parts = parts;
+  }
+
+  /** Clears count, lock and escalation level of a rule for a key, in every process. */
+  async reset(rule: string, key: string): Promise<void> {
+    const { denyCache, events, ops, policy, store } = this.#parts;
+    const compiled = ops.rule(rule);
+    const identity = identityOf(key);
+    denyCache?.delete(compiled.name, identity);
+    const [wasLocked, wasLockedLocally] = await Promise.all([
+      policy.call('reset', store.reset(compiled.store, identity)),
+      policy.insurance?.reset(compiled.store, identity) ?? false,
+    ]);
+    if (wasLocked || wasLockedLocally)
+      events.emit('unlock', { rule: compiled.name, key: identity } satisfies UnlockEvent);
+  }
+
+  /**
+   * Sets the limit of one key of one rule in every process sharing the store, from their next
+   * decision, over the rule's limit (number or function); `null` clears it. `for`: it expires then.
+   * `reset` leaves it in place.
+   */
+  async override(rule: string, key: string, limit: number | null, options?: OverrideOptions): Promise<void> {
+    const { denyCache, ops, policy, store } = this.#parts;
+    const compiled = ops.rule(rule);
+    const identity = identityOf(key);
+    const value = overrideLimit(limit, compiled.store);
+    const forMs = overrideForMs(options);
+    if (store.override === undefined) {
+      throw new RateLimitConfigError(
+        'ERR_OPTION',
+        `override: the store (${store.constructor.name}) does not support overrides`,
+      );
+    }
+    denyCache?.delete(compiled.name, identity);
+    await Promise.all([
+      policy.call('override', store.override(compiled.store, identity, value, forMs)),
+      policy.insurance?.override(compiled.store, identity, value, forMs),
+    ]);
+    // Again: a denial at the old limit, decided before the override and learnt while it was being set.
+    denyCache?.delete(compiled.name, identity);
+  }
+
+  /** Count, remaining, the limit in force, lock and level of a rule for a key; changes nothing. */
+  async status(rule: string, key: string): Promise<RuleStatus> {
+    const { ops, policy, store } = this.#parts;
+    const [op] = await ops.direct([rule], key, 0);
+    const { nowMs, results } = await policy.call('status', store.evaluate([op as RuleOp], 'peek'));
+    const r = results[0] as OpResult;
+    return {
+      rule: (op as RuleOp).rule.name,
+      key: (op as RuleOp).key,
+      count: r.count,
+      limit: r.limit,
+      overridden: r.overridden,
+      remaining: r.remaining,
+      resetMs: Math.max(0, r.resetMs),
+      locked: r.locked,
+      lockRemainingMs: r.locked ? r.lockedUntil - nowMs : 0,
+      level: r.level,
+    };
+  }
+
+  /** Keys of a rule locked now, soonest unlock first. */
+  async locked(rule: string, options: { limit?: number } = {}): Promise<LockInfo[]> {
+    const { ops, policy, store } = this.#parts;
+    const compiled = ops.rule(rule);
+    assertKnownFields(options, ['limit'], 'locked');
+    const limit = options.limit ?? LIMITER_DEFAULTS.lockedListLimit;
+    if (!Number.isSafeInteger(limit) || limit < 1 || limit > 10_000) {
+      throw new RateLimitConfigError(
+        'ERR_OPTION',
+        `locked: limit must be an integer from 1 to 10000, got ${describe(limit)}`,
+      );
+    }
+    return policy.call('locked', store.locked(compiled.store, limit));
+  }
+}

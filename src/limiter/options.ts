@@ -1,0 +1,127 @@
+// Limiter options: what `createLimiter` takes, validated once and resolved to the figures the parts run on.
+
+import { assertKnownFields, fieldsOf } from '../config/known-fields.js';
+import { LIMITER_DEFAULTS } from '../defaults.js';
+import { describe, RateLimitConfigError } from '../errors.js';
+import { type CompiledRule, compileRules } from '../rules/compile.js';
+import { parseDuration } from '../rules/duration.js';
+import { MemoryStore } from '../stores/memory-store.js';
+import type { Store } from '../stores/store.js';
+import type { Duration, Rule } from '../types.js';
+
+export interface LimiterOptions {
+  /** Where counts live. @default new MemoryStore() */
+  store?: Store;
+  /** The rules, decided together for each request in this order. */
+  rules: Rule[];
+  /**
+   * What a decision becomes when a shared store fails or is slower than `storeTimeout`: `'allow'` admits,
+   * `'deny'` refuses, `'insurance'` decides on a per-process memory store until the store answers again.
+   * @default 'insurance'
+   */
+  onStoreError?: 'allow' | 'deny' | 'insurance';
+  /** After this long a store call counts as failed. Not applied to the memory store. @default 250 */
+  storeTimeout?: Duration;
+  /** After a store failure, decisions skip the store for this long before trying it again. @default 1000 */
+  storeRetryInterval?: Duration;
+  /**
+   * Remember keys a shared store denied (locked, or no unit left) and answer them in-process until
+   * they could pass. Not used with the memory store. @default true ({ maxKeys: 10000 })
+   */
+  denyCache?: boolean | { maxKeys?: number };
+  /** IPv6 addresses are keyed by this prefix length (48-128): users are commonly given a /56 or a /48. @default 56 */
+  ipv6Subnet?: number;
+  /** Log decisions and store failures: `true` writes to stderr, a function receives each line. Also `RATEKEEPER_DEBUG=1`. @default false */
+  debug?: boolean | ((line: string) => void);
+}
+
+const LIMITER_FIELDS = fieldsOf<LimiterOptions>({
+  store: true,
+  rules: true,
+  onStoreError: true,
+  storeTimeout: true,
+  storeRetryInterval: true,
+  denyCache: true,
+  ipv6Subnet: true,
+  debug: true,
+});
+
+export type StoreErrorPolicy = NonNullable<LimiterOptions['onStoreError']>;
+
+/** The options with every default filled in and every value checked. */
+export interface ResolvedLimiterOptions {
+  rules: CompiledRule[];
+  store: Store;
+  onStoreError: StoreErrorPolicy;
+  storeTimeoutMs: number;
+  storeRetryIntervalMs: number;
+  /** Undefined: no deny cache (turned off, or a local store, which needs none). */
+  denyCacheMaxKeys: number | undefined;
+  /** Where debug lines go; undefined when debugging is off. */
+  log: ((line: string) => void) | undefined;
+}
+
+/** Validates `createLimiter`'s options; throws `RateLimitConfigError` naming the option and the value. */
+export function resolveLimiterOptions(options: LimiterOptions): ResolvedLimiterOptions {
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
+    const hint = Array.isArray(options) ? ': pass the rules as createLimiter({ rules: [...] })' : '';
+    throw new RateLimitConfigError(
+      'ERR_OPTION',
+      `createLimiter takes an options object { rules: [...] }, got ${describe(options)}${hint}`,
+    );
+  }
+  assertKnownFields(options, LIMITER_FIELDS, 'createLimiter');
+  const ipv6Subnet = options.ipv6Subnet ?? LIMITER_DEFAULTS.ipv6Subnet;
+  if (!Number.isInteger(ipv6Subnet) || ipv6Subnet < 48 || ipv6Subnet > 128) {
+    throw new RateLimitConfigError(
+      'ERR_OPTION',
+      `ipv6Subnet must be an integer from 48 to 128, got ${describe(ipv6Subnet)}`,
+    );
+  }
+  const rules = compileRules(options.rules, { ipv6Subnet });
+  const onStoreError = options.onStoreError ?? LIMITER_DEFAULTS.onStoreError;
+  if (!['allow', 'deny', 'insurance'].includes(onStoreError)) {
+    throw new RateLimitConfigError(
+      'ERR_OPTION',
+      `onStoreError must be 'allow', 'deny' or 'insurance', got ${describe(onStoreError)}`,
+    );
+  }
+  const storeTimeoutMs = optionMs('storeTimeout', options.storeTimeout, LIMITER_DEFAULTS.storeTimeoutMs);
+  const storeRetryIntervalMs = optionMs(
+    'storeRetryInterval',
+    options.storeRetryInterval,
+    LIMITER_DEFAULTS.storeRetryIntervalMs,
+  );
+  const store = options.store ?? new MemoryStore();
+  const cache = options.denyCache ?? LIMITER_DEFAULTS.denyCache;
+  let denyCacheMaxKeys: number | undefined;
+  if (typeof cache === 'object') assertKnownFields(cache, ['maxKeys'], 'createLimiter', 'denyCache');
+  if (cache !== false && !store.local) {
+    denyCacheMaxKeys =
+      cache === true
+        ? LIMITER_DEFAULTS.denyCacheMaxKeys
+        : (cache.maxKeys ?? LIMITER_DEFAULTS.denyCacheMaxKeys);
+    if (!Number.isSafeInteger(denyCacheMaxKeys) || denyCacheMaxKeys < 1) {
+      throw new RateLimitConfigError(
+        'ERR_OPTION',
+        `denyCache.maxKeys must be a positive integer, got ${describe(denyCacheMaxKeys)}`,
+      );
+    }
+  }
+  const debug = options.debug ?? process.env.RATEKEEPER_DEBUG === '1';
+  const log =
+    debug === true ? (line: string) => process.stderr.write(`ratekeeper ${line}\n`) : debug || undefined;
+  return { rules, store, onStoreError, storeTimeoutMs, storeRetryIntervalMs, denyCacheMaxKeys, log };
+}
+
+function optionMs(name: string, value: Duration | undefined, fallback: number): number {
+  if (value === undefined) return fallback;
+  const ms = parseDuration(value);
+  if (ms === undefined) {
+    throw new RateLimitConfigError(
+      'ERR_DURATION',
+      `${name} must be a duration such as '250ms' or 250, got ${describe(value)}`,
+    );
+  }
+  return ms;
+}

@@ -1,0 +1,199 @@
+// Request to operations: which rules match a request, the key each one counts, the cost, as store ops.
+import { describe, RateLimitConfigError, RateLimitRequestError } from '../errors.js';
+import { boundIdentity } from '../keys/extractors.js';
+import { assertCost, type CompiledRule } from '../rules/compile.js';
+import { DIRECT_REQUEST, requestLimit } from '../rules/limits.js';
+import { RuleIndex } from '../rules/rule-index.js';
+import type { StoreOp } from '../stores/store.js';
+import type { RequestInfo } from '../types.js';
+
+/**
+ * A store op that carries the rule it was built from: whoever reads the store's answer (reservations,
+ * the deny cache) finds `countOn`, `resetOnSuccess` and the rest here, never by looking a name up.
+ */
+export interface RuleOp extends StoreOp {
+  readonly compiled: CompiledRule;
+}
+
+/** Builds the ops of requests and of direct calls (`consume`, `record`, `status`) for one rule set. */
+export class OpBuilder {
+  readonly #rules: readonly CompiledRule[];
+  readonly #byName = new Map<string, CompiledRule>();
+  /** Finds the rules a request may match without running every rule's matcher. */
+  readonly #index: RuleIndex<CompiledRule>;
+  /** The store's clock: calendar periods are computed on it. */
+  readonly #now: () => number;
+
+  constructor(rules: readonly CompiledRule[], now: () => number) {
+    this.#rules = rules;
+    for (const rule of rules) this.#byName.set(rule.name, rule);
+    this.#index = new RuleIndex(rules);
+    this.#now = now;
+  }
+
+  get rules(): readonly CompiledRule[] {
+    return this.#rules;
+  }
+
+  /** The rule called `name`; a `RateLimitConfigError` naming the rules there are when none is. */
+  rule(name: string): CompiledRule {
+    const rule = this.#byName.get(name);
+    if (rule === undefined) {
+      throw new RateLimitConfigError(
+        'ERR_UNKNOWN_RULE',
+        `no rule named ${describe(name)}; rules are ${this.#rules.map((r) => r.name).join(', ')}`,
+      );
+    }
+    return rule;
+  }
+
+  /**
+   * The ops of rules applied to a key given directly (no matching, no key extraction), decided
+   * together: `consume`, `record`, `status`, `acquire`, `wrap`. A promise only when a limit function
+   * gave one.
+   */
+  direct(rules: readonly string[], key: unknown, cost: number): RuleOp[] | Promise<RuleOp[]> {
+    const compiled = rules.map((name) => this.rule(name));
+    const identity = identityOf(key);
+    for (const rule of compiled) assertRequestCost(cost, rule.name);
+    const ops: Array<RuleOp | Promise<RuleOp>> = [];
+    try {
+      for (const rule of compiled) ops.push(this.#withLimit(rule, identity, cost, DIRECT_REQUEST));
+    } catch (error) {
+      abandon(ops);
+      throw error;
+    }
+    return settled(ops);
+  }
+
+  op(rule: CompiledRule, key: string, cost: number, limit: number): RuleOp {
+    if (rule.periods === undefined) return { rule: rule.store, key, cost, limit, compiled: rule };
+    const { endMs, nextEndMs } = rule.periods(this.#now());
+    return {
+      rule: rule.store,
+      key,
+      cost,
+      limit,
+      periodEndMs: endMs,
+      nextPeriodEndMs: nextEndMs,
+      compiled: rule,
+    };
+  }
+
+  /** The op with the rule's limit for `req`: at once, unless the rule's limit function gave a promise. */
+  #withLimit(rule: CompiledRule, key: string, cost: number, req: RequestInfo): RuleOp | Promise<RuleOp> {
+    const limit = requestLimit(rule.limit, rule.store, req);
+    if (typeof limit === 'number') return this.op(rule, key, cost, limit);
+    return limit.then((value) => this.op(rule, key, cost, value));
+  }
+
+  /**
+   * The ops of every rule that matches the request and finds its key. Throws (or rejects) before
+   * anything is consumed. A promise only when a limit function gave one: the memory store decides
+   * every other request in the same turn.
+   */
+  forRequest(req: RequestInfo): RuleOp[] | Promise<RuleOp[]> {
+    const ops: Array<RuleOp | Promise<RuleOp>> = [];
+    try {
+      this.#collect(req, ops);
+    } catch (error) {
+      abandon(ops);
+      throw error;
+    }
+    return settled(ops);
+  }
+
+  /** The names of the rules whose `match` accepts this method and path, in rule order. */
+  matching(method: string, path: string): string[] {
+    const names: string[] = [];
+    for (const rule of this.#index.candidates(method, () => path))
+      if (rule.matcher === undefined || rule.matcher(method, path) !== undefined) names.push(rule.name);
+    return names;
+  }
+
+  #collect(req: RequestInfo, ops: Array<RuleOp | Promise<RuleOp>>): void {
+    for (const rule of this.#index.candidates(req.method, () => req.path)) {
+      let view = req;
+      if (rule.matcher !== undefined) {
+        const params = rule.matcher(req.method, req.path);
+        if (params === undefined) continue;
+        for (const _ in params) {
+          view = withParams(req, params);
+          break;
+        }
+      }
+      let key: string | undefined;
+      try {
+        key = rule.extract(view);
+      } catch (error) {
+        throw new RateLimitRequestError(
+          'ERR_KEY_FUNCTION',
+          `rule "${rule.name}": key function threw: ${(error as Error)?.message ?? error}`,
+          { cause: error },
+        );
+      }
+      if (key === undefined) continue;
+      let cost = rule.cost;
+      if (typeof cost === 'function') {
+        try {
+          cost = cost(view);
+        } catch (error) {
+          throw new RateLimitRequestError(
+            'ERR_COST',
+            `rule "${rule.name}": cost function threw: ${(error as Error)?.message ?? error}`,
+            { cause: error },
+          );
+        }
+        assertRequestCost(cost, rule.name);
+      }
+      ops.push(this.#withLimit(rule, key, cost, view));
+    }
+  }
+}
+
+/** Ops given up on (a later rule threw): a limit function's promise already made must not reject unheard. */
+function abandon(ops: Array<RuleOp | Promise<RuleOp>>): void {
+  for (const op of ops) if (op instanceof Promise) op.catch(() => undefined);
+}
+
+/** The ops as they are when none is a promise, else one promise of all of them. */
+function settled(ops: Array<RuleOp | Promise<RuleOp>>): RuleOp[] | Promise<RuleOp[]> {
+  for (const op of ops) if (op instanceof Promise) return Promise.all(ops);
+  return ops as RuleOp[];
+}
+
+/** The identity string of a key given directly: a non-empty string or a finite number, bounded in length. */
+export function identityOf(key: unknown): string {
+  if (typeof key === 'number' && Number.isFinite(key)) return String(key);
+  if (typeof key !== 'string' || key === '') {
+    throw new RateLimitRequestError('ERR_KEY', `key must be a non-empty string, got ${describe(key)}`);
+  }
+  return boundIdentity(key);
+}
+
+function assertRequestCost(cost: unknown, rule: string): asserts cost is number {
+  try {
+    assertCost(cost, rule);
+  } catch (error) {
+    throw new RateLimitRequestError('ERR_COST', (error as Error).message);
+  }
+}
+
+/**
+ * The request with the params a rule's `match` captured merged in. The spread keeps any extra field of
+ * a plain request; the named fields are read explicitly, since the adapters' requests compute some
+ * lazily (getters, which a spread skips).
+ */
+function withParams(req: RequestInfo, params: Record<string, unknown>): RequestInfo {
+  return {
+    ...req,
+    method: req.method,
+    path: req.path,
+    ip: req.ip,
+    headers: req.headers,
+    query: req.query,
+    params: { ...req.params, ...params },
+    body: req.body,
+    user: req.user,
+  };
+}

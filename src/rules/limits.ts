@@ -1,0 +1,94 @@
+// Limits: a rule's number or limit function, checked at construction, read and checked per request.
+import type { StoreRule } from '../algorithms/types.js';
+import { describe, RateLimitConfigError, RateLimitRequestError } from '../errors.js';
+import type { LimitFunction, RequestInfo } from '../types.js';
+
+/**
+ * What a limit function sees on direct calls (`consume`, `record`, `status`, `acquire`, `wrap`), which
+ * have no request: no user, no headers. A limit function answers it with the limit of an unknown
+ * caller (a free plan), or throws, which refuses the call.
+ */
+export const DIRECT_REQUEST: Readonly<RequestInfo> = Object.freeze({
+  method: '',
+  path: '',
+  headers: Object.freeze({}),
+});
+
+const POSITIVE = 'a positive integer';
+
+/**
+ * Why `limit` cannot be a limit of `rule`, or undefined when it can: a positive safe integer, and for
+ * token bucket and GCRA small enough that max(limit, burst) × size in µs stays below 2^53 (their state
+ * is exact integer arithmetic on those figures).
+ */
+export function limitProblem(limit: unknown, rule: StoreRule): string | undefined {
+  if (typeof limit !== 'number' || !Number.isSafeInteger(limit) || limit < 1) return POSITIVE;
+  if (!exceedsBucketMath(limit, rule)) return undefined;
+  const most = Math.floor(Number.MAX_SAFE_INTEGER / (rule.sizeMs * 1000));
+  return `at most ${most} for a ${rule.type} window of ${rule.sizeMs} ms (max(limit, burst) × size in µs must stay below 2^53)`;
+}
+
+/** Token bucket and GCRA figures past 2^53 for this limit (and the rule's explicit burst). */
+export function exceedsBucketMath(
+  limit: number,
+  rule: Pick<StoreRule, 'type' | 'burst' | 'sizeMs'>,
+): boolean {
+  if (rule.type !== 'token-bucket' && rule.type !== 'gcra') return false;
+  return Math.max(limit, rule.burst) * rule.sizeMs * 1000 > Number.MAX_SAFE_INTEGER;
+}
+
+/** The limit of one request (or direct call) for a rule, checked: a number, or a promise of one. */
+export function requestLimit(
+  limit: number | LimitFunction,
+  rule: StoreRule,
+  req: RequestInfo,
+): number | Promise<number> {
+  if (typeof limit === 'number') return limit;
+  let value: unknown;
+  try {
+    value = limit(req);
+  } catch (error) {
+    throw failed(rule, 'threw', error);
+  }
+  if (
+    value !== null &&
+    typeof value === 'object' &&
+    typeof (value as PromiseLike<unknown>).then === 'function'
+  ) {
+    return Promise.resolve(value as PromiseLike<unknown>).then(
+      (settled) => checked(settled, rule),
+      (error: unknown) => {
+        throw failed(rule, 'rejected', error);
+      },
+    );
+  }
+  return checked(value, rule);
+}
+
+function checked(value: unknown, rule: StoreRule): number {
+  const problem = limitProblem(value, rule);
+  if (problem === undefined) return value as number;
+  throw new RateLimitRequestError(
+    'ERR_LIMIT',
+    `rule "${rule.name}": limit function must give ${problem}, got ${describe(value)}; nothing was consumed`,
+  );
+}
+
+function failed(rule: StoreRule, how: 'threw' | 'rejected', error: unknown): RateLimitRequestError {
+  return new RateLimitRequestError(
+    'ERR_LIMIT',
+    `rule "${rule.name}": limit function ${how}: ${(error as Error)?.message ?? describe(error)}; nothing was consumed`,
+    { cause: error },
+  );
+}
+
+/** The limit an operator sets with `limiter.override`: null clears; a bad one is a `RateLimitConfigError`. */
+export function overrideLimit(limit: unknown, rule: StoreRule): number | null {
+  if (limit === null) return null;
+  const problem = limitProblem(limit, rule);
+  if (problem === undefined) return limit as number;
+  throw new RateLimitConfigError(
+    'ERR_LIMIT',
+    `override: rule "${rule.name}": limit must be ${problem === POSITIVE ? `${POSITIVE} or null` : problem}, got ${describe(limit)}`,
+  );
+}

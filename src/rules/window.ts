@@ -1,0 +1,137 @@
+// A rule's window, validated and normalized: its type, its length in ms, buckets or burst, calendar periods.
+
+import { CRON_FIELDS, cronFieldCount } from '../config/hints.js';
+import { assertKnownFields } from '../config/known-fields.js';
+import { RULE_DEFAULTS } from '../defaults.js';
+import { describe, type FieldFailure, RateLimitConfigError } from '../errors.js';
+import type { LimitFunction, WindowType } from '../types.js';
+import { assertCron, CALENDAR_UNITS, createPeriodFn, isValidTimeZone, type PeriodFn } from './calendar.js';
+import { parseDuration } from './duration.js';
+import { exceedsBucketMath } from './limits.js';
+
+/** A window as the algorithms need it; fields a type does not use are 0. */
+export interface CompiledWindow {
+  readonly type: WindowType;
+  readonly sizeMs: number;
+  readonly buckets: number;
+  readonly burst: number;
+  /** Calendar windows only. */
+  readonly periods: PeriodFn | undefined;
+  /** Whole seconds of the window, for the `w` parameter of `RateLimit-Policy` (0 when not fixed-length). */
+  readonly windowSeconds: number;
+}
+
+/** The fields each window type takes (`leaky-bucket` is GCRA's alias). */
+const WINDOW_FIELDS: Readonly<Record<string, readonly string[]>> = {
+  fixed: ['type', 'size'],
+  calendar: ['type', 'unit', 'cron', 'timezone'],
+  'sliding-log': ['type', 'size'],
+  sliding: ['type', 'size', 'buckets'],
+  'token-bucket': ['type', 'size', 'burst'],
+  gcra: ['type', 'size', 'burst'],
+  'leaky-bucket': ['type', 'size', 'burst'],
+};
+const WINDOW_TYPES = Object.keys(WINDOW_FIELDS);
+const ANY_WINDOW_FIELD = [...new Set(Object.values(WINDOW_FIELDS).flat())];
+
+/** Nominal length of calendar units, for the `w` of `RateLimit-Policy` (a month as 30 days). */
+const UNIT_SECONDS: Record<string, number> = {
+  minute: 60,
+  hour: 3600,
+  day: 86400,
+  week: 604800,
+  month: 2592000,
+};
+
+/** Validates a rule's `window`; `where` and `fail` name the rule in every message. */
+export function compileWindow(
+  window: unknown,
+  limit: number | LimitFunction,
+  where: string,
+  fail: FieldFailure,
+): CompiledWindow {
+  if (window === null || typeof window !== 'object')
+    fail('ERR_WINDOW', 'window', 'an object with a type', window);
+  const w = window as Record<string, unknown>;
+  const known =
+    typeof w.type === 'string' && Object.hasOwn(WINDOW_FIELDS, w.type) ? WINDOW_FIELDS[w.type] : undefined;
+  // With an unknown type, a field is checked against every type's: `typ` still finds `type`.
+  assertKnownFields(w, known ?? ANY_WINDOW_FIELD, where, 'window');
+  if (known === undefined) {
+    fail('ERR_WINDOW', 'window.type', `one of ${WINDOW_TYPES.map((t) => `'${t}'`).join(', ')}`, w.type);
+  }
+  const type = (w.type === 'leaky-bucket' ? 'gcra' : w.type) as WindowType;
+
+  let sizeMs = 0;
+  let buckets = 0;
+  let burst = 0;
+  let periods: PeriodFn | undefined;
+  if (type === 'calendar') periods = calendarPeriods(w, where, fail);
+  else {
+    sizeMs =
+      parseDuration(w.size as string | number) ??
+      fail('ERR_DURATION', 'window.size', `a duration such as '1d' or 86400000`, w.size);
+  }
+  if (type === 'sliding') {
+    buckets = (w.buckets as number | undefined) ?? RULE_DEFAULTS.slidingBuckets;
+    if (!Number.isSafeInteger(buckets) || buckets < 1 || buckets > 1000) {
+      fail('ERR_WINDOW', 'window.buckets', 'an integer from 1 to 1000', w.buckets);
+    }
+  }
+  if ((type === 'token-bucket' || type === 'gcra') && w.burst !== undefined) {
+    // Else 0 in the store rule: the capacity is the limit of each request (see StoreRule.burst).
+    burst = w.burst as number;
+    if (!Number.isSafeInteger(burst) || burst < 1)
+      fail('ERR_WINDOW', 'window.burst', 'a positive integer', w.burst);
+  }
+  // Bucket state is exact integer arithmetic on max(limit, burst) × size in µs; keep it below 2^53
+  // (a limit function's values are checked per request, in rules/limits.ts).
+  if (exceedsBucketMath(typeof limit === 'number' ? limit : 1, { type, sizeMs, burst })) {
+    fail(
+      'ERR_WINDOW',
+      'window.size',
+      `small enough that max(limit, burst) × size in µs stays below 2^53`,
+      w.size,
+    );
+  }
+  const windowSeconds =
+    sizeMs > 0 ? Math.max(1, Math.ceil(sizeMs / 1000)) : (UNIT_SECONDS[w.unit as string] ?? 0);
+  return { type, sizeMs, buckets, burst, periods, windowSeconds };
+}
+
+function calendarPeriods(w: Record<string, unknown>, where: string, fail: FieldFailure): PeriodFn {
+  const zone = w.timezone ?? RULE_DEFAULTS.timezone;
+  if (typeof zone !== 'string' || !isValidTimeZone(zone)) {
+    fail('ERR_TIMEZONE', 'window.timezone', `an IANA time zone such as 'Asia/Shanghai'`, zone);
+  }
+  if (w.cron !== undefined) {
+    if (typeof w.cron !== 'string')
+      fail('ERR_CRON', 'window.cron', 'a cron expression such as "0 0 * * *"', w.cron);
+    const fieldCount = cronFieldCount(w.cron as string);
+    if (fieldCount !== undefined)
+      throw new RateLimitConfigError(
+        'ERR_CRON',
+        `${where}: window.cron must be ${CRON_FIELDS}, got ${describe(w.cron)} (${fieldCount})`,
+      );
+    try {
+      assertCron(w.cron as string, zone as string);
+    } catch (error) {
+      fail(
+        'ERR_CRON',
+        'window.cron',
+        `a cron expression such as "0 0 * * *" (${(error as Error).message})`,
+        w.cron,
+      );
+    }
+    return createPeriodFn({ cron: w.cron as string }, zone as string);
+  }
+  if (!CALENDAR_UNITS.includes(w.unit as never)) {
+    fail(
+      'ERR_WINDOW',
+      'window.unit',
+      `one of ${CALENDAR_UNITS.map((u) => `'${u}'`).join(', ')} (or give window.cron)`,
+      w.unit,
+    );
+  }
+  return createPeriodFn({ unit: w.unit as never }, zone as string);
+}

@@ -1,0 +1,357 @@
+// The login and verification-code recipes: their rules, then the attack suite through Express and Koa on the
+// memory store and on Redis, and the docs' quotes of the example apps checked against the files.
+import { readdirSync, readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { expect } from 'chai';
+import { createExpressApp } from '../../examples/express-app.js';
+import { createKoaApp } from '../../examples/koa-app.js';
+import {
+  createLimiter,
+  type Decision,
+  LOGIN_DEFAULTS,
+  loginRules,
+  normalizeDestination,
+  RateLimitConfigError,
+  type RequestInfo,
+  VERIFICATION_CODE_DEFAULTS,
+  verificationCodeRules,
+} from '../../src/index.js';
+import { memoryStores, redisStores } from '../support/stores.js';
+import { attackSuite, type Framework } from './suites/attack-suite.js';
+
+const loginRequest = (body: unknown, ip = '198.51.100.1'): RequestInfo => ({
+  method: 'POST',
+  path: '/login',
+  ip,
+  headers: {},
+  body,
+});
+const keysOf = (decision: Decision) => Object.fromEntries(decision.rules.map((r) => [r.rule, r.key]));
+
+describe('loginRules', () => {
+  it('builds the four rules with the documented figures', () => {
+    const rules = loginRules();
+    expect(rules.map((r) => r.name)).to.deep.equal([
+      'login-pair',
+      'login-ip',
+      'login-account',
+      'login-account-cap',
+    ]);
+    const [pair, ip, account, cap] = rules;
+    expect(pair).to.deep.include({
+      match: 'POST /login',
+      key: ['body.username', 'ip'],
+      normalize: true,
+      limit: 5,
+      window: { type: 'fixed', size: '15m' },
+      countOn: 'failure',
+      resetOnSuccess: true,
+      lockout: { duration: '1m', escalate: 2, maxDuration: '1h', forgetAfter: '24h' },
+    });
+    expect(ip).to.deep.include({
+      key: 'ip',
+      limit: 100,
+      window: { type: 'sliding', size: '1d' },
+      countOn: 'failure',
+      lockout: { duration: '1d' },
+    });
+    expect(ip?.resetOnSuccess).to.equal(undefined);
+    expect(account).to.deep.include({
+      limit: 10,
+      window: { type: 'gcra', size: '1h', burst: 10 },
+      countOn: 'failure',
+    });
+    expect(account?.lockout).to.equal(undefined);
+    expect(account?.resetOnSuccess).to.equal(undefined);
+    expect(cap).to.deep.include({
+      key: 'body.username',
+      normalize: true,
+      limit: 100,
+      window: { type: 'fixed', size: '30d' },
+      countOn: 'failure',
+      resetOnSuccess: true,
+      lockout: { duration: '30d' },
+    });
+    expect(LOGIN_DEFAULTS.accountCap).to.equal(100);
+  });
+
+  it('takes figures, a prefix, another username field and match: null for a middleware on the route', () => {
+    const rules = loginRules({
+      prefix: 'admin-login',
+      match: null,
+      username: 'body.email',
+      pairLimit: 3,
+      ipLimit: 50,
+      accountLimit: 5,
+      accountBurst: 3,
+      accountCap: 20,
+    });
+    expect(rules.map((r) => r.name)).to.deep.equal([
+      'admin-login-pair',
+      'admin-login-ip',
+      'admin-login-account',
+      'admin-login-account-cap',
+    ]);
+    expect(rules.every((r) => !('match' in r))).to.equal(true);
+    expect(rules.map((r) => r.limit)).to.deep.equal([3, 50, 5, 20]);
+    expect(rules[0]?.window).to.deep.equal({ type: 'fixed', size: '15m' });
+    expect(rules[2]?.window).to.deep.equal({ type: 'gcra', size: '1h', burst: 3 });
+    expect(rules[3]?.key).to.equal('body.email');
+  });
+
+  it('refuses a cap above NIST’s 100, a trusted-device check that is not a function, and a bad username form', () => {
+    const refuses = (fn: () => unknown, message: RegExp) => {
+      expect(fn).to.throw(RateLimitConfigError, message);
+    };
+    refuses(() => loginRules({ accountCap: 101 }), /accountCap must be an integer from 1 to 100 .*got 101/);
+    refuses(() => loginRules({ accountCap: 0 }), /accountCap/);
+    refuses(
+      () => loginRules({ isTrustedDevice: true as unknown as () => boolean }),
+      /isTrustedDevice must be a function/,
+    );
+    refuses(() => loginRules({ username: 'cookie:user' }), /username must be a key form/);
+    expect(() => createLimiter({ rules: loginRules({ pairLimit: 0 }) })).to.throw(
+      RateLimitConfigError,
+      /rule "login-pair": limit must be a positive integer, got 0/,
+    );
+  });
+
+  it('keys every rule on one normalized username, so an operator resets the account by its plain name', async () => {
+    const limiter = createLimiter({ rules: loginRules() });
+    for (const username of [' ALICE ', 'Ａｌｉｃｅ', 'alice']) {
+      const decision = await limiter.peek(loginRequest({ username, password: 'x' }));
+      expect(keysOf(decision)).to.deep.equal({
+        'login-pair': 'alice|198.51.100.1',
+        'login-ip': '198.51.100.1',
+        'login-account': 'alice',
+        'login-account-cap': 'alice',
+      });
+    }
+    const long = await limiter.peek(loginRequest({ username: `${'A'.repeat(300)}x`, password: 'x' }));
+    const keys = keysOf(long);
+    expect(keys['login-account']).to.match(/^#[\w-]{43}$/);
+    expect(keys['login-account']).to.equal(keys['login-account-cap']);
+    await limiter.close();
+  });
+
+  it('applies only the per-IP rule when the username is missing, empty, or not a string or number', async () => {
+    const limiter = createLimiter({ rules: loginRules() });
+    for (const username of [undefined, '', ' \t', { $ne: '' }, ['alice'], null, true, { toString: 'x' }]) {
+      const decision = await limiter.peek(loginRequest({ username, password: 'x' }));
+      expect(Object.keys(keysOf(decision)), JSON.stringify(username)).to.deep.equal(['login-ip']);
+    }
+    const decision = await limiter.peek(loginRequest({ username: 12345 }));
+    expect(keysOf(decision)['login-account']).to.equal('12345');
+    await limiter.close();
+  });
+
+  it('skips the account slowdown only when isTrustedDevice returns true for the normalized username', async () => {
+    const seen: string[] = [];
+    const limiter = createLimiter({
+      rules: loginRules({
+        isTrustedDevice: (req, username) => {
+          seen.push(username);
+          const vouched = req.headers['x-device'];
+          return (vouched === 'yes' ? true : vouched) as boolean;
+        },
+      }),
+    });
+    const as = (device: string | undefined) =>
+      limiter.peek({ ...loginRequest({ username: ' Alice ' }), headers: { 'x-device': device } });
+    expect(Object.keys(keysOf(await as('yes')))).to.deep.equal([
+      'login-pair',
+      'login-ip',
+      'login-account-cap',
+    ]);
+    for (const device of [undefined, 'truthy'])
+      expect(Object.keys(keysOf(await as(device)))).to.include('login-account');
+    expect(seen).to.deep.equal(['alice', 'alice', 'alice']);
+    await limiter.close();
+  });
+
+  it('fails the request, counting nothing, when isTrustedDevice throws', async () => {
+    const limiter = createLimiter({
+      rules: loginRules({
+        isTrustedDevice: () => {
+          throw new Error('device store down');
+        },
+      }),
+    });
+    let error: unknown;
+    try {
+      await limiter.check(loginRequest({ username: 'alice' }));
+    } catch (e) {
+      error = e;
+    }
+    expect(error).to.have.property('code', 'ERR_KEY_FUNCTION');
+    expect((await limiter.status('login-ip', '198.51.100.1')).count).to.equal(0);
+    await limiter.close();
+  });
+});
+
+describe('verificationCodeRules', () => {
+  it('builds the four rules with the documented figures, all counting successes only', () => {
+    const rules = verificationCodeRules();
+    expect(rules.map((r) => [r.name, r.key, r.limit, r.window, r.countOn, r.match])).to.deep.equal([
+      ['code-minute', 'body.phone', 1, { type: 'fixed', size: '1m' }, 'success', 'POST /sms/code'],
+      [
+        'code-day',
+        'body.phone',
+        10,
+        { type: 'calendar', unit: 'day', timezone: 'UTC' },
+        'success',
+        'POST /sms/code',
+      ],
+      ['code-ip', 'ip', 20, { type: 'sliding', size: '1h' }, 'success', 'POST /sms/code'],
+      ['code-global', rules[3]?.key, 1000, { type: 'sliding', size: '1h' }, 'success', 'POST /sms/code'],
+    ]);
+    expect(rules[0]?.normalize).to.equal(normalizeDestination);
+    expect(VERIFICATION_CODE_DEFAULTS.timeZone).to.equal('UTC');
+  });
+
+  it('takes a prefix, a destination, figures and a time zone', () => {
+    const rules = verificationCodeRules({
+      prefix: 'email-code',
+      match: 'POST /email/code',
+      destination: 'body.email',
+      perMinute: 2,
+      perDay: 5,
+      perIpPerHour: 7,
+      globalPerHour: 300,
+      timeZone: 'Asia/Shanghai',
+    });
+    expect(rules.map((r) => [r.name, r.limit])).to.deep.equal([
+      ['email-code-minute', 2],
+      ['email-code-day', 5],
+      ['email-code-ip', 7],
+      ['email-code-global', 300],
+    ]);
+    expect(rules[1]?.window).to.deep.equal({ type: 'calendar', unit: 'day', timezone: 'Asia/Shanghai' });
+    expect(rules[0]?.key).to.equal('body.email');
+    expect(() => createLimiter({ rules: verificationCodeRules({ timeZone: 'Mars/Olympus' }) })).to.throw(
+      RateLimitConfigError,
+      /rule "code-day": window.timezone/,
+    );
+  });
+
+  it('normalizes phone numbers and e-mail addresses to one key each', async () => {
+    const phones = [
+      '+86 138 0013 8000',
+      '+86 (138) 0013-8000',
+      '+86.138.0013.8000',
+      ' ＋８６１３８００１３８０００ ',
+    ];
+    for (const phone of phones) expect(normalizeDestination(phone), phone).to.equal('+8613800138000');
+    expect(normalizeDestination('+1 555‐0100')).to.equal('+15550100'); // a Unicode hyphen
+    for (const email of ['Alice@Example.COM', ' alice@example.com ', 'ａｌｉｃｅ@ｅｘａｍｐｌｅ.com'])
+      expect(normalizeDestination(email), email).to.equal('alice@example.com');
+    // Dots and dashes of an address stay: they are part of it.
+    expect(normalizeDestination('first.last-name@example.com')).to.equal('first.last-name@example.com');
+
+    const limiter = createLimiter({ rules: verificationCodeRules() });
+    const decision = await limiter.peek({
+      method: 'POST',
+      path: '/sms/code',
+      ip: '2001:db8::1',
+      headers: {},
+      body: { phone: '+86 (138) 0013-8000' },
+    });
+    expect(keysOf(decision)).to.deep.equal({
+      'code-minute': '+8613800138000',
+      'code-day': '+8613800138000',
+      'code-ip': '2001:db8::/56',
+      'code-global': 'all',
+    });
+    await limiter.close();
+  });
+});
+
+const express: Framework = {
+  name: 'Express',
+  create(options) {
+    const { app, limiter, loginLimiter } = createExpressApp(options);
+    return { listener: app, limiter, loginLimiter };
+  },
+};
+const koa: Framework = {
+  name: 'Koa',
+  create(options) {
+    const { app, limiter, loginLimiter } = createKoaApp(options);
+    return { listener: app.callback(), limiter, loginLimiter };
+  },
+};
+
+for (const stores of [memoryStores, redisStores]) {
+  attackSuite(express, stores);
+  attackSuite(koa, stores);
+}
+
+describe('README recipes', () => {
+  /**
+   * Every TypeScript block of README.md and docs/*.md whose first line is `// examples/<file>.ts` is that
+   * file's code: each name it imports ('ratekeeper' standing for '../../src/index.js') the file imports too,
+   * and each run of lines between `// …` elisions appears in the file as it is (indentation aside).
+   * RK_README=<file> checks another file, e.g. a section before it is pasted in.
+   */
+  const docsDir = new URL('../../docs/', import.meta.url);
+  const pages = process.env.RK_README
+    ? [process.env.RK_README]
+    : [
+        fileURLToPath(new URL('../../README.md', import.meta.url)),
+        ...readdirSync(docsDir)
+          .filter((f) => f.endsWith('.md'))
+          .map((f) => fileURLToPath(new URL(f, docsDir))),
+      ];
+  const readme = pages.map((p) => readFileSync(p, 'utf8')).join('\n');
+  const blocks = [...readme.matchAll(/```ts\n\/\/ (examples\/[\w-]+\.ts)[^\n]*\n([\s\S]*?)```/g)].map(
+    (m) => ({
+      file: m[1] as string,
+      code: m[2] as string,
+    }),
+  );
+  const IMPORT = /^import\s+(?:type\s+)?([\w$]+\s*,?\s*)?(?:\{([^}]*)\})?\s*from\s+'([^']+)';?$/gm;
+  /** Module to imported names (the default import as `default:<local>`). */
+  const importsOf = (code: string) => {
+    const out = new Map<string, Set<string>>();
+    for (const [, def, named, from] of code.matchAll(IMPORT)) {
+      const module = (from as string)
+        .replace(/^ratekeeper\/(express|koa)$/, '../adapters/$1.js')
+        .replace(/^ratekeeper$/, '../../src/index.js');
+      const names = out.get(module) ?? new Set<string>();
+      if (def) names.add(`default:${def.replace(/[\s,]/g, '')}`);
+      for (const name of (named ?? '').split(',')) {
+        const bare = name.replace(/\btype\s+/, '').trim();
+        if (bare !== '') names.add(bare);
+      }
+      out.set(module, names);
+    }
+    return out;
+  };
+  const trimmed = (code: string) =>
+    code
+      .replace(IMPORT, '')
+      .split('\n')
+      .map((l) => l.trim())
+      .filter((l) => l !== '');
+
+  it('quotes the example apps as they are', () => {
+    expect(blocks.length, 'the docs quote the examples').to.be.greaterThan(0);
+    for (const { file, code } of blocks) {
+      const text = readFileSync(new URL(`../../${file}`, import.meta.url), 'utf8');
+      const fileImports = importsOf(text);
+      for (const [module, names] of importsOf(code)) {
+        for (const name of names)
+          expect([...(fileImports.get(module) ?? [])], `${file} imports ${name} from ${module}`).to.include(
+            name,
+          );
+      }
+      const source = trimmed(text).join('\n');
+      const runs: string[][] = [[]];
+      for (const line of trimmed(code)) {
+        if (line === '// …') runs.push([]);
+        else runs.at(-1)?.push(line);
+      }
+      for (const run of runs) expect(source, `${file}, as quoted in the docs`).to.include(run.join('\n'));
+    }
+  });
+});

@@ -1,0 +1,477 @@
+// `npx ratekeeper`: the real command, spawned against a real Redis and a real app process.
+import { randomBytes } from 'node:crypto';
+import { expect } from 'chai';
+import type { Redis } from 'ioredis';
+import { createLimiter, RedisStore } from '../../src/index.js';
+import { LOGIN } from '../fixtures/ops-rules.js';
+import { type AppProcess, runCli, runCliInProcess, startApp, startCli } from '../support/ops.js';
+import { getRedis, type RedisServer, startRedis } from '../support/redis.js';
+
+const RULES = ['--rules', 'test/fixtures/ops-rules.ts'];
+
+describe('ratekeeper command line', function () {
+  this.timeout(60_000);
+  let server: RedisServer;
+  let control: Redis;
+  let app: AppProcess | undefined;
+  const newPrefix = () => `ops${randomBytes(4).toString('hex')}`;
+  const cli = (prefix: string, ...args: string[]) =>
+    runCli([...args, '--prefix', prefix, ...RULES], { REDIS_URL: server.url });
+
+  before(async () => {
+    server = await getRedis();
+    control = server.client();
+  });
+  afterEach(async () => {
+    await app?.stop();
+    app = undefined;
+  });
+
+  async function waitForSubscriber(prefix: string): Promise<void> {
+    for (let i = 0; i < 250; i++) {
+      const [, count] = (await control.pubsub('NUMSUB', `${prefix}:reset`)) as [string, number];
+      if (Number(count) === 1) return;
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    throw new Error('the app never subscribed to resets');
+  }
+
+  it('unlock: a key the app locked, and answers from its deny cache, is admitted by the app at once', async () => {
+    const prefix = newPrefix();
+    app = await startApp(server.url, prefix);
+    await waitForSubscriber(prefix);
+    const attempts = [];
+    for (let i = 0; i < 3; i++) attempts.push(await app.hit('POST', '/login', 'alice'));
+    expect(attempts).to.deep.equal([200, 200, 429]);
+    const scripts = await server.commandCount('evalsha');
+    expect(await app.hit('POST', '/login', 'alice')).to.equal(429);
+    expect(await server.commandCount('evalsha'), 'the app answered from its deny cache').to.equal(scripts);
+
+    const listed = await cli(prefix, 'locked', 'login', '--json');
+    expect(listed.code, listed.stderr).to.equal(0);
+    const locks = JSON.parse(listed.stdout) as Array<{ rule: string; key: string; level: number }>;
+    expect(locks.map(({ rule, key, level }) => ({ rule, key, level }))).to.deep.equal([
+      { rule: 'login', key: 'alice', level: 1 },
+    ]);
+
+    const unlocked = await cli(prefix, 'unlock', 'login', 'alice');
+    expect(unlocked).to.deep.equal({ code: 0, stdout: 'unlocked  login  alice\n', stderr: '' });
+    expect(await app.hit('POST', '/login', 'alice'), 'right after the command').to.equal(200);
+
+    const status = await cli(prefix, 'status', 'login', 'alice', '--json');
+    expect(JSON.parse(status.stdout)).to.include({ rule: 'login', key: 'alice', count: 1, remaining: 1 });
+    expect(JSON.parse(status.stdout)).to.include({ locked: false, lockRemainingMs: 0, level: 0 });
+  });
+
+  it('status and locked print for people: count, lock time left, level, soonest unlock first', async () => {
+    const prefix = newPrefix();
+    app = await startApp(server.url, prefix);
+    for (const user of ['bob', 'carol']) for (let i = 0; i < 3; i++) await app.hit('POST', '/login', user);
+    await app.hit('POST', '/login', 'dave');
+
+    const status = await cli(prefix, 'status', 'login', 'bob');
+    expect(status.code).to.equal(0);
+    expect(status.stdout).to.match(
+      /^login {2}bob\n {2}count {4}0 of 2, 0 remaining\n {2}locked {3}yes, (?:14m \d+s|15m) left, level 1\n/,
+    );
+    const dave = await cli(prefix, 'status', 'login', 'dave');
+    expect(dave.stdout).to.match(
+      /count {4}1 of 2, 1 remaining, back to full in \d+[hms](?: \d+[hms])*\n {2}locked {3}no, level 0\n/,
+    );
+
+    const locked = await cli(prefix, 'locked', 'login');
+    const lines = locked.stdout.trimEnd().split('\n');
+    expect(lines[0]).to.match(/^unlocks in +at +level +key$/);
+    expect(lines.slice(1).map((l) => l.split(/ {2,}/).slice(2))).to.deep.equal([
+      ['1', 'bob'],
+      ['1', 'carol'],
+    ]);
+    expect((await cli(prefix, 'locked', 'login', '--limit', '1')).stdout).to.include(
+      '(first 1; --limit shows more)',
+    );
+  });
+
+  it('unlock --all unlocks every locked key of a rule; a key that was not locked is reset and said so', async () => {
+    const prefix = newPrefix();
+    app = await startApp(server.url, prefix);
+    for (const user of ['u1', 'u2', 'u3']) for (let i = 0; i < 3; i++) await app.hit('POST', '/login', user);
+    await app.hit('POST', '/login', 'u4');
+
+    const all = await cli(prefix, 'unlock', 'login', '--all', '--json');
+    expect(JSON.parse(all.stdout)).to.deep.equal(
+      ['u1', 'u2', 'u3'].map((key) => ({ rule: 'login', key, wasLocked: true })),
+    );
+    for (const user of ['u1', 'u2', 'u3']) expect(await app.hit('POST', '/login', user)).to.equal(200);
+    const again = await cli(prefix, 'unlock', 'login', 'u4');
+    expect(again.stdout).to.equal('reset (was not locked)  login  u4\n');
+    expect((await cli(prefix, 'status', 'login', 'u4', '--json')).stdout).to.include('"count":0');
+  });
+
+  it('prints keys harmlessly: terminal escape sequences in a key are shown, not obeyed', async () => {
+    const prefix = newPrefix();
+    const limiter = createLimiter({ store: new RedisStore({ client: control, prefix }), rules: [LOGIN] });
+    const hostile = 'eve\u001b[2J\u001b]0;pwned\u0007\u202e';
+    for (let i = 0; i < 3; i++) await limiter.consume('login', hostile);
+    await limiter.close();
+    const locked = await cli(prefix, 'locked', 'login');
+    expect(locked.stdout).to.include('eve\\x1b[2J\\x1b]0;pwned\\x07\\u202e');
+    expect(locked.stdout).not.to.include('\u001b');
+    const json = await cli(prefix, 'locked', 'login', '--json');
+    expect(JSON.parse(json.stdout)[0].key, 'scripts get the key itself').to.equal(hostile);
+    expect((await cli(prefix, 'unlock', 'login', hostile)).stdout).to.include('unlocked');
+  });
+
+  it('reads rules from a CommonJS module and uses a limiter a module exports, with its own store', async () => {
+    const prefix = newPrefix();
+    const viaCjs = await runCli(
+      ['locked', 'login', '--rules', 'test/fixtures/ops-rules.cjs', '--prefix', prefix],
+      {
+        REDIS_URL: server.url,
+      },
+    );
+    expect(viaCjs).to.include({ code: 0, stdout: "no key of 'login' is locked\n" });
+
+    app = await startApp(server.url, prefix);
+    for (let i = 0; i < 3; i++) await app.hit('POST', '/login', 'frank');
+    const env = {
+      REDIS_URL: server.url,
+      OPS_PREFIX: prefix,
+      RATEKEEPER_RULES: 'test/fixtures/ops-limiter.ts',
+    };
+    const viaLimiter = await runCli(['locked', 'login', '--json'], env);
+    expect(JSON.parse(viaLimiter.stdout).map((l: { key: string }) => l.key)).to.deep.equal(['frank']);
+    const listed = await runCli(['rules'], env);
+    expect(listed.stdout.split('\n')[1]).to.match(
+      /^login +2 per 1h \(fixed window\) +15m, x2 each time up to 1d +enforce +POST \/login$/,
+    );
+  });
+
+  it('watch --json: the decisions of the app process per rule, live, exactly as made', async () => {
+    const prefix = newPrefix();
+    app = await startApp(server.url, prefix, ['--publish']);
+    const watch = startCli(
+      ['watch', '--json', '--interval', '100ms', '--window', '1m', '--prefix', prefix, ...RULES],
+      {
+        REDIS_URL: server.url,
+      },
+    );
+    try {
+      // Heard the app once: subscribed, and the app's heartbeat arrived.
+      await watch.line((line) => JSON.parse(line).publishers === 1);
+      for (let i = 0; i < 3; i++) await app.hit('POST', '/login', 'alice'); // 2 allowed, the 3rd locks
+      await app.hit('POST', '/login', 'alice'); // locked (the deny cache answers)
+      for (let i = 0; i < 5; i++) await app.hit('GET', '/api', 'bob');
+      const done = await watch.line((line) => {
+        const view = JSON.parse(line) as { rules: Array<{ rule: string; total: number[] }> };
+        return view.rules.find((r) => r.rule === 'api')?.total[0] === 5;
+      });
+      const view = JSON.parse(done) as {
+        publishers: number;
+        rules: Array<{ rule: string; allowed: number; denied: number; locked: number; total: number[] }>;
+        sources: Record<string, number>;
+      };
+      expect(view.publishers).to.equal(1);
+      expect(
+        view.rules.map(({ rule, allowed, denied, locked, total }) => ({
+          rule,
+          allowed,
+          denied,
+          locked,
+          total,
+        })),
+      ).to.deep.equal([
+        { rule: 'login', allowed: 2, denied: 0, locked: 2, total: [2, 0, 2, 0] },
+        { rule: 'api', allowed: 5, denied: 0, locked: 0, total: [5, 0, 0, 0] },
+      ]);
+      expect(view.sources).to.deep.equal({ store: 8, deny_cache: 1 });
+    } finally {
+      expect(await watch.interrupt(), 'Ctrl-C ends watch with status 0').to.equal(0);
+    }
+  });
+
+  it('watch on a terminal (a pseudo-terminal): the view redrawn in place, keys never shown', async () => {
+    const prefix = newPrefix();
+    app = await startApp(server.url, prefix, ['--publish']);
+    const watch = startCli(
+      ['watch', '--interval', '100ms', '--prefix', prefix, ...RULES],
+      { REDIS_URL: server.url },
+      true,
+    );
+    try {
+      await watch.line((line) => line.includes('1 app process publishing'));
+      for (let i = 0; i < 3; i++) await app.hit('POST', '/login', 'mallory');
+      const row = await watch.line((line) => /^login +[\d.]+ +2 +0 +1 +0 +33% +2 \/ 0 \/ 1 \/ 0$/.test(line));
+      expect(row).to.match(/^login/);
+      expect(watch.output()).to.include('\u001b[H\u001b[2J'); // home and clear before each view
+      expect(watch.output()).to.include('(Ctrl-C to stop)');
+      expect(watch.output()).not.to.include('mallory');
+    } finally {
+      expect(await watch.interrupt()).to.equal(0);
+    }
+  });
+
+  it('watch ends with the cause when Redis goes away (exit status 1), not with a view of zeros', async () => {
+    const own = await startRedis();
+    const watch = startCli(['watch', '--json', '--interval', '50ms', '--prefix', newPrefix(), ...RULES], {
+      REDIS_URL: own.url,
+    });
+    try {
+      await watch.line((line) => JSON.parse(line).publishers === 0);
+      await own.stop();
+      expect(await watch.exited, 'exit status').to.equal(1);
+      expect(watch.errors()).to.match(
+        /^ratekeeper: lost the connection to Redis \(127\.0\.0\.1:\d+\); watch stopped\n$/,
+      );
+    } finally {
+      await watch.interrupt();
+      await own.stop();
+    }
+  });
+
+  it('watch --once without a publishing app says so, and lists the rules at zero', async () => {
+    const run = await runCli(['watch', '--once', '--interval', '50ms', '--prefix', newPrefix(), ...RULES], {
+      REDIS_URL: server.url,
+    });
+    expect(run.code, run.stderr).to.equal(0);
+    expect(run.stdout).to.match(
+      /no app publishing on ops[0-9a-f]+:decisions \(the app calls publishDecisionCounts\)/,
+    );
+    expect(run.stdout).to.match(/\nlogin +0 +0 +0 +0 +0 +- +0 \/ 0 \/ 0 \/ 0\napi /);
+  });
+
+  it("override on Redis: the app obeys the key's new limit at once, status shows it, null gives the rule's back", async () => {
+    const prefix = newPrefix();
+    app = await startApp(server.url, prefix);
+    await waitForSubscriber(prefix);
+    expect(await app.hit('POST', '/login', 'grace')).to.equal(200); // the app has decided on the rule once
+
+    const set = await cli(prefix, 'override', 'login', 'grace', '5', '--for', '1h');
+    expect(set, set.stderr).to.deep.equal({
+      code: 0,
+      stdout: 'limit 5 for 1h  login  grace\n  count    1 of 5, 4 remaining\n',
+      stderr: '',
+    });
+    const hits = [];
+    for (let i = 0; i < 5; i++) hits.push(await app.hit('POST', '/login', 'grace'));
+    expect(hits, '4 more admitted under the override, then denied').to.deep.equal([200, 200, 200, 200, 429]);
+    const status = JSON.parse((await cli(prefix, 'status', 'login', 'grace', '--json')).stdout);
+    expect(status).to.include({ limit: 5, overridden: true, locked: true });
+
+    const cleared = await cli(prefix, 'override', 'login', 'grace', 'null', '--json');
+    expect(JSON.parse(cleared.stdout)).to.deep.include({ override: null, forMs: null });
+    expect(JSON.parse(cleared.stdout).status).to.include({ limit: 2, overridden: false });
+    await cli(prefix, 'unlock', 'login', 'grace');
+    const after = [];
+    for (let i = 0; i < 3; i++) after.push(await app.hit('POST', '/login', 'grace'));
+    expect(after, "the rule's limit of 2 again").to.deep.equal([200, 200, 429]);
+  });
+
+  it('override through a module exporting a limiter: the memory-store contract, set and cleared', async () => {
+    // The memory-store contract, through a module exporting a limiter, in this process (the command's run
+    // function): a memory store lives as long as its process, so set and read back need the same one.
+    const memory = await runCliInProcess([
+      'override',
+      'login',
+      'alice',
+      '5',
+      '--for',
+      '1h',
+      '--json',
+      '--rules',
+      'test/fixtures/ops-memory-limiter.ts',
+    ]);
+    expect(memory.code, memory.stderr).to.equal(0);
+    expect(JSON.parse(memory.stdout)).to.deep.include({
+      rule: 'login',
+      key: 'alice',
+      override: 5,
+      forMs: 3_600_000,
+    });
+    expect(JSON.parse(memory.stdout).status).to.include({ limit: 5, overridden: true, remaining: 5 });
+    const text = await runCliInProcess([
+      'override',
+      'login',
+      'alice',
+      '5',
+      '--rules',
+      'test/fixtures/ops-memory-limiter.ts',
+    ]);
+    expect(text.stdout).to.equal('limit 5 until cleared  login  alice\n  count    0 of 5, 5 remaining\n');
+    const cleared = await runCliInProcess([
+      'override',
+      'login',
+      'alice',
+      'null',
+      '--rules',
+      'test/fixtures/ops-memory-limiter.ts',
+    ]);
+    expect(cleared.stdout).to.equal(
+      "override cleared; the rule's limit 2 applies  login  alice\n  count    0 of 2, 2 remaining\n",
+    );
+  });
+
+  describe('clear errors, exit status 1 for a fault to fix and 2 for wrong usage', () => {
+    let guarded: RedisServer;
+    before(async () => {
+      guarded = await startRedis();
+      // Set once the harness has seen it answer; connections it already made stay logged in.
+      await guarded.client().config('SET', 'requirepass', 'right-password');
+    });
+    after(() => guarded.stop());
+    const withPassword = (password: string) => `redis://:${password}@127.0.0.1:${guarded.port}`;
+
+    const cases: Array<[string, () => string[], Record<string, string>, number, RegExp]> = [
+      [
+        'no Redis URL',
+        () => ['locked', 'login', ...RULES],
+        { REDIS_URL: '' },
+        1,
+        /no Redis URL: give --redis/,
+      ],
+      [
+        'not a Redis URL',
+        () => ['locked', 'login', ...RULES, '--redis', 'http://x:1'],
+        {},
+        1,
+        /must start with redis:\/\//,
+      ],
+      [
+        'nobody listening',
+        () => ['locked', 'login', ...RULES, '--redis', 'redis://127.0.0.1:1'],
+        {},
+        1,
+        /127\.0\.0\.1:1: connection refused \(ECONNREFUSED\)/,
+      ],
+      [
+        'a password needed',
+        () => ['locked', 'login', ...RULES, '--redis', withPassword('').replace(':@', '')],
+        {},
+        1,
+        /requires a password \(NOAUTH\)/,
+      ],
+      [
+        'a wrong password',
+        () => ['locked', 'login', ...RULES, '--redis', withPassword('wrong')],
+        {},
+        1,
+        /refused the user name or password in the URL \(WRONGPASS\)/,
+      ],
+      [
+        'an unknown rule',
+        () => ['status', 'logn', 'x', ...RULES],
+        { REDIS_URL: '' },
+        1,
+        /unknown rule 'logn'; the rules are login, api/,
+      ],
+      [
+        'a missing module',
+        () => ['locked', 'login', '--rules', 'nope/rules.js'],
+        {},
+        1,
+        /--rules nope\/rules\.js: no such file \(looked for \/.+\/nope\/rules\.js\)/,
+      ],
+      [
+        'a module without rules',
+        () => ['locked', 'login', '--rules', 'test/fixtures/redis-options.ts'],
+        {},
+        1,
+        /exports no rules .* it exports RECOMMENDED_CLUSTER_OPTIONS/,
+      ],
+      ['no --rules', () => ['locked', 'login'], {}, 1, /no rules loaded: give --rules <module>/],
+      [
+        'an unknown command',
+        () => ['unlok', 'login', 'x'],
+        {},
+        2,
+        /unknown command 'unlok'\nRun 'ratekeeper --help'/,
+      ],
+      [
+        'a missing argument',
+        () => ['status', 'login'],
+        {},
+        2,
+        /status takes status <rule> <key>, got 1 argument/,
+      ],
+      [
+        'a mistyped option',
+        () => ['locked', 'login', '--rulez', 'x'],
+        {},
+        2,
+        /unknown option '--rulez', did you mean --rules\?/,
+      ],
+      [
+        'an override of an unknown rule',
+        () => ['override', 'logn', 'alice', '5', ...RULES],
+        {},
+        1,
+        /unknown rule 'logn'; the rules are login, api/,
+      ],
+      [
+        'an override limit that is not one',
+        () => ['override', 'login', 'alice', '0', ...RULES],
+        {},
+        2,
+        /override: the limit must be a positive integer, or null to clear it, got '0'/,
+      ],
+      [
+        'a bad --for',
+        () => ['override', 'login', 'alice', '5', '--for', 'soon', ...RULES],
+        {},
+        2,
+        /--for must be a duration such as 30s, 15m or 1d, got 'soon'/,
+      ],
+      [
+        '--for without override',
+        () => ['status', 'login', 'alice', '--for', '1h', ...RULES],
+        {},
+        2,
+        /--for goes with override only/,
+      ],
+      [
+        'watch of an unknown rule',
+        () => ['watch', 'logn', ...RULES],
+        {},
+        1,
+        /unknown rule 'logn'; the rules are login, api/,
+      ],
+      [
+        'watch against a wrong password',
+        () => ['watch', ...RULES, '--redis', withPassword('wrong')],
+        {},
+        1,
+        /refused the user name or password in the URL \(WRONGPASS\)/,
+      ],
+      [
+        'a bad --limit',
+        () => ['locked', 'login', '--limit', '0'],
+        {},
+        2,
+        /--limit must be an integer from 1 to 10000, got '0'/,
+      ],
+    ];
+    // Two through the real process (its exit status), the rest through the same run function in this process.
+    const spawned = ['a wrong password', 'an unknown command'];
+    for (const [what, args, env, code, message] of cases) {
+      it(what, async () => {
+        const run = await (spawned.includes(what) ? runCli : runCliInProcess)(args(), {
+          REDIS_URL: server.url,
+          ...env,
+        });
+        expect(run.code, run.stderr).to.equal(code);
+        expect(run.stderr).to.match(message);
+        expect(run.stdout).to.equal('');
+      });
+    }
+
+    it('a password never appears in a message', async () => {
+      const run = await runCliInProcess([
+        'locked',
+        'login',
+        ...RULES,
+        '--redis',
+        'http://:s3cret@127.0.0.1:1',
+      ]);
+      expect(run.stderr).to.include('http://:***@127.0.0.1:1').and.not.include('s3cret');
+    });
+  });
+});

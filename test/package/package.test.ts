@@ -1,0 +1,231 @@
+// The package as users get it: `npm pack`, unpacked into node_modules, imported from ESM and CommonJS.
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { expect } from 'chai';
+
+const root = new URL('../..', import.meta.url).pathname;
+// Inside the project, so the unpacked package finds its dependencies in the project's node_modules.
+const sandbox = join(root, '.pkgtest');
+const installed = join(sandbox, 'node_modules', 'ratekeeper');
+
+function run(file: string, code: string): string {
+  writeFileSync(join(sandbox, file), code);
+  return execFileSync(process.execPath, [join(sandbox, file)], {
+    cwd: sandbox,
+    encoding: 'utf8',
+    timeout: 30_000,
+  });
+}
+
+describe('the packed package', function () {
+  this.timeout(180_000);
+  let files: string[] = [];
+
+  before(() => {
+    rmSync(sandbox, { recursive: true, force: true });
+    mkdirSync(installed, { recursive: true });
+    // `npm pack` runs `prepack` (the build) first.
+    const tarball = execFileSync('npm', ['pack', '--silent', '--pack-destination', sandbox], {
+      cwd: root,
+      encoding: 'utf8',
+    })
+      .trim()
+      .split('\n')
+      .pop() as string;
+    execFileSync('tar', ['-xzf', join(sandbox, tarball), '-C', installed, '--strip-components=1']);
+    files = readdirSync(installed, { recursive: true }) as string[];
+  });
+  after(() => rmSync(sandbox, { recursive: true, force: true }));
+
+  it('ships lua/, dist/ and the README, and no tests or sources', () => {
+    for (const lua of [
+      'check.lua',
+      'fixed.lua',
+      'calendar.lua',
+      'sliding-log.lua',
+      'sliding.lua',
+      'token-bucket.lua',
+      'gcra.lua',
+    ]) {
+      expect(files).to.include(join('lua', lua));
+    }
+    expect(files).to.include.members([
+      join('dist', 'index.js'),
+      join('dist', 'index.cjs'),
+      join('dist', 'index.d.ts'),
+      'README.md',
+    ]);
+    expect(files.some((f) => f.startsWith('test') || f.startsWith('src'))).to.equal(false);
+  });
+
+  const program = (load: string) => `${load}
+    const limiter = createLimiter({ rules: [{ name: 'r', key: 'ip', limit: 1, window: { type: 'gcra', size: '1s' } }] });
+    const req = { method: 'GET', path: '/', ip: '203.0.113.9', headers: {} };
+    const a = await limiter.check(req);
+    const b = await limiter.check(req);
+    const store = new RedisStore({ client: { call: async () => null, duplicate() {} }, clock: () => 0 });
+    console.log(JSON.stringify([a.allowed, b.allowed, typeof rateLimit, typeof koaRateLimit, typeof store.evaluate]));
+    await limiter.close();
+    await store.close();`;
+
+  it('imports from ESM', () => {
+    const out = run(
+      'esm.mjs',
+      program(`import { createLimiter, RedisStore } from 'ratekeeper';
+        import { rateLimit } from 'ratekeeper/express';
+        import { rateLimit as koaRateLimit } from 'ratekeeper/koa';`),
+    );
+    expect(JSON.parse(out)).to.deep.equal([true, false, 'function', 'function', 'function']);
+  });
+
+  it('requires from CommonJS', () => {
+    const out = run(
+      'cjs.cjs',
+      `(async () => {
+        const { createLimiter, RedisStore } = require('ratekeeper');
+        const { rateLimit } = require('ratekeeper/express');
+        const { rateLimit: koaRateLimit } = require('ratekeeper/koa');
+        ${program('')}
+      })();`,
+    );
+    expect(JSON.parse(out)).to.deep.equal([true, false, 'function', 'function', 'function']);
+  });
+
+  /** Each framework entry, loaded both ways, limits a real app: one admitted request, then a 429. */
+  const frameworks: Array<{ entry: string; esm: string; cjs: string; app: string }> = [
+    {
+      entry: 'ratekeeper/fastify',
+      esm: `import Fastify from 'fastify'; import { rateLimit } from 'ratekeeper/fastify';`,
+      cjs: `const Fastify = require('fastify'); const { rateLimit } = require('ratekeeper/fastify');`,
+      app: `const app = Fastify();
+        await app.register(rateLimit, { rules });
+        app.get('/', async (request) => request.rateLimit.remaining);
+        const statuses = [];
+        for (let i = 0; i < 2; i++) statuses.push((await app.inject('/')).statusCode);
+        await app.close();`,
+    },
+    {
+      entry: 'ratekeeper/hono',
+      esm: `import { Hono } from 'hono'; import { rateLimit } from 'ratekeeper/hono';`,
+      cjs: `const { Hono } = require('hono'); const { rateLimit } = require('ratekeeper/hono');`,
+      app: `const app = new Hono();
+        app.use(rateLimit(rules));
+        app.get('/', (c) => c.json(c.get('rateLimit').remaining));
+        const statuses = [];
+        for (let i = 0; i < 2; i++) statuses.push((await app.request('/')).status);`,
+    },
+    {
+      entry: 'ratekeeper/nest',
+      esm: `import { Controller, Get, Module } from '@nestjs/common'; import { NestFactory } from '@nestjs/core';
+        import { RateLimitGuard } from 'ratekeeper/nest';`,
+      cjs: `const { Controller, Get, Module } = require('@nestjs/common'); const { NestFactory } = require('@nestjs/core');
+        const { RateLimitGuard } = require('ratekeeper/nest');`,
+      // Decorators applied by hand: plain JavaScript has no decorator syntax.
+      app: `class Api { get() { return 'ok'; } }
+        Reflect.decorate([Get()], Api.prototype, 'get', Object.getOwnPropertyDescriptor(Api.prototype, 'get'));
+        Reflect.decorate([Controller()], Api);
+        class AppModule {}
+        Reflect.decorate([Module({ controllers: [Api] })], AppModule);
+        const app = await NestFactory.create(AppModule, { logger: false });
+        app.useGlobalGuards(new RateLimitGuard(rules));
+        await app.listen(0, '127.0.0.1');
+        const url = await app.getUrl();
+        const statuses = [];
+        for (let i = 0; i < 2; i++) statuses.push((await fetch(url)).status);
+        await app.close();`,
+    },
+  ];
+  for (const { entry, esm, cjs, app } of frameworks) {
+    const body = `const rules = [{ name: 'r', key: () => 'all', limit: 1, window: { type: 'fixed', size: '1m' } }];
+      ${app}
+      console.log(JSON.stringify(statuses));`;
+    it(`limits an app through ${entry} from ESM and from CommonJS`, () => {
+      const name = entry.replace('ratekeeper/', '');
+      expect(JSON.parse(run(`${name}.mjs`, `${esm}\n${body}`))).to.deep.equal([200, 429]);
+      expect(JSON.parse(run(`${name}.cjs`, `${cjs}\n(async () => {\n${body}\n})();`))).to.deep.equal([
+        200, 429,
+      ]);
+    });
+  }
+
+  it('serves the operator console through ratekeeper/console from ESM and from CommonJS', () => {
+    const body = `const limiter = createLimiter({ rules: [{ name: 'login', key: 'ip', limit: 1, window: { type: 'fixed', size: '1m' }, lockout: { duration: '1m' } }] });
+      await limiter.consume('login', 'a<b');
+      await limiter.consume('login', 'a<b');
+      const handler = operatorConsole(limiter, { authorize: (req) => req.headers['x-operator'] === 'yes' });
+      const server = createServer((req, res) => void handler(req, res));
+      await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+      const url = 'http://127.0.0.1:' + server.address().port + '/';
+      const refused = await fetch(url);
+      const page = await fetch(url, { headers: { 'x-operator': 'yes' } });
+      const text = await page.text();
+      console.log(JSON.stringify([refused.status, page.status, page.headers.get('content-security-policy').startsWith("default-src 'none'"), text.includes('a&lt;b')]));
+      server.close();`;
+    const expected = [403, 200, true, true];
+    const esm = `import { createServer } from 'node:http'; import { createLimiter } from 'ratekeeper'; import { operatorConsole } from 'ratekeeper/console';\n${body}`;
+    expect(JSON.parse(run('console.mjs', esm))).to.deep.equal(expected);
+    const cjs = `const { createServer } = require('node:http'); const { createLimiter } = require('ratekeeper'); const { operatorConsole } = require('ratekeeper/console');\n(async () => {\n${body}\n})();`;
+    expect(JSON.parse(run('console.cjs', cjs))).to.deep.equal(expected);
+  });
+
+  it('counts decisions into prom-client through ratekeeper/prometheus from ESM and from CommonJS', () => {
+    const body = `const limiter = createLimiter({ rules: [{ name: 'api', key: 'ip', limit: 1, window: { type: 'fixed', size: '1m' } }] });
+      const registry = new Registry();
+      prometheusMetrics(limiter, { registry });
+      await limiter.consume('api', 'a');
+      await limiter.consume('api', 'a');
+      const text = await registry.metrics();
+      console.log(JSON.stringify(text.split('\\n').filter((line) => line.startsWith('ratekeeper_decisions_total'))));
+      await limiter.close();`;
+    const expected = [
+      'ratekeeper_decisions_total{rule="api",result="allowed",source="store"} 1',
+      'ratekeeper_decisions_total{rule="api",result="denied",source="store"} 1',
+    ];
+    const esm = `import { Registry } from 'prom-client'; import { createLimiter } from 'ratekeeper'; import { prometheusMetrics } from 'ratekeeper/prometheus';\n${body}`;
+    expect(JSON.parse(run('prometheus.mjs', esm))).to.deep.equal(expected);
+    const cjs = `const { Registry } = require('prom-client'); const { createLimiter } = require('ratekeeper'); const { prometheusMetrics } = require('ratekeeper/prometheus');\n(async () => {\n${body}\n})();`;
+    expect(JSON.parse(run('prometheus.cjs', cjs))).to.deep.equal(expected);
+  });
+
+  it('runs the `ratekeeper` command its bin names, with an ESM and a CommonJS rules module', () => {
+    const manifest = JSON.parse(
+      run(
+        'bin.mjs',
+        `import { readFileSync } from 'node:fs';
+      console.log(readFileSync('node_modules/ratekeeper/package.json', 'utf8'));`,
+      ),
+    ) as {
+      bin: Record<string, string>;
+    };
+    const bin = join(installed, manifest.bin.ratekeeper as string);
+    const ratekeeper = (...args: string[]) =>
+      execFileSync(bin, args, { cwd: sandbox, encoding: 'utf8', timeout: 30_000 });
+    expect(ratekeeper('--version').trim()).to.match(/^\d+\.\d+\.\d+/);
+    const rule = `{ name: 'sms', key: 'body.phone', limit: 1, window: { type: 'calendar', unit: 'day' } }`;
+    writeFileSync(join(sandbox, 'rules.mjs'), `export const rules = [${rule}];`);
+    writeFileSync(join(sandbox, 'rules.cjs'), `module.exports = [${rule}];`);
+    for (const module of ['rules.mjs', 'rules.cjs']) {
+      expect(JSON.parse(ratekeeper('rules', '--rules', module, '--json'))).to.deep.equal([
+        {
+          name: 'sms',
+          limit: '1 per day (calendar)',
+          match: 'every request',
+          lockout: 'none',
+          mode: 'enforce',
+        },
+      ]);
+    }
+  });
+
+  it('finds its Lua scripts from the built files, in both formats', () => {
+    // The constructor reads and hashes the scripts: it throws when lua/ cannot be found.
+    const probe = `
+      const store = new RedisStore({ client: { call: async () => null, duplicate() {} }, clock: () => 0 });
+      console.log(typeof store);`;
+    expect(run('lua-esm.mjs', `import { RedisStore } from 'ratekeeper';${probe}`).trim()).to.equal('object');
+    expect(run('lua-cjs.cjs', `const { RedisStore } = require('ratekeeper');${probe}`).trim()).to.equal(
+      'object',
+    );
+  });
+});

@@ -1,0 +1,118 @@
+// limiter.override across real processes on one Redis: set in one process, obeyed by another from its
+// very next decision (its deny cache forgets the key), expired on time, cleared with null; a rule that
+// never had an override costs the other process no read of one.
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { once } from 'node:events';
+import { createInterface } from 'node:readline';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { expect } from 'chai';
+import { track } from '../support/processes.js';
+import { getRedis, type RedisServer } from '../support/redis.js';
+
+interface Worker {
+  ask(line: string): Promise<Record<string, unknown>>;
+  quit(): Promise<void>;
+}
+
+async function startWorker(server: RedisServer, prefix: string): Promise<Worker> {
+  const child: ChildProcess = track(
+    spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/override-worker.ts', server.url, prefix], {
+      stdio: ['pipe', 'pipe', 'inherit'],
+    }),
+  );
+  const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream })[Symbol.asyncIterator]();
+  const next = async () => {
+    const { value, done } = await lines.next();
+    if (done) throw new Error('the worker process ended');
+    return String(value);
+  };
+  expect(await next()).to.equal('ready');
+  return {
+    async ask(line) {
+      child.stdin?.write(`${line}\n`);
+      return JSON.parse(await next()) as Record<string, unknown>;
+    },
+    async quit() {
+      if (child.exitCode !== null) return;
+      const exited = once(child, 'exit');
+      child.stdin?.end('quit\n');
+      await exited;
+    },
+  };
+}
+
+describe('overrides across real processes on Redis', () => {
+  const workers: Worker[] = [];
+  afterEach(async () => {
+    await Promise.all(workers.splice(0).map((w) => w.quit()));
+  });
+
+  it('one process sets an override, another obeys it from its next decision, until it expires or is cleared', async function () {
+    this.timeout(60_000);
+    const server = await getRedis();
+    const prefix = `rko${randomBytes(4).toString('hex')}`;
+    const [operator, app] = await Promise.all([startWorker(server, prefix), startWorker(server, prefix)]);
+    workers.push(operator, app);
+
+    // Once the app's store knows the rule has never had an override, its decisions read none: one GET
+    // (the fixed window's count) per decision. Until it knows (its first moments) it reads them all.
+    let gets = 0;
+    for (let fresh = 0; fresh < 100 && gets !== 1; fresh++) {
+      const before = await server.commandCount('get');
+      await app.ask(`consume warm-${fresh}`);
+      gets = (await server.commandCount('get')) - before;
+    }
+    expect(gets, 'GETs per decision of a rule without overrides').to.equal(1);
+
+    // The app uses up acme's 2 a minute; its deny cache answers the next denial.
+    expect(await app.ask('consume acme')).to.include({ allowed: true, limit: 2, remaining: 1 });
+    expect(await app.ask('consume acme')).to.include({ allowed: true, remaining: 0 });
+    expect(await app.ask('consume acme')).to.include({ allowed: false, cached: false });
+    expect(await app.ask('consume acme')).to.include({ allowed: false, cached: true });
+
+    // The operator's process raises acme to 5 for 2 s: the app's very next decision obeys it.
+    expect(await operator.ask('override acme 5 2s')).to.deep.equal({ ok: true });
+    expect(await app.ask('consume acme')).to.deep.equal({
+      allowed: true,
+      limit: 5,
+      remaining: 2,
+      cached: false,
+    });
+    expect(await app.ask('status acme')).to.include({ limit: 5, overridden: true, count: 3 });
+    expect(await app.ask('consume acme')).to.include({ allowed: true, remaining: 1 });
+    expect(await app.ask('consume acme')).to.include({ allowed: true, remaining: 0 });
+    expect(await app.ask('consume acme')).to.include({ allowed: false, limit: 5 });
+    expect(await app.ask('consume other')).to.include({ allowed: true, limit: 2 });
+    expect(await operator.ask('status acme')).to.include({ limit: 5, overridden: true, count: 5 });
+
+    // Past its end the rule's own limit is back, in both processes.
+    await sleep(2500);
+    expect(await app.ask('status acme')).to.include({ limit: 2, overridden: false, count: 5 });
+    expect(await operator.ask('status acme')).to.include({ limit: 2, overridden: false });
+    expect(await app.ask('consume acme')).to.include({ allowed: false, limit: 2 });
+
+    // Until cleared: 10 admits the 6th; null puts the rule's 2 back at once.
+    await operator.ask('override acme 10');
+    expect(await app.ask('consume acme')).to.deep.equal({
+      allowed: true,
+      limit: 10,
+      remaining: 4,
+      cached: false,
+    });
+    await operator.ask('override acme null');
+    expect(await app.ask('consume acme')).to.deep.equal({
+      allowed: false,
+      limit: 2,
+      remaining: 0,
+      cached: false,
+    });
+    expect(await app.ask('status acme')).to.include({ limit: 2, overridden: false, count: 6 });
+
+    // A process started now learns of the rule's overrides from Redis.
+    const late = await startWorker(server, prefix);
+    workers.push(late);
+    await operator.ask('override acme 7');
+    expect(await late.ask('consume acme')).to.include({ allowed: true, limit: 7, remaining: 0 });
+  });
+});

@@ -1,0 +1,153 @@
+// limiter.acquire in one process, on the memory store and on Redis: order, maxWait, abort, no timer left.
+// (Exactness across processes: acquire-processes.test.ts.) Real time, small windows; no timing assertion.
+import { expect } from 'chai';
+import {
+  createLimiter,
+  type Limiter,
+  RateLimitConfigError,
+  RateLimitExceededError,
+  RateLimitRequestError,
+  type Rule,
+} from '../../src/index.js';
+import { memoryStores, redisStores } from '../support/stores.js';
+
+/** Timers alive in this process (the `Timeout` resources). */
+const timers = () => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
+
+const settleOf = (p: Promise<unknown>) =>
+  p.then(
+    () => 'resolved',
+    (e: unknown) => e,
+  );
+
+for (const stores of [memoryStores, redisStores]) {
+  describe(`acquire on the ${stores.name} store`, () => {
+    const limiters: Limiter[] = [];
+    afterEach(async () => {
+      await Promise.all(limiters.splice(0).map((l) => l.close()));
+    });
+    async function limiter(rule: Partial<Rule> = {}): Promise<Limiter> {
+      const l = createLimiter({
+        store: await stores.makeStore(Date.now),
+        rules: [
+          { name: 'api', key: 'ip', limit: 3, window: { type: 'sliding-log', size: '300ms' }, ...rule },
+        ],
+      });
+      limiters.push(l);
+      // Connected and its scripts loaded: the timers counted from here are those of the calls.
+      await l.status(rule.name ?? 'api', 'warm-up');
+      return l;
+    }
+
+    it('admits every waiter, first come first served, never past the limit', async () => {
+      const l = await limiter();
+      const before = timers();
+      const order: number[] = [];
+      const decisions = await Promise.all(
+        Array.from({ length: 10 }, (_, i) =>
+          l.acquire('api', 'partner').then((d) => {
+            order.push(i);
+            return d;
+          }),
+        ),
+      );
+      expect(order).to.deep.equal([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+      expect(decisions.every((d) => d.allowed)).to.equal(true);
+      expect(timers(), 'no timer left behind').to.equal(before);
+    });
+
+    it('rejects at once when the earliest admission is later than maxWait, consuming nothing', async () => {
+      const l = await limiter({ limit: 1, window: { type: 'fixed', size: '1h' } });
+      await l.acquire('api', 'k');
+      const before = timers();
+      const error = await settleOf(l.acquire('api', 'k', { maxWait: '2s' }));
+      expect(error).to.be.instanceOf(RateLimitExceededError);
+      expect((error as RateLimitExceededError).code).to.equal('ERR_RATE_LIMITED');
+      expect((error as RateLimitExceededError).retryAfterMs).to.be.greaterThan(2000);
+      expect((error as RateLimitExceededError).decision.rule).to.equal('api');
+      expect((await l.status('api', 'k')).count).to.equal(1);
+      expect(timers(), 'it never slept').to.equal(before);
+    });
+
+    it('maxWait 0 takes a turn only when one is free now', async () => {
+      const l = await limiter({ limit: 1 });
+      expect((await l.acquire('api', 'k', { maxWait: 0 })).allowed).to.equal(true);
+      expect(await settleOf(l.acquire('api', 'k', { maxWait: 0 }))).to.be.instanceOf(RateLimitExceededError);
+    });
+
+    it('refuses a waiter queued behind a head that sleeps past its maxWait, at once', async () => {
+      const l = await limiter({ limit: 1, window: { type: 'fixed', size: '2s' } });
+      await l.acquire('api', 'k');
+      const head = l.acquire('api', 'k');
+      // The head sleeps about 2 s; this waiter would come after it.
+      await new Promise((resolve) => setImmediate(resolve));
+      const behind = await settleOf(l.acquire('api', 'k', { maxWait: '500ms' }));
+      expect(behind).to.be.instanceOf(RateLimitExceededError);
+      expect((await head).allowed).to.equal(true);
+    });
+
+    it('honours an AbortSignal: before, while sleeping, while queued; no timer left, the next waiter served', async () => {
+      const l = await limiter({ limit: 1, window: { type: 'fixed', size: '400ms' } });
+      const early = await settleOf(l.acquire('api', 'k', { signal: AbortSignal.abort() }));
+      expect((early as Error).name).to.equal('AbortError');
+      expect((await l.status('api', 'k')).count, 'an aborted call consumes nothing').to.equal(0);
+
+      await l.acquire('api', 'k');
+      const before = timers();
+      const sleeping = new AbortController();
+      const queued = new AbortController();
+      const head = settleOf(l.acquire('api', 'k', { signal: sleeping.signal }));
+      const second = settleOf(l.acquire('api', 'k', { signal: queued.signal }));
+      const third = l.acquire('api', 'k');
+      await new Promise((resolve) => setImmediate(resolve));
+      queued.abort();
+      sleeping.abort(new Error('shutting down'));
+      expect(((await head) as Error).message).to.equal('shutting down');
+      expect(((await second) as Error).name).to.equal('AbortError');
+      expect((await third).allowed).to.equal(true);
+      expect(timers()).to.equal(before);
+    });
+
+    it('rejects every waiter when the limiter closes, leaving no timer, and refuses new calls', async () => {
+      const l = await limiter({ limit: 1, window: { type: 'fixed', size: '1h' } });
+      await l.acquire('api', 'k');
+      const before = timers();
+      const waiting = [settleOf(l.acquire('api', 'k')), settleOf(l.acquire('api', 'k'))];
+      await new Promise((resolve) => setImmediate(resolve));
+      const closing = l.close();
+      const [first, second] = await Promise.all(waiting);
+      expect((first as Error).message).to.equal(
+        'ratekeeper: the limiter was closed while this call waited for its turn',
+      );
+      expect((second as Error).message, 'the one queued behind it too').to.match(/limiter was closed/);
+      await closing;
+      // On Redis the head's try may still be on the wire, under the store's own timeout timer.
+      if (stores.name === 'memory') expect(timers()).to.equal(before);
+      expect(((await settleOf(l.acquire('api', 'k'))) as Error).message).to.match(/limiter was closed/);
+    });
+
+    it('refuses a cost the rule never admits at once, a lockout rule and bad options, consuming nothing', async () => {
+      const l = await limiter();
+      const never = await settleOf(l.acquire('api', 'k', { cost: 4 }));
+      expect(never).to.be.instanceOf(RateLimitRequestError);
+      expect((never as Error).message).to.equal(
+        'rule "api": a cost of 4 never fits, it admits at most 3 at once; nothing was consumed',
+      );
+      const bad: Array<[string, unknown, RegExp]> = [
+        ['api', { maxwait: '1s' }, /acquire: unknown field 'maxwait' .*did you mean 'maxWait'\?/],
+        ['api', { maxWait: 'soon' }, /acquire: maxWait must be a duration/],
+        ['api', { signal: {} }, /acquire: signal must be an AbortSignal/],
+        ['nope', {}, /no rule named 'nope'/],
+      ];
+      for (const [rule, options, message] of bad) {
+        const error = await settleOf(l.acquire(rule, 'k', options as { maxWait?: string }));
+        expect(error, String(message)).to.be.instanceOf(RateLimitConfigError);
+        expect((error as Error).message).to.match(message);
+      }
+      const locking = await limiter({ name: 'login', lockout: { duration: '1m' } });
+      const refused = await settleOf(locking.acquire('login', 'k'));
+      expect((refused as Error).message).to.match(/^acquire: rule "login" has a lockout/);
+      expect((await l.status('api', 'k')).count).to.equal(0);
+    });
+  });
+}

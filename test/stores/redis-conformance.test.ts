@@ -1,0 +1,70 @@
+// The conformance suite, unchanged, on RedisStore: a standalone server and a real 3-master Cluster, each
+// through ioredis and through node-redis (the `redis` package).
+import { randomBytes } from 'node:crypto';
+import type { Cluster, Redis } from 'ioredis';
+import { RedisStore } from '../../src/index.js';
+import { type AnyClient, NODE_REDIS_6 } from '../support/clients.js';
+import { getRedis, type RedisCluster, startCluster } from '../support/redis.js';
+import { overrideSuite } from './conformance/overrides.js';
+import { conformanceSuite, type StoreUnderTest } from './conformance/suite.js';
+
+const prefix = () => `rkc${randomBytes(4).toString('hex')}`;
+
+describe('RedisStore (standalone)', () => {
+  let client: Redis;
+  let nodeRedis: AnyClient;
+  before(async () => {
+    const server = await getRedis();
+    client = server.client();
+    nodeRedis = await NODE_REDIS_6.standalone(server);
+  });
+  after(async () => {
+    client.disconnect();
+    await NODE_REDIS_6.close(nodeRedis);
+  });
+  const targets: StoreUnderTest[] = [
+    {
+      name: 'RedisStore on a standalone server',
+      makeStore: (clock) => new RedisStore({ client, prefix: prefix(), clock }),
+    },
+    {
+      name: 'RedisStore on a standalone server through node-redis',
+      makeStore: (clock) => new RedisStore({ client: nodeRedis, prefix: prefix(), clock }),
+    },
+  ];
+  for (const target of targets) {
+    conformanceSuite(target);
+    overrideSuite(target);
+  }
+});
+
+describe('RedisStore (Cluster)', () => {
+  let cluster: RedisCluster;
+  let client: Cluster;
+  let nodeRedis: AnyClient;
+  before(async function () {
+    this.timeout(60_000);
+    cluster = await startCluster();
+    client = cluster.client();
+    nodeRedis = await NODE_REDIS_6.cluster(cluster.nodes);
+  });
+  after(async () => {
+    client.disconnect();
+    await NODE_REDIS_6.close(nodeRedis);
+    await cluster.stop();
+  });
+  const targets: StoreUnderTest[] = [
+    {
+      name: 'RedisStore on a 3-master Cluster',
+      makeStore: (clock) => new RedisStore({ client, prefix: prefix(), clock }),
+    },
+    {
+      name: 'RedisStore on a 3-master Cluster through node-redis',
+      makeStore: (clock) => new RedisStore({ client: nodeRedis, prefix: prefix(), clock }),
+    },
+  ];
+  for (const target of targets) {
+    conformanceSuite(target);
+    overrideSuite(target);
+  }
+});

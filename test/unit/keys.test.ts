@@ -1,0 +1,202 @@
+// Key extraction: every key form, IP canonicalization, and hostile key material that must not escape its bucket.
+import { expect } from 'chai';
+import { createLimiter, ipKey, type KeySpec, type RequestInfo } from '../../src/index.js';
+
+const base: RequestInfo = { method: 'POST', path: '/login', ip: '203.0.113.10', headers: {} };
+
+/** The identity one rule keys a request on, or undefined when the rule does not apply. */
+async function keyOf(
+  key: KeySpec,
+  req: Partial<RequestInfo>,
+  extra: Record<string, unknown> = {},
+): Promise<string | undefined> {
+  const limiter = createLimiter({
+    rules: [{ name: 'r', key, limit: 100, window: { type: 'fixed', size: '1m' }, ...extra }],
+  });
+  const d = await limiter.peek({ ...base, ...req });
+  await limiter.close();
+  return d.rules[0]?.key;
+}
+
+describe('IP keys', () => {
+  it('keys IPv4-mapped IPv6 as IPv4, in every notation (CVE-2026-30827)', () => {
+    expect(ipKey('::ffff:203.0.113.10', 64)).to.equal('203.0.113.10');
+    expect(ipKey('::ffff:cb00:710a', 64)).to.equal('203.0.113.10');
+    expect(ipKey('203.0.113.10', 64)).to.equal('203.0.113.10');
+    expect(ipKey('203.0.113.11', 64)).to.not.equal('203.0.113.10');
+  });
+
+  it('keeps IPv6 with an embedded dotted quad as IPv6, by prefix', () => {
+    expect(ipKey('2001:db8::1.2.3.4', 64)).to.equal('2001:db8::/64');
+    expect(ipKey('64:ff9b::1.2.3.4', 64)).to.equal('64:ff9b::/64');
+  });
+
+  it('keys IPv6 by its /56 by default (a /48 holds 256 buckets, not 65,536)', async () => {
+    expect(await keyOf('ip', { ip: '2001:db8:1:2::1' })).to.equal('2001:db8:1::/56');
+    expect(await keyOf('ip', { ip: '2001:db8:1:ff:ffff::1' })).to.equal('2001:db8:1::/56');
+    expect(await keyOf('ip', { ip: '2001:db8:1:100::1' })).to.equal('2001:db8:1:100::/56');
+  });
+
+  it('keys IPv6 by the configured prefix', () => {
+    expect(ipKey('2001:db8:1:2:aaaa::1', 64)).to.equal(ipKey('2001:db8:1:2:ffff:ffff:ffff:ffff', 64));
+    expect(ipKey('2001:db8:1:2::1', 64)).to.not.equal(ipKey('2001:db8:1:3::1', 64));
+    expect(ipKey('2001:db8:1:2::1', 48)).to.equal('2001:db8:1::/48');
+    expect(ipKey('2001:db8:1:2::1', 128)).to.equal('2001:db8:1:2::1');
+  });
+
+  it('normalizes or rejects odd notations, never a shared "undefined" bucket', () => {
+    expect(ipKey('1.2.3.4:5555', 64)).to.equal('1.2.3.4');
+    expect(ipKey('[::1]', 64)).to.equal('::/64');
+    expect(ipKey('fe80::1%eth0', 64)).to.equal('fe80::/64');
+    for (const bad of [
+      undefined,
+      '',
+      'unknown',
+      'undefined',
+      '1.2.3',
+      '999.1.1.1',
+      '0x7f.1',
+      ' ',
+      'a'.repeat(500),
+    ]) {
+      expect(ipKey(bad, 64), String(bad)).to.equal(undefined);
+    }
+  });
+
+  it("keys a request without a valid ip on the one shared '#unresolved-ip': the rule still applies", async () => {
+    for (const ip of [undefined, '', 'garbage', 'unknown', '09.9.9.9'])
+      expect(await keyOf('ip', { ip }), String(ip)).to.equal('#unresolved-ip');
+  });
+});
+
+describe('key forms', () => {
+  it('reads user, headers, body paths, query and params', async () => {
+    expect(await keyOf('user', { user: { id: 42 } })).to.equal('42');
+    expect(await keyOf('user', { user: 'alice' })).to.equal('alice');
+    expect(await keyOf('header:X-Api-Key', { headers: { 'x-api-key': 'k1' } })).to.equal('k1');
+    expect(await keyOf('header:x-api-key', { headers: { 'x-api-key': ['a', 'b'] } })).to.equal('a, b');
+    expect(await keyOf('body.account.email', { body: { account: { email: 'a@b.c' } } })).to.equal('a@b.c');
+    expect(await keyOf('query.token', { query: { token: 't' } })).to.equal('t');
+    expect(await keyOf('param.id', { params: { id: '7' } })).to.equal('7');
+    expect(await keyOf((r) => r.method, {})).to.equal('POST');
+  });
+
+  it('fills templates and separates composite parts unambiguously', async () => {
+    expect(await keyOf('sms:{body.phone}', { body: { phone: '+8613800000000' } })).to.equal(
+      'sms:+8613800000000',
+    );
+    const ab = await keyOf(['body.user', 'body.ip'], { body: { user: 'a|b', ip: 'c' } });
+    const a = await keyOf(['body.user', 'body.ip'], { body: { user: 'a', ip: 'b|c' } });
+    expect(ab).to.not.equal(a);
+    const t1 = await keyOf('{body.user}:{body.ip}', { body: { user: 'a:b', ip: 'c' } });
+    const t2 = await keyOf('{body.user}:{body.ip}', { body: { user: 'a', ip: 'b:c' } });
+    expect(t1).to.not.equal(t2);
+  });
+
+  it('only strings and finite numbers become keys', async () => {
+    for (const value of [
+      { $ne: '' },
+      ['a'],
+      null,
+      true,
+      Number.NaN,
+      Number.POSITIVE_INFINITY,
+      '',
+      { toString: () => 'x' },
+    ]) {
+      expect(await keyOf('body.email', { body: { email: value } }), JSON.stringify(value)).to.equal(
+        undefined,
+      );
+    }
+    expect(await keyOf('body.email', { body: 'email=a@b.c' })).to.equal(undefined);
+    expect(await keyOf('body.email', { body: undefined })).to.equal(undefined);
+    expect(await keyOf('body.n', { body: { n: 5 } })).to.equal('5');
+  });
+
+  it('never reads through the prototype chain', async () => {
+    expect(await keyOf('body.constructor', { body: {} })).to.equal(undefined);
+    expect(await keyOf('body.__proto__', { body: JSON.parse('{"__proto__": {"x": 1}}') })).to.equal(
+      undefined,
+    );
+    expect(await keyOf('body.toString', { body: {} })).to.equal(undefined);
+    expect(await keyOf('body.user', { body: JSON.parse('{"user": "__proto__"}') })).to.equal('__proto__');
+  });
+
+  it('normalizes usernames and e-mails when asked: NFKC, trim, lower case', async () => {
+    const keys = await Promise.all(
+      ['Alice', 'alice', 'ＡＬＩＣＥ', ' alice '].map((user) =>
+        keyOf('body.user', { body: { user } }, { normalize: true }),
+      ),
+    );
+    expect(new Set(keys)).to.deep.equal(new Set(['alice']));
+    expect(await keyOf('body.user', { body: { user: 'Alice' } })).to.equal('Alice');
+    expect(await keyOf('body.user', { body: { user: '   ' } }, { normalize: true })).to.equal(undefined);
+  });
+
+  it('bounds long identities to a digest, and keys material over 8192 characters on one shared #oversized', async () => {
+    const long = 'x'.repeat(8192);
+    const key = (await keyOf('body.user', { body: { user: long } })) as string;
+    expect(key).to.match(/^#[\w-]{43}$/);
+    expect(await keyOf('body.user', { body: { user: `${long.slice(1)}y` } })).to.match(/^#[\w-]{43}$/);
+    expect(await keyOf('body.user', { body: { user: `${long.slice(1)}y` } })).to.not.equal(key);
+    for (const user of [`${long}y`, 'x'.repeat(1024 * 1024)])
+      expect(await keyOf('body.user', { body: { user } }, { normalize: true })).to.equal('#oversized');
+    const pair = (user: string) => keyOf(['body.user', 'ip'], { body: { user }, ip: '10.0.0.1' });
+    expect(await pair(`${long}y`), 'one pair per IP for every oversized name').to.equal(
+      await pair(`${long}z`),
+    );
+  });
+
+  it('digests other identities starting with #, keeps a digest as it is, and keeps lone surrogates apart', async () => {
+    const long = 'y'.repeat(300);
+    const digest = (await keyOf('body.user', { body: { user: long } })) as string;
+    expect(await keyOf('body.user', { body: { user: digest } }), 'idempotent').to.equal(digest);
+    expect(await keyOf('body.user', { body: { user: '#1' } })).to.match(/^#[\w-]{43}$/);
+    const a = await keyOf('body.user', { body: { user: '\ud800'.repeat(300) } });
+    const b = await keyOf('body.user', { body: { user: '\ufffd'.repeat(300) } });
+    expect(a).to.not.equal(b);
+  });
+
+  it('turns a throwing key function into a RateLimitRequestError', async () => {
+    const limiter = createLimiter({
+      rules: [
+        {
+          name: 'r',
+          key: () => {
+            throw new Error('boom');
+          },
+          limit: 1,
+          window: { type: 'fixed', size: '1m' },
+        },
+      ],
+    });
+    let error: Error | undefined;
+    await limiter.check(base).catch((e: Error) => {
+      error = e;
+    });
+    expect(error?.name).to.equal('RateLimitRequestError');
+    expect(error?.message).to.equal('rule "r": key function threw: boom');
+    await limiter.close();
+  });
+
+  it('matches paths with path-to-regexp and hands their params to the key', async () => {
+    const limiter = createLimiter({
+      rules: [
+        {
+          name: 'like',
+          match: 'POST /posts/:id/like',
+          key: ['user', 'param.id'],
+          limit: 1,
+          window: { type: 'fixed', size: '1s' },
+        },
+      ],
+    });
+    const like = (path: string) => limiter.check({ ...base, path, user: 'u1' });
+    expect((await like('/posts/9/like')).rules[0]?.key).to.equal('u1|9');
+    expect((await like('/posts/9/like')).allowed).to.equal(false);
+    expect((await like('/posts/10/like')).allowed).to.equal(true);
+    expect((await like('/posts/9')).rules).to.deep.equal([]);
+    expect((await like('/posts/%E0%A4%A/like')).rules).to.have.length(1);
+    await limiter.close();
+  });
+});
