@@ -121,6 +121,36 @@ describe('ratekeeper command line', function () {
     expect((await cli(prefix, 'unlock', 'login', hostile)).stdout).to.include('unlocked');
   });
 
+  it('shows invisible and bidirectional characters as escapes, and unlocks the exact key shown with --escaped', async () => {
+    const prefix = newPrefix();
+    const limiter = createLimiter({ store: new RedisStore({ client: control, prefix }), rules: [LOGIN] });
+    const lookalikes = ['alice', 'alice\u200b', '\u2060alice\ufeff', '\u202e7.311.0.302', 'a\\u200b\u2028'];
+    for (const key of lookalikes) for (let i = 0; i < 3; i++) await limiter.consume('login', key);
+    const locked = await cli(prefix, 'locked', 'login');
+    const shown = locked.stdout.split('\n').map((line) => line.split('  ').at(-1));
+    for (const key of [
+      'alice',
+      'alice\\u200b',
+      '\\u2060alice\\ufeff',
+      '\\u202e7.311.0.302',
+      'a\\\\u200b\\u2028',
+    ])
+      expect(shown, key).to.include(key);
+    expect(locked.stdout).not.to.match(/[\u200b\u2060\ufeff\u202e\u2028]/);
+    expect(locked.stdout).to.include('give such keys as shown, with --escaped');
+
+    const unlocked = await cli(prefix, 'unlock', 'login', 'alice\\u200b', '\\u202e7.311.0.302', '--escaped');
+    expect(unlocked.stdout).to.equal('unlocked  login  alice\\u200b\nunlocked  login  \\u202e7.311.0.302\n');
+    const statuses = await Promise.all(lookalikes.map((key) => limiter.status('login', key)));
+    expect(statuses.map((s) => s.locked)).to.deep.equal([true, false, true, false, true]);
+    const literal = await cli(prefix, 'status', 'login', 'a\\\\u200b\\u2028', '--escaped');
+    expect(literal.stdout).to.match(/^login {2}a\\\\u200b\\u2028\n {2}count {4}0 of 2/);
+    const bad = await cli(prefix, 'unlock', 'login', 'alice\\q', '--escaped');
+    expect(bad.code).to.equal(2);
+    expect(bad.stderr).to.include('starts no escape');
+    await limiter.close();
+  });
+
   it('reads rules from a CommonJS module and uses a limiter a module exports, with its own store', async () => {
     const prefix = newPrefix();
     const viaCjs = await runCli(

@@ -94,14 +94,45 @@ describe('operator console', () => {
   it('escapes keys everywhere: a hostile key is text in the list, the lookup and the forms', async () => {
     const locked = await request(server).get('/ops').set('x-operator', 'yes');
     expect(locked.text).not.to.include(HOSTILE);
-    expect(locked.text).to.include('<td class="key">&lt;img src=x onerror=alert(1)&gt;</td>');
+    expect(locked.text).to.include('<td class="key"><bdi>&lt;img src=x onerror=alert(1)&gt;</bdi></td>');
     expect(locked.text).to.include('name="key" value="&lt;img src=x onerror=alert(1)&gt;"');
     const lookup = await request(server)
       .get('/ops')
       .query({ rule: 'login', key: HOSTILE })
       .set('x-operator', 'yes');
     expect(lookup.text).not.to.include(HOSTILE);
-    expect(lookup.text).to.include('<span class="key">&lt;img src=x onerror=alert(1)&gt;</span>');
+    expect(lookup.text).to.include('<span class="key"><bdi>&lt;img src=x onerror=alert(1)&gt;</bdi></span>');
+  });
+
+  it('shows invisible and bidirectional characters as escapes in isolated keys, and unlocks the exact key', async () => {
+    for (const key of ['alice\u200b', '\u202e7.311.0.302'])
+      for (let i = 0; i < 3; i++) await limiter.consume('login', key);
+    const { token, cookie, page } = await session(server);
+    expect(page.text).to.include('<td class="key"><bdi>alice\\u200b</bdi></td>');
+    expect(page.text).to.include('<td class="key"><bdi>\\u202e7.311.0.302</bdi></td>');
+    expect(page.text).to.include('<td class="key"><bdi>alice</bdi></td>');
+    const visibleText = page.text.replace(/<input[^>]*>/g, '').replace(/href="[^"]*"/g, '');
+    expect(visibleText, 'no hidden character outside the forms').not.to.match(/[\u200b\u202e]/);
+    expect(page.text, 'the form carries the key itself').to.include('name="key" value="alice\u200b"');
+    const lookup = await request(server)
+      .get('/ops')
+      .query({ rule: 'login', key: '\u202e7.311.0.302' })
+      .set('x-operator', 'yes');
+    expect(lookup.text).to.include('<span class="key"><bdi>\\u202e7.311.0.302</bdi></span>');
+    const port = (server.address() as { port: number }).port;
+    const done = await request(server)
+      .post('/ops')
+      .set({ 'x-operator': 'yes', cookie, origin: `http://127.0.0.1:${port}` })
+      .type('form')
+      .send({ action: 'unlock', rule: 'login', key: 'alice\u200b', csrf: token });
+    expect(done.status).to.equal(303);
+    const after = await request(server)
+      .get(`/ops${done.headers.location}`)
+      .set({ 'x-operator': 'yes', cookie });
+    expect(after.text).to.include('Unlock sent for &#39;alice\\u200b&#39; (rule login)');
+    expect((await limiter.status('login', 'alice\u200b')).locked).to.equal(false);
+    expect((await limiter.status('login', 'alice')).locked, 'the look-alike stays locked').to.equal(true);
+    expect((await limiter.status('login', '\u202e7.311.0.302')).locked).to.equal(true);
   });
 
   it('unlocks with a valid token and cookie; refuses (403) and changes nothing without one, with a wrong one, or from another origin', async () => {
@@ -253,7 +284,7 @@ describe('operator console', () => {
     try {
       await request(koa).get('/ops').expect(403);
       const { token, cookie, page } = await session(koa);
-      expect(page.text).to.include('<td class="key">alice</td>');
+      expect(page.text).to.include('<td class="key"><bdi>alice</bdi></td>');
       const done = await request(koa)
         .post('/ops')
         .set({ 'x-operator': 'yes', cookie })
@@ -309,7 +340,7 @@ describe('operator console', () => {
       await request(hono).get('/ops').expect(403);
       await request(hono).get('/').expect(200, 'the app');
       const { token, cookie, page } = await session(hono);
-      expect(page.text).to.include('<td class="key">alice</td>');
+      expect(page.text).to.include('<td class="key"><bdi>alice</bdi></td>');
       const form = { action: 'unlock', rule: 'login', key: 'alice' };
       const post = () => request(hono).post('/ops').set({ 'x-operator': 'yes', cookie }).type('form');
       await post()

@@ -3,6 +3,7 @@ import { parseArgs } from 'node:util';
 import { closestName } from '../../config/known-fields.js';
 import { LIMITER_DEFAULTS, OPERATOR_DEFAULTS, REDIS_STORE_DEFAULTS } from '../../defaults.js';
 import { parseDuration } from '../../rules/duration.js';
+import { readVisibleKey } from '../visible-key.js';
 
 export const USAGE = `Usage: ratekeeper <command> [arguments] [options]
 
@@ -22,6 +23,8 @@ Options:
   --rules <module>   the app's module (ESM or CommonJS) exporting \`rules\`, a default rule array, or
                      limiters; default $RATEKEEPER_RULES
   --json             machine-readable output (watch: one JSON object per line)
+  --escaped          status, unlock, override: keys are typed as the views show them (\u200b for an
+                     invisible character, \\ for a backslash), and mean the exact key shown
   --limit <n>        locked: how many keys to list (1-10000); default 100
   --for <d>          override: it expires after this long (e.g. 1h, 7d); default: until cleared
   --interval <d>     watch: refresh interval; default 1s
@@ -108,6 +111,18 @@ export function parseCli(argv: string[], env: NodeJS.ProcessEnv): CliArgs {
   if (base.prefix === '' || /[{}]/.test(base.prefix)) {
     throw new UsageError(`--prefix must be non-empty and without '{' or '}', got '${base.prefix}'`);
   }
+  if (v.escaped) {
+    if (command !== 'status' && command !== 'unlock' && command !== 'override')
+      throw new UsageError('--escaped goes with status, unlock and override only');
+    const keys = command === 'override' ? [1] : rest.map((_, i) => i).slice(1);
+    for (const i of keys) {
+      try {
+        rest[i] = readVisibleKey(rest[i] as string);
+      } catch (error) {
+        throw new UsageError(`--escaped: ${(error as Error).message}`);
+      }
+    }
+  }
   return { command: command as Command, positionals: rest, ...base };
 }
 
@@ -116,6 +131,7 @@ const OPTIONS = {
   prefix: { type: 'string' },
   rules: { type: 'string' },
   json: { type: 'boolean' },
+  escaped: { type: 'boolean' },
   limit: { type: 'string' },
   all: { type: 'boolean' },
   interval: { type: 'string' },

@@ -3,6 +3,7 @@ import type { Limiter } from '../../limiter/limiter.js';
 import type { RuleStatus } from '../../types.js';
 import { formatDuration, summarizeRule } from '../describe.js';
 import { storeHealth } from '../health.js';
+import { hasHiddenCharacters } from '../visible-key.js';
 import type { CliArgs } from './args.js';
 import { type Output, printable, table } from './output.js';
 import type { Targets } from './targets.js';
@@ -42,6 +43,8 @@ export async function locked(targets: Targets, args: CliArgs, out: Output): Prom
   ]);
   for (const line of table(['unlocks in', 'at', 'level', 'key'], rows)) out.line(line);
   if (list.length === args.limit) out.line(`(first ${args.limit}; --limit shows more)`);
+  if (list.some((l) => hasHiddenCharacters(l.key)))
+    out.line('(a \\ in a key starts an escape: give such keys as shown, with --escaped)');
 }
 
 /**

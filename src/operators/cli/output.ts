@@ -1,4 +1,5 @@
 // Writing answers for people (aligned text, keys made harmless for the terminal) or for scripts (JSON).
+import { visibleKey } from '../visible-key.js';
 
 export interface Output {
   readonly json: boolean;
@@ -19,19 +20,12 @@ export function createOutput(json: boolean, tty: boolean, write: (text: string) 
   };
 }
 
-// C0 and C1 controls (escape sequences could rewrite the operator's terminal), and bidirectional
-// overrides (could make one key read as another).
-const UNPRINTABLE = /[\p{Cc}\u202a-\u202e\u2066-\u2069]/gu;
-
-/** A key or rule name for a terminal: control and bidi characters shown as `\xNN` / `\uNNNN`. */
-export function printable(text: string): string {
-  return text.replace(UNPRINTABLE, (c) => {
-    const code = c.charCodeAt(0);
-    return code < 0x100
-      ? `\\x${code.toString(16).padStart(2, '0')}`
-      : `\\u${code.toString(16).padStart(4, '0')}`;
-  });
-}
+/**
+ * A key or rule name for a terminal: controls (escape sequences could rewrite the terminal), invisible
+ * format characters and bidirectional controls (could make one key read as another) shown as escapes
+ * (see `visibleKey`); `--escaped` reads that form back.
+ */
+export const printable = visibleKey;
 
 /** Rows as aligned columns; the last column is never padded (it holds keys of any length). */
 export function table(header: string[], rows: string[][]): string[] {

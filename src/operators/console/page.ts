@@ -3,6 +3,7 @@ import { createHash } from 'node:crypto';
 import type { LockInfo, RuleStatus } from '../../types.js';
 import { formatDuration, type RuleSummary } from '../describe.js';
 import type { StoreHealthView } from '../health.js';
+import { visibleKey } from '../visible-key.js';
 import { CSRF_FIELD } from './csrf.js';
 import { html, query, SafeHtml } from './html.js';
 
@@ -73,7 +74,7 @@ function storeLine(health: StoreHealthView | undefined): SafeHtml | string {
 function statusBlock(s: RuleStatus, token: string): SafeHtml {
   const lock = s.locked ? `yes, unlocks in ${formatDuration(s.lockRemainingMs)}` : 'no';
   const full = s.locked ? 'when unlocked' : s.count > 0 ? formatDuration(s.resetMs) : 'now';
-  return html`<section class="result"><h3>${s.rule}: <span class="key">${s.key}</span></h3>
+  return html`<section class="result"><h3>${s.rule}: <span class="key">${shownKey(s.key)}</span></h3>
 <dl><dt>Count</dt><dd>${s.count} of ${s.limit}${s.overridden ? ' (override for this key)' : ''}</dd>
 <dt>Remaining</dt><dd>${s.remaining}</dd><dt>Back to full in</dt><dd>${full}</dd>
 <dt>Locked</dt><dd>${lock}</dd><dt>Lockout level</dt><dd>${s.level}</dd></dl>
@@ -100,7 +101,7 @@ function lockedSections(m: PageModel): SafeHtml[] | SafeHtml {
     const rows = locked.map(
       (
         l,
-      ) => html`<tr><td class="key">${l.key}</td><td>${formatDuration(l.remainingMs)}</td><td>${utc(l.lockedUntil)}</td><td>${l.level}</td>
+      ) => html`<tr><td class="key">${shownKey(l.key)}</td><td>${formatDuration(l.remainingMs)}</td><td>${utc(l.lockedUntil)}</td><td>${l.level}</td>
 <td><a href="${query({ rule: l.rule, key: l.key })}">look up</a></td><td>${changeForm(l, m.token, 'unlock', 'Unlock')}</td></tr>`,
     );
     const more =
@@ -113,6 +114,15 @@ function lockedSections(m: PageModel): SafeHtml[] | SafeHtml {
         : html`<table><thead><tr><th>Key</th><th>Unlocks in</th><th>At</th><th>Level</th><th></th><th></th></tr></thead><tbody>${rows}</tbody></table>${more}`
     }`;
   });
+}
+
+/**
+ * A key as text the operator can trust: invisible, control and bidirectional characters written as escapes,
+ * isolated from the text around it (`<bdi>`), so 'alice\u200b' never reads as 'alice' nor a reversed address
+ * as another. The forms and links beside it carry the key itself.
+ */
+function shownKey(key: string): SafeHtml {
+  return html`<bdi>${visibleKey(key)}</bdi>`;
 }
 
 function lockedCount(locked: LockInfo[] | undefined, cap: number): string {

@@ -4,6 +4,7 @@ import type { Limiter } from '../../limiter/limiter.js';
 import type { RuleStatus } from '../../types.js';
 import { summarizeRule } from '../describe.js';
 import { type StoreHealthView, storeHealth } from '../health.js';
+import { visibleKey } from '../visible-key.js';
 import { pageToken } from './csrf.js';
 import { type RuleView, renderPage, STYLE_HASH } from './page.js';
 
@@ -74,7 +75,8 @@ export async function buildPage(
   if (view.rule !== undefined && view.key !== undefined && view.key !== '') {
     const limiter = config.byRule.get(view.rule);
     if (limiter === undefined) errors.push(`No rule named '${view.rule}'.`);
-    else status = await limiter.status(view.rule, view.key).catch(failed(`look '${view.key}' up`));
+    else
+      status = await limiter.status(view.rule, view.key).catch(failed(`look '${visibleKey(view.key)}' up`));
   }
   const path = new URL((req as { originalUrl?: string }).originalUrl ?? req.url ?? '/', 'http://console')
     .pathname;
@@ -88,7 +90,9 @@ export async function buildPage(
       ? { lookup: { rule: view.rule, key: view.key, ...(status === undefined ? {} : { status }) } }
       : {}),
     ...(status !== undefined && view.done !== undefined && Object.hasOwn(DONE, view.done)
-      ? { notice: `${DONE[view.done]} '${status.key}' (rule ${status.rule}); its state now is below.` }
+      ? {
+          notice: `${DONE[view.done]} '${visibleKey(status.key)}' (rule ${status.rule}); its state now is below.`,
+        }
       : {}),
     ...(errors.length === 0 ? {} : { error: errors.join(' ') }),
   });
