@@ -289,7 +289,7 @@ for (const stores of [memoryStores, redisStores]) {
 describe('README recipes', () => {
   /**
    * Every TypeScript block of README.md and docs/*.md whose first line is `// examples/<file>.ts` is that
-   * file's code: each name it imports ('ratekeeper' standing for '../../src/index.js') the file imports too,
+   * file's code: each name it imports ('ratekeeper' standing for '../src/index.js') the file imports too,
    * and each run of lines between `// …` elisions appears in the file as it is (indentation aside).
    * RK_README=<file> checks another file, e.g. a section before it is pasted in.
    */
@@ -316,7 +316,7 @@ describe('README recipes', () => {
     for (const [, def, named, from] of code.matchAll(IMPORT)) {
       const module = (from as string)
         .replace(/^ratekeeper\/(express|koa)$/, '../adapters/$1.js')
-        .replace(/^ratekeeper$/, '../../src/index.js');
+        .replace(/^ratekeeper$/, '../src/index.js');
       const names = out.get(module) ?? new Set<string>();
       if (def) names.add(`default:${def.replace(/[\s,]/g, '')}`);
       for (const name of (named ?? '').split(',')) {
