@@ -5,6 +5,7 @@ import { assertKnownFields, fieldsOf } from '../src/config/known-fields.js';
 import { describe } from '../src/errors.js';
 import { createLimiter, type Decision, type Limiter, RateLimitConfigError, type Rule } from '../src/index.js';
 import { RATE_LIMIT_OPTION_FIELDS, type RateLimitOptions, type Setup, setup } from './common.js';
+import { routeRateLimit, routeRulesError } from './fastify-config.js';
 import { decider, reporter, type Slots } from './fastify-hook.js';
 
 export type { RateLimitOptions } from './common.js';
@@ -92,17 +93,33 @@ const ratekeeperPlugin: FastifyPluginAsync<FastifyRateLimitOptions> = async (fas
   const plugin = source === undefined ? undefined : setup(source, common);
   const owned: Array<[Rule[], Limiter]> = []; // closed with the instance, as the limiter built from `rules`
   if (plugin !== undefined && plugin.limiter !== limiter) owned.push([[], plugin.limiter]);
-  // A route's rule array becomes one limiter, built by the outermost registration that sees the route.
+  // A route's rule array becomes one limiter, built by the outermost registration that sees the route. A bad
+  // route config fails `ready()` (and so `listen`), before any request, wherever the route was declared.
+  let refused: unknown;
   fastify.addHook('onRoute', (route) => {
-    const own = route.config?.rateLimit;
+    let own: ReturnType<typeof routeRateLimit>;
+    try {
+      own = routeRateLimit(route);
+    } catch (error) {
+      refused ??= error;
+      return;
+    }
     if (!Array.isArray(own)) return;
     let shared = routeLimiters.get(own);
     if (shared === undefined) {
-      shared = createLimiter({ rules: own });
+      try {
+        shared = createLimiter({ rules: own });
+      } catch (error) {
+        refused ??= routeRulesError(route, error);
+        return;
+      }
       routeLimiters.set(own, shared);
       owned.push([own, shared]);
     }
     route.config = { ...route.config, rateLimit: shared };
+  });
+  fastify.addHook('onReady', async () => {
+    if (refused !== undefined) throw refused;
   });
   fastify.addHook('onClose', async () => {
     for (const [own] of owned) routeLimiters.delete(own);
