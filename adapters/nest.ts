@@ -157,7 +157,8 @@ export function RateLimit(rulesOrLimiter: Rule[] | Limiter): MethodDecorator & C
       'ERR_OPTION',
       `@RateLimit: expects an array of rules or a limiter from createLimiter, got ${describe(rulesOrLimiter)}`,
     );
-  routeGuard ??= new RateLimitGuard([]);
+  // The guard only ever decides by a route's own limiter (read from the metadata), so the first is as good as any.
+  routeGuard ??= new RateLimitGuard(limiter);
   return applyDecorators(SetMetadata(RATE_LIMIT_METADATA, limiter), UseGuards(routeGuard));
 }
 

@@ -4,7 +4,7 @@
 import { assertKnownFields, fieldsOf } from '../config/known-fields.js';
 import { ACQUIRE_DEFAULTS, OVERRIDE_DEFAULTS, WRAP_DEFAULTS } from '../defaults.js';
 import { describe, RateLimitConfigError } from '../errors.js';
-import { parseDuration } from '../rules/duration.js';
+import { parseDuration, parsePeriod, periodAllowed } from '../rules/duration.js';
 import type { Duration } from '../types.js';
 
 export interface OverrideOptions {
@@ -62,9 +62,7 @@ export interface ResolvedAcquire {
 export function overrideForMs(options: OverrideOptions | undefined): number | undefined {
   const given = checkedFields(options, OVERRIDE_FIELDS, 'override');
   if (given.for === undefined) return OVERRIDE_DEFAULTS.forMs;
-  return (
-    parseDuration(given.for) ?? refuse('override', 'for', `a duration such as '1h' or 3600000`, given.for)
-  );
+  return parsePeriod(given.for) ?? refuse('override', 'for', periodAllowed(given.for, '1h'), given.for);
 }
 
 export function resolveAcquire(options: AcquireOptions | undefined): ResolvedAcquire {

@@ -40,7 +40,15 @@ export class Limiter extends EventEmitter<LimiterEvents> {
     const resolved = resolveLimiterOptions(options);
     const store = resolved.store;
     this.#store = store;
-    this.#ops = new OpBuilder(resolved.rules, () => store.now());
+    // Direct calls on a rule with a limit function ask the store for an override first (see OpBuilder).
+    const probe =
+      store.override === undefined
+        ? undefined
+        : async (ops: RuleOp[]) => {
+            const { results } = await this.#policy.call('status', store.evaluate(ops, 'peek'));
+            return results.map((r) => (r.overridden ? r.limit : undefined));
+          };
+    this.#ops = new OpBuilder(resolved.rules, () => store.now(), probe);
     this.#definitions = Object.freeze([...options.rules]);
     this.#needsOutcomes = resolved.rules.some((r) => r.countOn !== 'all' || r.resetOnSuccess);
     this.#policy = new FailurePolicy(

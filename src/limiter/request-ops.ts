@@ -15,6 +15,12 @@ export interface RuleOp extends StoreOp {
   readonly compiled: CompiledRule;
 }
 
+/**
+ * Asks the store which of these ops' rule and key have an override in force: the limit it sets, or
+ * undefined where none is. Rejects when the store cannot tell.
+ */
+export type OverrideProbe = (ops: RuleOp[]) => Promise<ReadonlyArray<number | undefined>>;
+
 /** Builds the ops of requests and of direct calls (`consume`, `record`, `status`) for one rule set. */
 export class OpBuilder {
   readonly #rules: readonly CompiledRule[];
@@ -23,9 +29,12 @@ export class OpBuilder {
   readonly #index: RuleIndex<CompiledRule>;
   /** The store's clock: calendar periods are computed on it. */
   readonly #now: () => number;
+  /** Only where the store keeps overrides. */
+  readonly #probe: OverrideProbe | undefined;
 
-  constructor(rules: readonly CompiledRule[], now: () => number) {
+  constructor(rules: readonly CompiledRule[], now: () => number, probe?: OverrideProbe) {
     this.#rules = rules;
+    this.#probe = probe;
     for (const rule of rules) this.#byName.set(rule.name, rule);
     this.#index = new RuleIndex(rules);
     this.#now = now;
@@ -56,6 +65,9 @@ export class OpBuilder {
     const compiled = rules.map((name) => this.rule(name));
     const identity = identityOf(key);
     for (const rule of compiled) assertRequestCost(cost, rule.name);
+    if (this.#probe !== undefined && compiled.some((rule) => typeof rule.limit === 'function')) {
+      return this.#directOverridden(compiled, identity, cost, this.#probe);
+    }
     const ops: Array<RuleOp | Promise<RuleOp>> = [];
     try {
       for (const rule of compiled) ops.push(this.#withLimit(rule, identity, cost, DIRECT_REQUEST));
@@ -64,6 +76,38 @@ export class OpBuilder {
       throw error;
     }
     return settled(ops);
+  }
+
+  /**
+   * Direct ops where some rule's limit is a function: a direct call has no request for it to read (it sees
+   * DIRECT_REQUEST, and may well throw), so a key with an override in force takes the override's limit
+   * and the function is not called. The store is asked first, one peek for those rules; when it cannot
+   * answer, the functions are called and the decision meets the store's failure as any other does.
+   */
+  async #directOverridden(
+    compiled: readonly CompiledRule[],
+    key: string,
+    cost: number,
+    probe: OverrideProbe,
+  ): Promise<RuleOp[]> {
+    const functions = compiled.filter((rule) => typeof rule.limit === 'function');
+    // The limit sent with the peek is never read: an override's wins, and only overrides are looked at.
+    const inForce = await probe(functions.map((rule) => this.op(rule, key, 0, 1))).catch(() => []);
+    const ops: Array<RuleOp | Promise<RuleOp>> = [];
+    try {
+      for (const rule of compiled) {
+        const overridden = inForce[functions.indexOf(rule)];
+        ops.push(
+          overridden === undefined
+            ? this.#withLimit(rule, key, cost, DIRECT_REQUEST)
+            : this.op(rule, key, cost, overridden),
+        );
+      }
+    } catch (error) {
+      abandon(ops);
+      throw error;
+    }
+    return Promise.all(ops);
   }
 
   op(rule: CompiledRule, key: string, cost: number, limit: number): RuleOp {

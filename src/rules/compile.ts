@@ -8,7 +8,7 @@ import { describe, failureIn, RateLimitConfigError } from '../errors.js';
 import { createExtractor, type Extractor, normalizeIdentity } from '../keys/extractors.js';
 import type { LimitFunction, LockoutSpec, MatchSpec, RequestInfo, Rule } from '../types.js';
 import type { PeriodFn } from './calendar.js';
-import { parseDuration } from './duration.js';
+import { parsePeriod, periodAllowed } from './duration.js';
 import { createMatcher, type Matcher } from './match.js';
 import { compileWindow } from './window.js';
 
@@ -58,10 +58,11 @@ export interface CompileOptions {
 
 /** Validates and compiles a rule set. Throws `RateLimitConfigError` naming the rule, field and value. */
 export function compileRules(rules: unknown, options: CompileOptions): CompiledRule[] {
-  if (!Array.isArray(rules)) {
+  // An empty array would limit nothing, silently: refused like a missing one.
+  if (!Array.isArray(rules) || rules.length === 0) {
     throw new RateLimitConfigError(
       'ERR_RULES',
-      `rules must be an array of rule objects, got ${describe(rules)}`,
+      `rules must be a non-empty array of rule objects, got ${Array.isArray(rules) ? '[]' : describe(rules)}`,
     );
   }
   const seen = new Set<string>();
@@ -105,8 +106,7 @@ function compileRule(input: unknown, index: number, options: CompileOptions): Co
 
   const window = compileWindow(rule.window, limit, where, fail);
   const duration = (field: string, value: unknown): number =>
-    parseDuration(value as string | number) ??
-    fail('ERR_DURATION', field, `a duration such as '1d' or 86400000`, value);
+    parsePeriod(value) ?? fail('ERR_DURATION', field, periodAllowed(value, '1d'), value);
 
   let cost: number | ((req: RequestInfo) => number) = RULE_DEFAULTS.cost;
   if (rule.cost !== undefined) {

@@ -6,7 +6,7 @@ import { RULE_DEFAULTS } from '../defaults.js';
 import { describe, type FieldFailure, RateLimitConfigError } from '../errors.js';
 import type { LimitFunction, WindowType } from '../types.js';
 import { assertCron, CALENDAR_UNITS, createPeriodFn, isValidTimeZone, type PeriodFn } from './calendar.js';
-import { parseDuration } from './duration.js';
+import { parsePeriod, periodAllowed } from './duration.js';
 import { exceedsBucketMath } from './limits.js';
 
 /** A window as the algorithms need it; fields a type does not use are 0. */
@@ -69,8 +69,7 @@ export function compileWindow(
   if (type === 'calendar') periods = calendarPeriods(w, where, fail);
   else {
     sizeMs =
-      parseDuration(w.size as string | number) ??
-      fail('ERR_DURATION', 'window.size', `a duration such as '1d' or 86400000`, w.size);
+      parsePeriod(w.size) ?? fail('ERR_DURATION', 'window.size', periodAllowed(w.size, '1d', true), w.size);
   }
   if (type === 'sliding') {
     buckets = (w.buckets as number | undefined) ?? RULE_DEFAULTS.slidingBuckets;

@@ -451,6 +451,13 @@ describe('ratekeeper command line', function () {
         /--for must be a duration such as 30s, 15m or 1d, got 'soon'/,
       ],
       [
+        'a --for of a bare 60 (milliseconds, meant as seconds or minutes)',
+        () => ['override', 'login', 'alice', '5', '--for', '60', ...RULES],
+        {},
+        2,
+        /--for must be a duration with its unit, such as '60s' or '60ms' .*, got '60'/,
+      ],
+      [
         '--for without override',
         () => ['status', 'login', 'alice', '--for', '1h', ...RULES],
         {},

@@ -1,6 +1,6 @@
 // The package as users get it: `npm pack`, unpacked into node_modules, imported from ESM and CommonJS.
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect } from 'chai';
 
@@ -34,6 +34,11 @@ describe('the packed package', function () {
       .split('\n')
       .pop() as string;
     execFileSync('tar', ['-xzf', join(sandbox, tarball), '-C', installed, '--strip-components=1']);
+    // The app's own manifest, with a version of its own: the command must not print it as ratekeeper's.
+    writeFileSync(
+      join(sandbox, 'package.json'),
+      JSON.stringify({ name: 'app', version: '9.9.9', private: true }),
+    );
     files = readdirSync(installed, { recursive: true }) as string[];
   });
   after(() => rmSync(sandbox, { recursive: true, force: true }));
@@ -201,7 +206,8 @@ describe('the packed package', function () {
     const bin = join(installed, manifest.bin.ratekeeper as string);
     const ratekeeper = (...args: string[]) =>
       execFileSync(bin, args, { cwd: sandbox, encoding: 'utf8', timeout: 30_000 });
-    expect(ratekeeper('--version').trim()).to.match(/^\d+\.\d+\.\d+/);
+    const own = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { version: string };
+    expect(ratekeeper('--version')).to.equal(`${own.version}\n`);
     const rule = `{ name: 'sms', key: 'body.phone', limit: 1, window: { type: 'calendar', unit: 'day' } }`;
     writeFileSync(join(sandbox, 'rules.mjs'), `export const rules = [${rule}];`);
     writeFileSync(join(sandbox, 'rules.cjs'), `module.exports = [${rule}];`);
@@ -216,6 +222,36 @@ describe('the packed package', function () {
         },
       ]);
     }
+  });
+
+  it('refuses what users get wrong at construction: rules [], a window of 60, a month of fixed length', () => {
+    const out = run(
+      'refusals.mjs',
+      `import { createLimiter } from 'ratekeeper';
+      import { rateLimit } from 'ratekeeper/express';
+      const refusal = (make) => { try { make(); return 'accepted'; } catch (error) { return [error.name, error.code, error.message]; } };
+      const rule = (window) => ({ name: 'api', key: 'ip', limit: 1, window });
+      console.log(JSON.stringify([
+        refusal(() => createLimiter({ rules: [] })),
+        refusal(() => rateLimit([])),
+        refusal(() => createLimiter({ rules: [rule({ type: 'fixed', size: 60 })] })),
+        refusal(() => createLimiter({ rules: [rule({ type: 'gcra', size: '60' })] })),
+        refusal(() => createLimiter({ rules: [rule({ type: 'fixed', size: '1mo' })] })),
+      ]));`,
+    );
+    const [empty, emptyExpress, bare, bareString, month] = JSON.parse(out) as string[][];
+    const rulesError = [
+      'RateLimitConfigError',
+      'ERR_RULES',
+      'rules must be a non-empty array of rule objects, got []',
+    ];
+    expect(empty).to.deep.equal(rulesError);
+    expect(emptyExpress).to.deep.equal(rulesError);
+    for (const refused of [bare, bareString]) {
+      expect(refused?.slice(0, 2)).to.deep.equal(['RateLimitConfigError', 'ERR_DURATION']);
+      expect(refused?.[2]).to.include("such as '60s' or '60ms'");
+    }
+    expect(month?.[2]).to.include("use window { type: 'calendar', unit: 'month' }");
   });
 
   it('finds its Lua scripts from the built files, in both formats', () => {

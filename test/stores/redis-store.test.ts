@@ -32,12 +32,12 @@ const WINDOWS: Record<string, Rule['window']> = {
 
 /** Sizes that do not divide evenly, bursts unlike limits: where float and integer math would part. */
 const ODD_WINDOWS: Record<string, Rule['window']> = {
-  fixed: { type: 'fixed', size: 777 },
+  fixed: { type: 'fixed', size: '777ms' },
   calendar: { type: 'calendar', unit: 'minute' },
-  'sliding-log': { type: 'sliding-log', size: 913 },
+  'sliding-log': { type: 'sliding-log', size: '913ms' },
   sliding: { type: 'sliding', size: 1000, buckets: 7 },
-  'token-bucket': { type: 'token-bucket', size: 700, burst: 4 },
-  gcra: { type: 'gcra', size: 900, burst: 2 },
+  'token-bucket': { type: 'token-bucket', size: '700ms', burst: 4 },
+  gcra: { type: 'gcra', size: '900ms', burst: 2 },
 };
 
 function compile(rules: Array<Omit<Rule, 'key'>>): CompiledRule[] {
@@ -108,7 +108,7 @@ describe('RedisStore', function () {
             name: 'b',
             limit: 3,
             window,
-            lockout: { duration: 700, escalate: 2, maxDuration: 2500, forgetAfter: 3000 },
+            lockout: { duration: '700ms', escalate: 2, maxDuration: 2500, forgetAfter: 3000 },
           },
           { name: 'c', limit: 2, window, mode: 'dry-run' },
         ]);

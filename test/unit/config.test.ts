@@ -122,8 +122,64 @@ describe('configuration errors', () => {
   it('refuses rules that are not an array', () => {
     expect(() => createLimiter({ rules: 'nope' as unknown as Rule[] })).to.throw(
       RateLimitConfigError,
-      /rules must be an array/,
+      /rules must be a non-empty array of rule objects, got 'nope'/,
     );
+  });
+
+  it('refuses an empty rule array, which would limit nothing', () => {
+    const error = configError([]);
+    expect(error.code).to.equal('ERR_RULES');
+    expect(error.message).to.equal('rules must be a non-empty array of rule objects, got []');
+  });
+
+  describe('durations written without a unit', () => {
+    it("refuses a window size of 60 (60 ms, meant as seconds), showing '60s' and '60ms'", () => {
+      for (const size of [60, '60']) {
+        const error = configError([{ ...base, window: { type: 'fixed', size } }]);
+        expect(error.code).to.equal('ERR_DURATION');
+        expect(error.message).to.equal(
+          `rule "r": window.size must be a duration with its unit, such as '60s' or '60ms' ` +
+            `(a bare number is milliseconds, and is refused below 1000), got ${size === 60 ? '60' : "'60'"}`,
+        );
+      }
+    });
+
+    it('refuses a bare number below 1000 for every window type with a size, and lockout durations', () => {
+      for (const type of ['fixed', 'sliding-log', 'sliding', 'token-bucket', 'gcra', 'leaky-bucket']) {
+        expect(configError([{ ...base, window: { type, size: 999 } }]).message).to.match(
+          /window\.size must be a duration with its unit, such as '999s' or '999ms'/,
+        );
+      }
+      for (const field of ['duration', 'maxDuration', 'forgetAfter']) {
+        const lockout = { duration: '1m', [field]: 15 };
+        expect(configError([{ ...base, lockout }]).message).to.match(
+          new RegExp(
+            `rule "r": lockout\\.${field} must be a duration with its unit, such as '15s' or '15ms'`,
+          ),
+        );
+      }
+    });
+
+    it('keeps bare numbers of 1000 and more as milliseconds', async () => {
+      const limiter = createLimiter({
+        rules: [{ ...base, limit: 1, window: { type: 'fixed', size: 1000 } }],
+        store: new MemoryStore({ clock: () => 0 }),
+      });
+      expect((await limiter.consume('r', 'k')).resetMs).to.equal(1000);
+      await limiter.close();
+    });
+
+    it("points '1mo' to a calendar window per month", () => {
+      const error = configError([{ ...base, window: { type: 'fixed', size: '1mo' } }]);
+      expect(error.code).to.equal('ERR_DURATION');
+      expect(error.message).to.equal(
+        `rule "r": window.size must be a fixed length, and months differ in length: for a limit per ` +
+          `calendar month, use window { type: 'calendar', unit: 'month' }, got '1mo'`,
+      );
+      expect(configError([{ ...base, lockout: { duration: '1 month' } }]).message).to.match(
+        /lockout\.duration must be a fixed length, and months differ in length: give days, such as '30d'/,
+      );
+    });
   });
 
   it('refuses bad limiter options', () => {

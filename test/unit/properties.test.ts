@@ -55,7 +55,7 @@ describe('properties: algorithms against reference models', () => {
   it('fixed window = the model "count from the first hit for size ms"', async () => {
     await fc.assert(
       fc.asyncProperty(params, hits(4), async ({ limit, sizeMs }, sequence) => {
-        const got = await run({ type: 'fixed', size: sizeMs }, limit, sequence);
+        const got = await run({ type: 'fixed', size: `${sizeMs}ms` }, limit, sequence);
         let start = Number.NEGATIVE_INFINITY;
         let count = 0;
         for (const [t, cost, allowed] of got) {
@@ -78,7 +78,7 @@ describe('properties: algorithms against reference models', () => {
   it('sliding log = the model "sum of admitted costs in (t - size, t]"', async () => {
     await fc.assert(
       fc.asyncProperty(params, hits(4), async ({ limit, sizeMs }, sequence) => {
-        const got = await run({ type: 'sliding-log', size: sizeMs }, limit, sequence);
+        const got = await run({ type: 'sliding-log', size: `${sizeMs}ms` }, limit, sequence);
         const admitted: Array<[number, number]> = [];
         for (const [t, cost, allowed] of got) {
           const used = admitted.filter(([at]) => at > t - sizeMs).reduce((sum, [, c]) => sum + c, 0);
@@ -97,7 +97,7 @@ describe('properties: algorithms against reference models', () => {
         fc.integer({ min: 1, max: 10 }),
         hits(4),
         async ({ limit, sizeMs }, buckets, sequence) => {
-          const got = await run({ type: 'sliding', size: sizeMs, buckets }, limit, sequence);
+          const got = await run({ type: 'sliding', size: `${sizeMs}ms`, buckets }, limit, sequence);
           const width = sizeMs / buckets;
           const admitted: Array<[number, number]> = [];
           for (const [t, cost, allowed] of got) {
@@ -123,7 +123,7 @@ describe('properties: algorithms against reference models', () => {
         fc.integer({ min: 1, max: 12 }),
         hits(4),
         async ({ limit, sizeMs }, burst, sequence) => {
-          const got = await run({ type: 'token-bucket', size: sizeMs, burst }, limit, sequence);
+          const got = await run({ type: 'token-bucket', size: `${sizeMs}ms`, burst }, limit, sequence);
           // Exact arithmetic in units of 1/limit tokens: refill is `elapsed` units per ms... scaled by sizeMs.
           let scaled = burst * sizeMs; // tokens × sizeMs
           let last = got[0]?.[0] ?? 0;
@@ -146,8 +146,8 @@ describe('properties: algorithms against reference models', () => {
         fc.integer({ min: 1, max: 12 }),
         hits(4),
         async ({ limit, sizeMs }, burst, sequence) => {
-          const a = await run({ type: 'gcra', size: sizeMs, burst }, limit, sequence);
-          const b = await run({ type: 'token-bucket', size: sizeMs, burst }, limit, sequence);
+          const a = await run({ type: 'gcra', size: `${sizeMs}ms`, burst }, limit, sequence);
+          const b = await run({ type: 'token-bucket', size: `${sizeMs}ms`, burst }, limit, sequence);
           expect(a.map((x) => x[2])).to.deep.equal(b.map((x) => x[2]));
         },
       ),
@@ -165,7 +165,7 @@ describe('properties: algorithms against reference models', () => {
             let now = 1_767_225_600_000;
             const limiter = createLimiter({
               store: new MemoryStore({ clock: () => now }),
-              rules: [{ name: 'r', key: 'ip', limit, window: { type, size: sizeMs } }],
+              rules: [{ name: 'r', key: 'ip', limit, window: { type, size: `${sizeMs}ms` } }],
             });
             for (const hit of sequence) {
               now += hit.gap;

@@ -66,13 +66,20 @@ export async function runCli(
   }
 }
 
+/**
+ * This package's own version. The built bin sits in dist/, the source in src/operators/cli/; the file is
+ * recognized by its name, so an app's package.json above node_modules/ratekeeper is never read instead.
+ */
 function version(): string {
-  for (const path of ['../../../package.json', '../package.json']) {
+  for (const path of ['../package.json', '../../../package.json']) {
     try {
-      return (JSON.parse(readFileSync(new URL(path, import.meta.url), 'utf8')) as { version: string })
-        .version;
+      const manifest = JSON.parse(readFileSync(new URL(path, import.meta.url), 'utf8')) as {
+        name?: string;
+        version?: string;
+      };
+      if (manifest.name === 'ratekeeper' && typeof manifest.version === 'string') return manifest.version;
     } catch {
-      // The built bin sits in dist/, the source in src/operators/cli/: one of the two paths is right.
+      // Not there from this file's place (source or build): the other path is.
     }
   }
   return 'unknown';

@@ -176,10 +176,11 @@ export function nestCases(platform: NestPlatform): void {
 export function nestUnits(): void {
   describe('Nest guard and decorators: arguments and contexts', () => {
     it('refuses an unknown option with a did-you-mean, and a bad status code', () => {
-      expect(() => new RateLimitGuard([], { header: 'both' } as never))
+      const rules: Rule[] = [{ name: 'r', key: 'ip', limit: 1, window: { type: 'fixed', size: '1m' } }];
+      expect(() => new RateLimitGuard(rules, { header: 'both' } as never))
         .to.throw(RateLimitConfigError, /header.*did you mean 'headers'/)
         .with.property('code', 'ERR_UNKNOWN_FIELD');
-      expect(() => new RateLimitGuard([], { statusCode: 200 }))
+      expect(() => new RateLimitGuard(rules, { statusCode: 200 }))
         .to.throw(RateLimitConfigError, /statusCode must be an integer from 400 to 599, got 200/)
         .with.property('code', 'ERR_OPTION');
     });

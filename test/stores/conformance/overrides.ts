@@ -1,6 +1,11 @@
 // Conformance: overrides (`limiter.override`), on every window type; run on each store that has them.
 import { expect } from 'chai';
-import { RateLimitConfigError, type RequestInfo, type Rule } from '../../../src/index.js';
+import {
+  RateLimitConfigError,
+  type RateLimitRequestError,
+  type RequestInfo,
+  type Rule,
+} from '../../../src/index.js';
 import { useLimiters, userReq } from './limits.js';
 import { type StoreUnderTest, WINDOWS } from './suite.js';
 
@@ -42,6 +47,40 @@ export function overrideSuite(target: StoreUnderTest): void {
       expect([first.allowed, first.limit, first.remaining]).to.deep.equal([true, 1, 0]);
       expect((await l.check(userReq('u1', 'pro'))).allowed).to.equal(false);
       expect((await l.check(userReq('u2', 'pro'))).limit).to.equal(10);
+    });
+
+    it('direct calls on a key with an override never call the limit function: status, consume, record, acquire, wrap', async () => {
+      let calls = 0;
+      const l = await limiter([
+        {
+          name: 'plan',
+          key: 'user',
+          // Reads the request's user, as plan limits do: a direct call has none, and this throws on it.
+          limit: (req) => {
+            calls++;
+            return (req.user as { plan: string }).plan === 'pro' ? 10 : 4;
+          },
+          window: { type: 'fixed', size: '1m' },
+        },
+      ]);
+      await l.override('plan', 'f9', 6);
+      const before = await l.status('plan', 'f9');
+      expect([before.limit, before.overridden, before.count]).to.deep.equal([6, true, 0]);
+      const consumed = await l.consume('plan', 'f9', 2);
+      expect([consumed.allowed, consumed.limit, consumed.remaining]).to.deep.equal([true, 6, 4]);
+      expect((await l.record('plan', 'f9')).remaining).to.equal(3);
+      const acquired = await l.acquire('plan', 'f9');
+      expect([acquired.allowed, acquired.remaining]).to.deep.equal([true, 2]);
+      const wrapped = l.wrap(async (id: string) => `sent to ${id}`, { rules: 'plan', key: '{0}' });
+      expect(await wrapped('f9')).to.equal('sent to f9');
+      const after = await l.status('plan', 'f9');
+      expect([after.count, after.remaining]).to.deep.equal([5, 1]);
+      expect(calls, 'the limit function ran').to.equal(0);
+      // Without an override the function is what decides, and a direct call still refuses as before.
+      const error = await l.status('plan', 'no-override').catch((e: unknown) => e);
+      expect((error as RateLimitRequestError).code).to.equal('ERR_LIMIT');
+      expect((error as Error).message).to.match(/rule "plan": limit function threw/);
+      expect(calls).to.equal(1);
     });
 
     it('clears with null: the rule limit applies again to what was counted', async () => {
@@ -118,6 +157,7 @@ export function overrideSuite(target: StoreUnderTest): void {
         [2 ** 40, undefined, /limit must be at most \d+ for a gcra window/],
         [3, { for: 'soon' }, /override: for must be a duration/],
         [3, { for: 0 }, /override: for must be a duration/],
+        [3, { for: 60 }, /override: for must be a duration with its unit, such as '60s' or '60ms'/],
         [3, { fro: '1h' }, /override: unknown field 'fro'/],
       ];
       for (const [limit, options, message] of bad) {
