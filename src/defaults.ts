@@ -34,18 +34,26 @@ export const OVERRIDE_DEFAULTS = {
   forMs: undefined,
 } as const;
 
+/**
+ * Most calls that may wait for a turn on one set of rules and key in a process (`maxQueue`): a queue
+ * without a bound holds every caller's memory until its turn, however many pile up.
+ */
+const MAX_QUEUE = 10_000;
+
 /** Defaults of `limiter.acquire`'s options. */
 export const ACQUIRE_DEFAULTS = {
   cost: 1,
   /** Wait as long as it takes (an `AbortSignal` can still end the wait). */
   maxWaitMs: Number.POSITIVE_INFINITY,
+  maxQueue: MAX_QUEUE,
 } as const;
 
 /** Defaults of `limiter.wrap`'s and `@limited`'s options. */
 export const WRAP_DEFAULTS = {
   cost: 1,
   /** No waiting: a denied call throws `RateLimitExceededError` at once. */
-  waitMs: 0,
+  maxWaitMs: 0,
+  maxQueue: MAX_QUEUE,
 } as const;
 
 /** Defaults of `MemoryStoreOptions`. */

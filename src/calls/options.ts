@@ -17,21 +17,36 @@ export interface OverrideOptions {
   for?: Duration | undefined;
 }
 
-export interface AcquireOptions {
-  /** Units this call takes. @default 1 */
-  cost?: number | undefined;
+/** How long a call waits for its turn, and what ends the wait: the options `acquire` and `wrap` share. */
+export interface WaitOptions {
   /**
-   * Longest wait for a turn. When the earliest admission is later, `acquire` rejects at once with
-   * `RateLimitExceededError`; 0 takes a turn only if one is free now.
-   * @default Infinity
+   * Longest wait for a turn. When the earliest admission is later, the call is refused at once with
+   * `RateLimitExceededError`, without waiting; 0 takes a turn only if one is free now.
+   * @default Infinity for `acquire`; 0 for `wrap` (a denied call throws at once)
+   * @example { maxWait: '30s' }
    */
   maxWait?: Duration | undefined;
-  /** Ends the wait: `acquire` rejects with the signal's reason (an `AbortError` by default). */
+  /**
+   * Ends the wait: the call rejects with the signal's reason (an `AbortError` by default) and leaves
+   * the queue at once. A call made after the signal aborted rejects without deciding.
+   * @default undefined: only `maxWait` and `limiter.close()` end a wait
+   */
   signal?: AbortSignal | undefined;
+  /**
+   * Most calls waiting for a turn on the same rules and key in this process; one more is refused at
+   * once with `RateLimitRequestError` (code `ERR_QUEUE_FULL`), consuming nothing.
+   * @default 10000
+   */
+  maxQueue?: number | undefined;
+}
+
+export interface AcquireOptions extends WaitOptions {
+  /** Units this call takes. @default 1 */
+  cost?: number | undefined;
 }
 
 /** `(...args)` of the wrapped function. */
-export interface WrapOptions<A extends unknown[]> {
+export interface WrapOptions<A extends unknown[]> extends WaitOptions {
   /** The rule, or rules decided together (all consume or none does), by name. */
   rules: string | readonly string[];
   /**
@@ -43,20 +58,42 @@ export interface WrapOptions<A extends unknown[]> {
   /** Units a call takes: a non-negative integer or a function of the arguments. @default 1 */
   cost?: number | ((...args: A) => number) | undefined;
   /**
-   * Wait up to this long for a turn instead of throwing at once (as `acquire` does).
-   * @default 0: a denied call throws `RateLimitExceededError`
+   * The same as `maxWait` (its name before `acquire` and `wrap` shared one vocabulary); give one of
+   * the two.
+   * @deprecated use `maxWait`
+   * @default 0
    */
   wait?: Duration | undefined;
 }
 
 const OVERRIDE_FIELDS = fieldsOf<OverrideOptions>({ for: true });
-const ACQUIRE_FIELDS = fieldsOf<AcquireOptions>({ cost: true, maxWait: true, signal: true });
-const WRAP_FIELDS = fieldsOf<WrapOptions<unknown[]>>({ rules: true, key: true, cost: true, wait: true });
+const ACQUIRE_FIELDS = fieldsOf<AcquireOptions>({ cost: true, maxWait: true, signal: true, maxQueue: true });
+const WRAP_FIELDS = fieldsOf<WrapOptions<unknown[]>>({
+  rules: true,
+  key: true,
+  cost: true,
+  maxWait: true,
+  wait: true,
+  signal: true,
+  maxQueue: true,
+});
 
-export interface ResolvedAcquire {
-  cost: number;
+/** A wait, resolved: how long at most, what ends it, how many may wait. */
+export interface ResolvedWait {
   maxWaitMs: number;
   signal: AbortSignal | undefined;
+  maxQueue: number;
+}
+
+export interface ResolvedAcquire extends ResolvedWait {
+  rules: string[];
+  cost: number;
+}
+
+export interface ResolvedWrap<A extends unknown[]> extends ResolvedWait {
+  rules: string[];
+  key: WrapOptions<A>['key'];
+  cost: NonNullable<WrapOptions<A>['cost']>;
 }
 
 export function overrideForMs(options: OverrideOptions | undefined): number | undefined {
@@ -65,43 +102,57 @@ export function overrideForMs(options: OverrideOptions | undefined): number | un
   return parsePeriod(given.for) ?? refuse('override', 'for', periodAllowed(given.for, '1h'), given.for);
 }
 
-export function resolveAcquire(options: AcquireOptions | undefined): ResolvedAcquire {
+/** `acquire`'s rule or rules and options with their defaults. */
+export function resolveAcquire(
+  ruleOrRules: string | readonly string[],
+  options: AcquireOptions | undefined,
+): ResolvedAcquire {
   const given = checkedFields(options, ACQUIRE_FIELDS, 'acquire');
-  const signal = given.signal;
-  if (signal !== undefined && !(signal instanceof AbortSignal))
-    refuse('acquire', 'signal', 'an AbortSignal', signal);
   return {
+    rules: ruleNames(ruleOrRules, 'acquire', 'rules'),
     cost: given.cost ?? ACQUIRE_DEFAULTS.cost,
-    maxWaitMs: waitMs(given.maxWait, 'acquire', 'maxWait') ?? ACQUIRE_DEFAULTS.maxWaitMs,
-    signal,
+    ...resolveWait(given, given.maxWait, 'maxWait', ACQUIRE_DEFAULTS, 'acquire'),
   };
 }
 
-/** The wrap options with their defaults; `rules` as a list, `wait` in ms. */
-export function resolveWrap<A extends unknown[]>(
-  options: WrapOptions<A>,
-): {
-  rules: string[];
-  key: WrapOptions<A>['key'];
-  cost: NonNullable<WrapOptions<A>['cost']>;
-  waitMs: number;
-} {
+/** The wrap options with their defaults; `rules` as a list, `maxWait` (or `wait`) in ms. */
+export function resolveWrap<A extends unknown[]>(options: WrapOptions<A>): ResolvedWrap<A> {
   const given = checkedFields(options, WRAP_FIELDS, 'wrap');
   if (given === EMPTY) refuse('wrap', 'options', 'an object with rules and key', options);
-  const rules = typeof given.rules === 'string' ? [given.rules] : given.rules;
-  if (!Array.isArray(rules) || rules.length === 0 || rules.some((r) => typeof r !== 'string'))
-    refuse('wrap', 'rules', 'a rule name or a non-empty array of rule names', given.rules);
+  const rules = ruleNames(given.rules as WrapOptions<A>['rules'], 'wrap', 'rules');
   if (typeof given.key !== 'string' && typeof given.key !== 'function')
     refuse('wrap', 'key', `a template such as '{0.email}' or a function of the arguments`, given.key);
   const cost = given.cost ?? WRAP_DEFAULTS.cost;
   if (typeof cost !== 'function' && (!Number.isSafeInteger(cost) || cost < 0))
     refuse('wrap', 'cost', 'a non-negative integer or a function of the arguments', cost);
-  return {
-    rules: [...(rules as string[])],
-    key: given.key,
-    cost,
-    waitMs: waitMs(given.wait, 'wrap', 'wait') ?? WRAP_DEFAULTS.waitMs,
-  };
+  if (given.maxWait !== undefined && given.wait !== undefined)
+    refuse('wrap', 'wait', 'left out when maxWait is given (it is the same option)', given.wait);
+  const [bound, field] = given.wait === undefined ? [given.maxWait, 'maxWait'] : [given.wait, 'wait'];
+  return { rules, key: given.key, cost, ...resolveWait(given, bound, field, WRAP_DEFAULTS, 'wrap') };
+}
+
+/** One rule name or a non-empty list of them, as a list. */
+function ruleNames(value: string | readonly string[], where: string, field: string): string[] {
+  const rules = typeof value === 'string' ? [value] : value;
+  if (!Array.isArray(rules) || rules.length === 0 || rules.some((r) => typeof r !== 'string'))
+    refuse(where, field, 'a rule name or a non-empty array of rule names', value);
+  return [...(rules as string[])];
+}
+
+function resolveWait(
+  given: WaitOptions,
+  bound: Duration | undefined,
+  field: string,
+  defaults: { maxWaitMs: number; maxQueue: number },
+  where: string,
+): ResolvedWait {
+  const signal = given.signal;
+  if (signal !== undefined && !(signal instanceof AbortSignal))
+    refuse(where, 'signal', 'an AbortSignal', signal);
+  const maxQueue = given.maxQueue ?? defaults.maxQueue;
+  if (!Number.isSafeInteger(maxQueue) || maxQueue < 1)
+    refuse(where, 'maxQueue', 'a positive integer', maxQueue);
+  return { maxWaitMs: waitMs(bound, where, field) ?? defaults.maxWaitMs, signal, maxQueue };
 }
 
 /** A wait bound: a duration, 0 (no waiting) or Infinity (no bound); undefined when not given. */

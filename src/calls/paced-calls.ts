@@ -1,11 +1,18 @@
-// The limiter's calls that are not one request: `acquire` (wait for a turn) and `wrap` (a service method
-// decided on its arguments), over the turn queues of calls/acquire.ts and the wrapper of calls/wrap.ts.
+// Calls the limiter decides outside HTTP: `acquire` (wait for a turn) and `wrap` (a function decided on
+// its arguments), both over the turn queues of calls/turn-queues.ts when they wait.
 
+import { describe, RateLimitConfigError, RateLimitExceededError, RateLimitRequestError } from '../errors.js';
 import { identityOf, type OpBuilder } from '../limiter/request-ops.js';
 import type { Decision, Outcome } from '../types.js';
-import { assertWaitable, costNeverFits, TurnQueues } from './acquire.js';
-import { type AcquireOptions, resolveAcquire, type WrapOptions } from './options.js';
-import { wrapFunction } from './wrap.js';
+import { argumentKey } from './call-key.js';
+import {
+  type AcquireOptions,
+  type ResolvedWait,
+  resolveAcquire,
+  resolveWrap,
+  type WrapOptions,
+} from './options.js';
+import { assertWaitable, costNeverFits, TurnQueues } from './turn-queues.js';
 
 /** What paced calls need from the limiter. */
 export interface PacedParts {
@@ -17,7 +24,7 @@ export interface PacedParts {
 
 export class PacedCalls {
   readonly #parts: PacedParts;
-  /** Waiters of `acquire` and of wrapped functions with `wait`. */
+  /** Waiters of `acquire` and of wrapped functions with `maxWait`. */
   readonly #turns = new TurnQueues();
 
   constructor(parts: PacedParts) {
@@ -25,11 +32,11 @@ export class PacedCalls {
   }
 
   /** See `Limiter.acquire`. Rejects, never throws. */
-  acquire(rule: string, key: string, options?: AcquireOptions): Promise<Decision> {
+  acquire(ruleOrRules: string | readonly string[], key: string, options?: AcquireOptions): Promise<Decision> {
     try {
-      const { cost, maxWaitMs, signal } = resolveAcquire(options);
-      assertWaitable([this.#parts.ops.rule(rule)], 'acquire');
-      return this.#waitTurn([rule], identityOf(key), cost, maxWaitMs, signal);
+      const { rules, cost, ...wait } = resolveAcquire(ruleOrRules, options);
+      this.#waitable(rules, 'acquire');
+      return this.#turn('acquire', rules, identityOf(key), cost, wait);
     } catch (error) {
       return Promise.reject(error);
     }
@@ -40,16 +47,31 @@ export class PacedCalls {
     fn: (this: This, ...args: A) => R,
     options: WrapOptions<A>,
   ): (this: This, ...args: A) => Promise<Awaited<R>> {
-    const { ops, decide, report } = this.#parts;
-    return wrapFunction(fn, options, {
-      check: (rules, waits, where) => {
-        const compiled = rules.map((name) => ops.rule(name));
-        if (waits) assertWaitable(compiled, where);
-      },
-      decide,
-      waitTurn: (rules, key, cost, maxWaitMs) => this.#waitTurn(rules, key, cost, maxWaitMs, undefined),
-      report,
-    });
+    if (typeof fn !== 'function')
+      throw new RateLimitConfigError('ERR_OPTION', `wrap: fn must be a function, got ${describe(fn)}`);
+    const { rules, key, cost, ...wait } = resolveWrap(options);
+    if (wait.maxWaitMs > 0) this.#waitable(rules, 'wrap');
+    else for (const name of rules) this.#parts.ops.rule(name);
+    const keyOf = argumentKey(key);
+    const costOf = typeof cost === 'function' ? (args: A) => costFrom(cost, args) : () => cost;
+    const report = this.#parts.report;
+    const turn =
+      wait.maxWaitMs > 0
+        ? (identity: string, units: number) => this.#turn('wrap', rules, identity, units, wait)
+        : (identity: string, units: number) => this.#decideNow(rules, identity, units, wait.signal);
+    return async function limitedCall(this: This, ...args: A): Promise<Awaited<R>> {
+      const decision = await turn(keyOf(args), costOf(args));
+      // A call that returns is a success, one that throws a failure (countOn, resetOnSuccess).
+      let result: Awaited<R>;
+      try {
+        result = await fn.apply(this, args);
+      } catch (error) {
+        await report(decision, 'failure');
+        throw error;
+      }
+      await report(decision, 'success');
+      return result;
+    };
   }
 
   /** Calls still waiting for a turn reject; later ones reject at once. */
@@ -57,21 +79,58 @@ export class PacedCalls {
     this.#turns.close();
   }
 
-  #waitTurn(
+  /** Throws `RateLimitConfigError` for an unknown rule, or one with a lockout (see `assertWaitable`). */
+  #waitable(rules: readonly string[], where: string): void {
+    assertWaitable(
+      rules.map((name) => this.#parts.ops.rule(name)),
+      where,
+    );
+  }
+
+  /** One decision, no waiting: the admitting decision, or `RateLimitExceededError`. */
+  async #decideNow(
     rules: readonly string[],
     key: string,
     cost: number,
-    maxWaitMs: number,
     signal: AbortSignal | undefined,
   ): Promise<Decision> {
-    const compiled = rules.map((name) => this.#parts.ops.rule(name));
-    return this.#turns.take(
-      `${rules.join(',')}\0${key}`,
+    if (signal?.aborted) throw signal.reason;
+    const decision = await this.#parts.decide(rules, key, cost);
+    if (!decision.allowed) throw new RateLimitExceededError(decision);
+    return decision;
+  }
+
+  /** A place in the queue of the rules and key, until a try is admitted (see `TurnQueues.take`). */
+  #turn(
+    where: string,
+    rules: readonly string[],
+    key: string,
+    cost: number,
+    { maxWaitMs, signal, maxQueue }: ResolvedWait,
+  ): Promise<Decision> {
+    const { ops, decide } = this.#parts;
+    const compiled = rules.map((name) => ops.rule(name));
+    return this.#turns.take({
+      id: `${rules.join(',')}\0${key}`,
+      label: `${where} on ${rules.length === 1 ? 'rule' : 'rules'} ${rules.map((r) => `"${r}"`).join(', ')} for key ${describe(key)}`,
       cost,
       maxWaitMs,
       signal,
-      (units) => this.#parts.decide(rules, key, units),
-      (decision, units) => costNeverFits(compiled, decision, units),
+      maxQueue,
+      attempt: (units) => decide(rules, key, units),
+      neverFits: (decision, units) => costNeverFits(compiled, decision, units),
+    });
+  }
+}
+
+function costFrom<A extends unknown[]>(cost: (...args: A) => number, args: A): number {
+  try {
+    return cost(...args);
+  } catch (error) {
+    throw new RateLimitRequestError(
+      'ERR_COST',
+      `wrap: cost function threw: ${(error as Error)?.message ?? describe(error)}`,
+      { cause: error },
     );
   }
 }

@@ -163,20 +163,22 @@ export class Limiter extends EventEmitter<LimiterEvents> {
   }
 
   /**
-   * Waits until the rule admits `cost` for the key, then consumes it (a `check`): for pacing calls to an
-   * API with its own limit. Each try is a decision of the store, so across processes nothing is admitted
-   * that `check` would not admit; within a process the waiters of a key are served first come, first
-   * served. Rejects at once with `RateLimitExceededError` when the earliest admission is later than
-   * `maxWait`, with the signal's reason (an `AbortError`) on abort; leaves no timer behind.
+   * Waits until the rule (or every rule named, together: all consume or none does) admits `cost` for
+   * the key, then consumes it (a `check`): for pacing calls to an API with its own limit. Each try is
+   * a decision of the store, so across processes nothing is admitted that `check` would not admit;
+   * within a process the waiters of a key are served first come, first served. Rejects at once with
+   * `RateLimitExceededError` when the earliest admission is later than `maxWait`, with
+   * `RateLimitRequestError` (`ERR_QUEUE_FULL`) when `maxQueue` calls already wait, and with the
+   * signal's reason (an `AbortError`) on abort; leaves no timer behind.
    */
-  acquire(rule: string, key: string, options?: AcquireOptions): Promise<Decision> {
-    return this.#paced.acquire(rule, key, options);
+  acquire(ruleOrRules: string | readonly string[], key: string, options?: AcquireOptions): Promise<Decision> {
+    return this.#paced.acquire(ruleOrRules, key, options);
   }
 
   /**
    * A function that decides the named rules together on a key from its arguments before calling `fn`;
-   * a denied call throws `RateLimitExceededError` and `fn` is not called (with `wait`, it waits for its
-   * turn first, as `acquire`). A call that returns is a success and one that throws a failure, for
+   * a denied call throws `RateLimitExceededError` and `fn` is not called (with `maxWait`, it waits for
+   * its turn first, as `acquire`). A call that returns is a success and one that throws a failure, for
    * rules that count outcomes. Rules, key and options are checked now.
    */
   wrap<This, A extends unknown[], R>(
@@ -228,7 +230,7 @@ export class Limiter extends EventEmitter<LimiterEvents> {
     return this.#policy.checkHealth();
   }
 
-  /** Closes the store; calls still waiting for a turn (`acquire`, `wrap` with `wait`) reject. */
+  /** Closes the store; calls still waiting for a turn (`acquire`, `wrap` with `maxWait`) reject. */
   async close(): Promise<void> {
     this.#paced.close();
     await Promise.all([this.#store.close(), this.#policy.close()]);

@@ -1,5 +1,5 @@
-// Waiting for a turn (`limiter.acquire`, `wrap` with `wait`): per key, first come first served within a
-// process; every try is a real decision of the store, so across processes nothing is ever admitted
+// Waiting for a turn (`limiter.acquire`, `wrap` with `maxWait`): per key, first come first served within
+// a process; every try is a real decision of the store, so across processes nothing is ever admitted
 // that `check` would not admit.
 import { RateLimitConfigError, RateLimitExceededError, RateLimitRequestError } from '../errors.js';
 import type { CompiledRule } from '../rules/compile.js';
@@ -11,9 +11,43 @@ export type Attempt = (cost: number) => Promise<Decision>;
 /** Why a denial can never turn into an admission (a cost above what a rule holds), or undefined. */
 export type NeverFits = (decision: Decision, cost: number) => Error | undefined;
 
+/** One call waiting for its turn. */
+export interface Turn {
+  /** The queue it joins: one per rules and key. */
+  readonly id: string;
+  /** Who waits, for errors: `acquire on rule "api" for key 'k'`. */
+  readonly label: string;
+  readonly cost: number;
+  readonly maxWaitMs: number;
+  readonly signal: AbortSignal | undefined;
+  /** Most waiters the queue may hold; this call is refused when it already holds as many. */
+  readonly maxQueue: number;
+  readonly attempt: Attempt;
+  readonly neverFits: NeverFits;
+}
+
+/** The clock and timers the queues sleep on (a test gives its own). */
+export interface Timers {
+  now(): number;
+  setTimeout(fn: () => void, ms: number): unknown;
+  clearTimeout(timer: unknown): void;
+}
+
+/**
+ * The longest delay a Node timer takes: a longer one fires after 1 ms (with a
+ * TimeoutOverflowWarning), so a sleep until a month-long window frees would spin on the store.
+ */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
+const SYSTEM_TIMERS: Timers = {
+  now: Date.now,
+  setTimeout: (fn, ms) => setTimeout(fn, ms),
+  clearTimeout: (timer) => clearTimeout(timer as ReturnType<typeof setTimeout>),
+};
+
 interface Waiter {
   readonly cost: number;
-  /** Date.now() after which an admission is too late (Infinity: no bound). */
+  /** now() after which an admission is too late (Infinity: no bound). */
   readonly deadline: number;
   readonly signal: AbortSignal | undefined;
   readonly resolve: (decision: Decision) => void;
@@ -26,10 +60,11 @@ interface Waiter {
 }
 
 interface Queue {
-  readonly waiters: Waiter[];
+  /** In arrival order; a waiter leaves as soon as it settles, so an aborted one holds no memory. */
+  readonly waiters: Set<Waiter>;
   /** Ends the head's sleep early (it was aborted); undefined while nobody sleeps. */
   wake: (() => void) | undefined;
-  /** Date.now() at which the sleeping head tries again; 0 while nobody sleeps. */
+  /** now() at which the sleeping head tries again; 0 while nobody sleeps. */
   wakeAt: number;
   /** The denial the head sleeps on. */
   denial: Decision | undefined;
@@ -38,34 +73,35 @@ interface Queue {
 /** The waiters of one limiter, one queue per rules and key; a queue and its one timer exist only while someone waits. */
 export class TurnQueues {
   readonly #queues = new Map<string, Queue>();
+  readonly #timers: Timers;
   #closed = false;
+
+  constructor(timers: Timers = SYSTEM_TIMERS) {
+    this.#timers = timers;
+  }
 
   /**
    * Resolves with the admitting decision once a try is admitted. Rejects with `RateLimitExceededError`
    * when the earliest admission is later than `maxWaitMs` (at once, without waiting), with the
-   * signal's reason on abort, and with the store's or `neverFits`'s error.
+   * signal's reason on abort, with `RateLimitRequestError` (`ERR_QUEUE_FULL`) when `maxQueue` calls
+   * already wait, and with the store's or `neverFits`'s error.
    */
-  take(
-    id: string,
-    cost: number,
-    maxWaitMs: number,
-    signal: AbortSignal | undefined,
-    attempt: Attempt,
-    neverFits: NeverFits,
-  ): Promise<Decision> {
+  take(turn: Turn): Promise<Decision> {
     return new Promise<Decision>((resolve, reject) => {
+      const { signal } = turn;
       if (this.#closed) return reject(closedError());
       if (signal?.aborted) return reject(signal.reason);
-      let queue = this.#queues.get(id);
-      const deadline = Date.now() + maxWaitMs;
+      let queue = this.#queues.get(turn.id);
+      const deadline = this.#timers.now() + turn.maxWaitMs;
       // Behind a head that sleeps past this deadline: it cannot be served in time.
       if (queue?.denial !== undefined && queue.wakeAt > deadline)
-        return reject(new RateLimitExceededError(queue.denial, queue.wakeAt - Date.now()));
+        return reject(new RateLimitExceededError(queue.denial, queue.wakeAt - this.#timers.now()));
+      if (queue !== undefined && queue.waiters.size >= turn.maxQueue) return reject(queueFull(turn, queue));
       const fresh = queue === undefined;
-      queue ??= { waiters: [], wake: undefined, wakeAt: 0, denial: undefined };
+      queue ??= { waiters: new Set(), wake: undefined, wakeAt: 0, denial: undefined };
       const q = queue;
       const waiter: Waiter = {
-        cost,
+        cost: turn.cost,
         deadline,
         signal,
         resolve,
@@ -76,64 +112,66 @@ export class TurnQueues {
         abortLater: false,
       };
       signal?.addEventListener('abort', waiter.onAbort, { once: true });
-      q.waiters.push(waiter);
+      q.waiters.add(waiter);
       if (fresh) {
-        this.#queues.set(id, q);
-        void this.#serve(id, q, attempt, neverFits);
+        this.#queues.set(turn.id, q);
+        void this.#serve(turn.id, q, turn.attempt, turn.neverFits);
       }
     });
   }
 
   /** Serves a queue head first until it is empty, then forgets it. */
   async #serve(id: string, q: Queue, attempt: Attempt, neverFits: NeverFits): Promise<void> {
-    while (q.waiters.length > 0) {
-      const w = q.waiters[0] as Waiter;
-      if (w.settled) {
-        q.waiters.shift();
-        continue;
-      }
+    for (let w = first(q); w !== undefined; w = first(q)) {
       w.trying = true;
       let decision: Decision;
       try {
         decision = await attempt(w.cost);
       } catch (error) {
-        finish(w, () => w.reject(error));
-        continue;
-      } finally {
         w.trying = false;
+        finish(q, w, () => w.reject(error));
+        continue;
       }
+      w.trying = false;
       // An abort during the try gives way to an admission: the turn was taken.
-      if (decision.allowed) finish(w, () => w.resolve(decision));
-      else if (w.abortLater) finish(w, () => w.reject(w.signal?.reason));
+      if (decision.allowed) finish(q, w, () => w.resolve(decision));
+      else if (w.abortLater) finish(q, w, () => w.reject(w.signal?.reason));
       else {
         const never = neverFits(decision, w.cost);
-        const wait = decision.retryAfterMs ?? 1;
-        const wakeAt = Date.now() + wait;
-        if (never !== undefined) finish(w, () => w.reject(never));
-        else if (wakeAt > w.deadline) finish(w, () => w.reject(new RateLimitExceededError(decision)));
-        else await this.#sleep(q, decision, wakeAt, wait);
+        const wakeAt = this.#timers.now() + (decision.retryAfterMs ?? 1);
+        if (never !== undefined) finish(q, w, () => w.reject(never));
+        else if (wakeAt > w.deadline) finish(q, w, () => w.reject(new RateLimitExceededError(decision)));
+        else await this.#sleep(q, decision, wakeAt);
       }
     }
     this.#queues.delete(id);
   }
 
   /** The head sleeps until its retry time; those behind it whose deadline comes first are refused now. */
-  #sleep(q: Queue, denial: Decision, wakeAt: number, wait: number): Promise<void> {
-    for (const other of q.waiters.slice(1)) {
-      if (!other.settled && wakeAt > other.deadline)
-        finish(other, () => other.reject(new RateLimitExceededError(denial, wakeAt - Date.now())));
+  #sleep(q: Queue, denial: Decision, wakeAt: number): Promise<void> {
+    const timers = this.#timers;
+    const head = first(q);
+    for (const other of q.waiters) {
+      if (other !== head && wakeAt > other.deadline)
+        finish(q, other, () => other.reject(new RateLimitExceededError(denial, wakeAt - timers.now())));
     }
     q.denial = denial;
     q.wakeAt = wakeAt;
     return new Promise<void>((resume) => {
+      let timer: unknown;
       const done = () => {
-        clearTimeout(timer);
+        timers.clearTimeout(timer);
         q.wake = undefined;
         q.wakeAt = 0;
         q.denial = undefined;
         resume();
       };
-      const timer = setTimeout(done, wait);
+      // A retry time beyond the longest timer is reached in steps, each re-armed for what is left.
+      const arm = () => {
+        const left = wakeAt - timers.now();
+        timer = left > MAX_TIMER_MS ? timers.setTimeout(arm, MAX_TIMER_MS) : timers.setTimeout(done, left);
+      };
+      arm();
       q.wake = done;
     });
   }
@@ -142,7 +180,7 @@ export class TurnQueues {
   close(): void {
     this.#closed = true;
     for (const q of this.#queues.values()) {
-      for (const w of q.waiters) finish(w, () => w.reject(closedError()));
+      for (const w of q.waiters) finish(q, w, () => w.reject(closedError()));
       q.wake?.();
     }
   }
@@ -153,8 +191,9 @@ export class TurnQueues {
       w.abortLater = true;
       return;
     }
-    finish(w, () => w.reject(w.signal?.reason));
-    if (q.waiters[0] === w) q.wake?.();
+    const head = first(q) === w;
+    finish(q, w, () => w.reject(w.signal?.reason));
+    if (head) q.wake?.();
   }
 }
 
@@ -196,10 +235,23 @@ function closedError(): Error {
   return new Error('ratekeeper: the limiter was closed while this call waited for its turn');
 }
 
-/** Settles a waiter once, letting go of its signal. */
-function finish(w: Waiter, settle: () => void): void {
+function queueFull(turn: Turn, q: Queue): Error {
+  return new RateLimitRequestError(
+    'ERR_QUEUE_FULL',
+    `${turn.label}: ${q.waiters.size} calls already wait for their turn, the most maxQueue allows; nothing was consumed`,
+  );
+}
+
+/** The waiter whose turn it is. */
+function first(q: Queue): Waiter | undefined {
+  return q.waiters.values().next().value;
+}
+
+/** Settles a waiter once, letting go of its signal and of its place in the queue. */
+function finish(q: Queue, w: Waiter, settle: () => void): void {
   if (w.settled) return;
   w.settled = true;
+  q.waiters.delete(w);
   w.signal?.removeEventListener('abort', w.onAbort);
   settle();
 }
