@@ -126,6 +126,100 @@ for (const stores of [memoryStores, redisStores]) {
       expect(((await settleOf(l.acquire('api', 'k'))) as Error).message).to.match(/limiter was closed/);
     });
 
+    it('takes several rules all or nothing: a denial by one consumes none, the wait ends when all admit', async () => {
+      const l = createLimiter({
+        store: await stores.makeStore(Date.now),
+        rules: [
+          { name: 'hour', key: 'ip', limit: 3, window: { type: 'fixed', size: '1h' } },
+          { name: 'burst', key: 'ip', limit: 1, window: { type: 'sliding-log', size: '300ms' } },
+        ],
+      });
+      limiters.push(l);
+      expect((await l.acquire(['hour', 'burst'], 'k')).allowed).to.equal(true);
+      const refused = await settleOf(l.acquire(['hour', 'burst'], 'k', { maxWait: 0 }));
+      expect((refused as RateLimitExceededError).decision.rule).to.equal('burst');
+      expect((await l.status('hour', 'k')).count, 'the hour rule gave back what burst denied').to.equal(1);
+      const waited = await l.acquire(['hour', 'burst'], 'k');
+      expect(waited.rules.map((r) => [r.rule, r.allowed])).to.deep.equal([
+        ['hour', true],
+        ['burst', true],
+      ]);
+      expect((await l.status('hour', 'k')).count).to.equal(2);
+      const bad = await settleOf(l.acquire([], 'k'));
+      expect(bad).to.be.instanceOf(RateLimitConfigError);
+      expect((bad as Error).message).to.equal(
+        'acquire: rules must be a rule name or a non-empty array of rule names, got an array',
+      );
+    });
+
+    it('waits for a 30-day window with one try and no overflowing timer, and refuses at once past maxWait', async () => {
+      const l = createLimiter({
+        store: await stores.makeStore(Date.now),
+        rules: [
+          { name: 'month', key: 'ip', limit: 1, window: { type: 'fixed', size: '30d' } },
+          { name: 'tick', key: 'ip', limit: 1, window: { type: 'sliding-log', size: '100ms' } },
+        ],
+      });
+      limiters.push(l);
+      const tries: string[] = [];
+      l.observe({ decision: (d) => tries.push(d.rules.map((r) => r.rule).join()) });
+      const warnings: string[] = [];
+      const onWarning = (w: Error) => warnings.push(w.name);
+      process.on('warning', onWarning);
+      try {
+        await l.acquire('month', 'k');
+        const slept = new Promise<void>((resolve) => {
+          l.observe({ decision: (d) => d.rules[0]?.rule === 'month' && !d.allowed && resolve() });
+        });
+        const waiting = settleOf(l.acquire('month', 'k'));
+        await slept;
+        // Another key's turn comes after a real wait: the month waiter's timer stays armed meanwhile.
+        await l.acquire('tick', 't');
+        await l.acquire('tick', 't');
+        expect(tries.filter((t) => t === 'month')).to.have.length(2);
+        await l.acquire('month', 'other');
+        const refused = await settleOf(l.acquire('month', 'other', { maxWait: '29d' }));
+        expect((refused as RateLimitExceededError).retryAfterMs).to.be.greaterThan(29 * 86_400_000);
+        expect(
+          tries.filter((t) => t === 'month'),
+          'one try each for the other key',
+        ).to.have.length(4);
+        await l.close();
+        expect(((await waiting) as Error).message).to.match(/limiter was closed/);
+        await new Promise((resolve) => setImmediate(resolve));
+        expect(warnings, 'no TimeoutOverflowWarning').to.deep.equal([]);
+      } finally {
+        process.off('warning', onWarning);
+      }
+    });
+
+    it('lets an aborted waiter leave the queue at once, and refuses a call past maxQueue', async () => {
+      const l = await limiter({ limit: 1, window: { type: 'fixed', size: '1h' } });
+      await l.acquire('api', 'k');
+      const options = { maxQueue: 3 };
+      const head = settleOf(l.acquire('api', 'k', options));
+      const controllers = [new AbortController(), new AbortController()];
+      const behind = controllers.map((c) =>
+        settleOf(l.acquire('api', 'k', { ...options, signal: c.signal })),
+      );
+      const full = await settleOf(l.acquire('api', 'k', options));
+      expect(full).to.be.instanceOf(RateLimitRequestError);
+      expect((full as RateLimitRequestError).code).to.equal('ERR_QUEUE_FULL');
+      expect((full as Error).message).to.equal(
+        `acquire on rule "api" for key 'k': 3 calls already wait for their turn, the most maxQueue allows; nothing was consumed`,
+      );
+      for (const c of controllers) c.abort();
+      for (const aborted of await Promise.all(behind)) expect((aborted as Error).name).to.equal('AbortError');
+      // The two aborted calls left: two more fit, a third does not.
+      const more = [settleOf(l.acquire('api', 'k', options)), settleOf(l.acquire('api', 'k', options))];
+      expect(((await settleOf(l.acquire('api', 'k', options))) as RateLimitRequestError).code).to.equal(
+        'ERR_QUEUE_FULL',
+      );
+      await l.close();
+      for (const closed of await Promise.all([head, ...more]))
+        expect((closed as Error).message).to.match(/limiter was closed/);
+    });
+
     it('refuses a cost the rule never admits at once, a lockout rule and bad options, consuming nothing', async () => {
       const l = await limiter();
       const never = await settleOf(l.acquire('api', 'k', { cost: 4 }));

@@ -158,7 +158,7 @@ for (const stores of [memoryStores, redisStores]) {
   });
 }
 
-describe('wrap with wait', () => {
+describe('wrap with wait, the alias of maxWait', () => {
   it('waits its turn instead of throwing, and throws at once when the turn is later than wait', async () => {
     const l = createLimiter({
       rules: [
@@ -174,5 +174,74 @@ describe('wrap with wait', () => {
     expect(error).to.be.instanceOf(RateLimitExceededError);
     expect((error as RateLimitExceededError).retryAfterMs).to.be.greaterThan(1000);
     await l.close();
+  });
+});
+
+describe('wrap with maxWait and signal', () => {
+  const limiters: Limiter[] = [];
+  afterEach(async () => {
+    await Promise.all(limiters.splice(0).map((l) => l.close()));
+  });
+  function limiter(): Limiter {
+    const l = createLimiter({
+      rules: [{ name: 'hourly', key: 'ip', limit: 1, window: { type: 'fixed', size: '1h' } }],
+    });
+    limiters.push(l);
+    return l;
+  }
+
+  it('maxWait waits for a turn as acquire does, and refuses at once a turn later than maxWait', async () => {
+    const l = createLimiter({
+      rules: [{ name: 'r', key: 'ip', limit: 2, window: { type: 'sliding-log', size: '200ms' } }],
+    });
+    limiters.push(l);
+    const ping = l.wrap(async (i: number) => i, { rules: 'r', key: 'partner', maxWait: '5s' });
+    expect(await Promise.all([0, 1, 2, 3, 4].map((i) => ping(i)))).to.deep.equal([0, 1, 2, 3, 4]);
+    const report = limiter().wrap(async () => 'sent', { rules: 'hourly', key: 'partner', maxWait: '1s' });
+    expect(await report()).to.equal('sent');
+    expect(await failureOf(report())).to.be.instanceOf(RateLimitExceededError);
+  });
+
+  it('signal ends the waits of its calls; after it aborts, a call rejects without deciding or calling fn', async () => {
+    const l = limiter();
+    const controller = new AbortController();
+    let calls = 0;
+    const send = l.wrap(async () => ++calls, {
+      rules: 'hourly',
+      key: 'partner',
+      maxWait: Number.POSITIVE_INFINITY,
+      signal: controller.signal,
+    });
+    expect(await send()).to.equal(1);
+    const slept = new Promise<void>((resolve) => l.observe({ decision: (d) => !d.allowed && resolve() }));
+    const waiting = failureOf(send());
+    await slept;
+    controller.abort(new Error('shutting down'));
+    expect((await waiting)?.message).to.equal('shutting down');
+    const unwaited = l.wrap(async () => ++calls, {
+      rules: 'hourly',
+      key: 'other',
+      signal: controller.signal,
+    });
+    expect((await failureOf(unwaited()))?.message).to.equal('shutting down');
+    expect((await l.status('hourly', 'other')).count, 'nothing decided').to.equal(0);
+    expect(calls).to.equal(1);
+  });
+
+  it('refuses wait and maxWait given together, a bad signal and a bad maxQueue, when wrapping', () => {
+    const l = limiter();
+    const fn = async () => undefined;
+    const bad: Array<[unknown, RegExp]> = [
+      [
+        { rules: 'hourly', key: 'k', wait: '1s', maxWait: '1s' },
+        /^wrap: wait must be left out when maxWait is given \(it is the same option\), got '1s'$/,
+      ],
+      [{ rules: 'hourly', key: 'k', signal: {} }, /^wrap: signal must be an AbortSignal, got \{\}$/],
+      [{ rules: 'hourly', key: 'k', maxQueue: 0 }, /^wrap: maxQueue must be a positive integer, got 0$/],
+      [{ rules: 'hourly', key: 'k', maxWait: 'soon' }, /^wrap: maxWait must be a duration/],
+    ];
+    for (const [options, message] of bad) {
+      expect(() => l.wrap(fn, options as never), String(message)).to.throw(RateLimitConfigError, message);
+    }
   });
 });
