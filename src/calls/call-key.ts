@@ -50,7 +50,7 @@ export function argumentKey<A extends unknown[]>(
   try {
     extract = createExtractor(
       key.replace(PLACEHOLDER, (_, path: string) => `{body.${path}}`),
-      { ipv6Subnet: 128, normalize: undefined },
+      { ipv6Subnet: 128, normalize: undefined, nonScalar: 'none' },
     );
   } catch (error) {
     const reason = (error as Error).message.replaceAll('{body.', '{').replaceAll("'body.", "'");

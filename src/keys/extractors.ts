@@ -7,8 +7,10 @@ import {
   boundIdentity,
   MAX_KEY_LENGTH,
   memoized,
+  NON_SCALAR_KEY,
   type Normalizer,
   OVERSIZED_KEY,
+  UNPARSED_BODY_KEY,
   UNRESOLVED_IP_KEY,
 } from './material.js';
 
@@ -16,8 +18,10 @@ export {
   boundIdentity,
   MAX_IDENTITY_LENGTH,
   MAX_KEY_LENGTH,
+  NON_SCALAR_KEY,
   normalizeIdentity,
   OVERSIZED_KEY,
+  UNPARSED_BODY_KEY,
   UNRESOLVED_IP_KEY,
 } from './material.js';
 
@@ -29,6 +33,12 @@ export interface KeyOptions {
   normalize: Normalizer | undefined;
   /** The rule's name, for its warnings. */
   rule?: string | undefined;
+  /**
+   * What a value that is neither a string nor a finite number keys as: `'shared'`, the rule's one bucket
+   * `NON_SCALAR_KEY` (requests: a handler may coerce it); `'none'`, no key (service calls refuse the call).
+   * @default 'shared'
+   */
+  nonScalar?: 'shared' | 'none';
 }
 
 /** Builds the extractor for a key form; throws an Error (with the reason) for an unknown form. */
@@ -62,12 +72,14 @@ function single(spec: string | KeyExtractor, options: KeyOptions): Extractor {
 }
 
 function field(spec: string, options: KeyOptions): Extractor {
-  const text = material(options.normalize);
+  const text = material(options.normalize, options.nonScalar);
   if (spec === 'ip') return ipExtractor(options);
   if (spec === 'user') {
     return (req) => {
       const user = req.user;
-      return text(user !== null && typeof user === 'object' ? ownValue(user, 'id') : user);
+      // No user (or a user without an id) is an anonymous request: the rule does not apply.
+      const id = user !== null && typeof user === 'object' ? ownValue(user, 'id') : user;
+      return id === null ? undefined : text(id);
     };
   }
   if (spec.startsWith('header:')) {
@@ -90,10 +102,8 @@ function field(spec: string, options: KeyOptions): Extractor {
       if (
         unparsed !== undefined &&
         (value === null || typeof value !== 'object' || value instanceof Uint8Array)
-      ) {
-        unparsed(req, value);
-        return undefined;
-      }
+      )
+        return unparsed(req, value);
       for (const segment of path) value = ownValue(value, segment);
       return text(value);
     };
@@ -104,15 +114,21 @@ function field(spec: string, options: KeyOptions): Extractor {
 }
 
 /**
- * Request material to key text: only strings and finite numbers; a value longer than `MAX_KEY_LENGTH`
- * becomes `OVERSIZED_KEY` before any work is done on it; then the normalizer, at most once per value
- * per request (memoized). Undefined when the rule does not apply.
+ * Request material to key text: strings and finite numbers; any other value present (an array, an object,
+ * a boolean, a null) becomes `NON_SCALAR_KEY`, so no shape of a field skips the rule; a value longer than
+ * `MAX_KEY_LENGTH` becomes `OVERSIZED_KEY` before any work is done on it; then the normalizer, at most once
+ * per value per request (memoized). Undefined (the rule does not apply) for a missing or empty value.
  */
-function material(normalize: Normalizer | undefined): (value: unknown) => string | undefined {
+function material(
+  normalize: Normalizer | undefined,
+  nonScalar: KeyOptions['nonScalar'] = 'shared',
+): (value: unknown) => string | undefined {
   const norm = normalize === undefined ? undefined : memoized(normalize);
+  const other = nonScalar === 'shared' ? NON_SCALAR_KEY : undefined;
   return (value) => {
+    if (value === undefined || value === '') return undefined;
     const s = scalar(value);
-    if (s === undefined) return undefined;
+    if (s === undefined) return other;
     if (s.length > MAX_KEY_LENGTH) return OVERSIZED_KEY;
     const out = norm === undefined ? s : norm(s);
     return out === '' ? undefined : out;
@@ -138,22 +154,29 @@ function ipExtractor(options: KeyOptions): Extractor {
   };
 }
 
-/** Warns (once) when a request that carries a body reaches a `body.*` key with nothing parsed. */
-function unparsedBody(spec: string, rule: string | undefined): (req: RequestInfo, body: unknown) => void {
+/**
+ * A `body.*` key for a request whose body is not a parsed object: none when it carries no body (the rule
+ * does not apply), else `UNPARSED_BODY_KEY`, with a one-time warning.
+ */
+function unparsedBody(
+  spec: string,
+  rule: string | undefined,
+): (req: RequestInfo, body: unknown) => string | undefined {
   const warn = warnOnce(UNPARSED_BODY_WARNING);
   return (req, body) => {
     const headers = req.headers;
     const length = ownValue(headers, 'content-length');
     const carries =
       (typeof length === 'string' && length !== '0') || ownValue(headers, 'transfer-encoding') !== undefined;
-    if (body === undefined && !carries) return;
+    if (body === undefined && !carries) return undefined;
     const seen =
       body === undefined
         ? 'body was not parsed'
         : `body is ${body instanceof Uint8Array ? 'raw bytes' : body === null ? 'null' : `a ${typeof body}`}, not a parsed object`;
     warn(
-      `${ruleLabel(rule)}keys on '${spec}', but a request reached it whose ${seen}, so the rule did not apply: put a body parser (express.json(), @koa/bodyparser) before the rate limiter, for each content type clients send`,
+      `${ruleLabel(rule)}keys on '${spec}', but a request reached it whose ${seen}, so the rule counted it on the key '${UNPARSED_BODY_KEY}', which every such request shares: put a body parser (express.json(), @koa/bodyparser) before the rate limiter, for each content type clients send`,
     );
+    return UNPARSED_BODY_KEY;
   };
 }
 
@@ -215,13 +238,16 @@ function template(spec: string, options: KeyOptions): Extractor {
 }
 
 function fromFunction(fn: KeyExtractor, options: KeyOptions): Extractor {
-  const text = material(options.normalize);
-  return (req) => text(fn(req));
+  const text = material(options.normalize, options.nonScalar);
+  return (req) => {
+    const value: unknown = fn(req);
+    return value === null ? undefined : text(value);
+  };
 }
 
-/** Only strings and finite numbers become keys: objects such as `{"$ne": ""}` never do. */
+/** Only strings and finite numbers become key text: objects such as `{"$ne": ""}` never do. */
 function scalar(value: unknown): string | undefined {
-  if (typeof value === 'string') return value === '' ? undefined : value;
+  if (typeof value === 'string') return value;
   if (typeof value === 'number' && Number.isFinite(value)) return String(value);
   return undefined;
 }

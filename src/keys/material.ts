@@ -20,11 +20,31 @@ export const OVERSIZED_KEY = '#oversized';
  */
 export const UNRESOLVED_IP_KEY = '#unresolved-ip';
 
+/**
+ * The identity of a key whose material is present but is neither a string nor a finite number: an array
+ * (`{"username": ["alice"]}`, `?user=a&user=b`), an object (`{"$ne": ""}`), a boolean or a null. A handler
+ * may still coerce such a value into a name (`String(["alice"])` is `'alice'`), so the rule is never
+ * skipped: every such request of a rule shares this one bucket, and all of them together get `limit`.
+ */
+export const NON_SCALAR_KEY = '#non-scalar';
+
+/**
+ * The identity of a `body.*` key when the request carries a body that nothing parsed (no parser for its
+ * content type, or one placed after the rate limiter). The handler may read it all the same, so such
+ * requests share this one bucket per rule, with a one-time warning, instead of escaping the rule.
+ */
+export const UNPARSED_BODY_KEY = '#unparsed-body';
+
 /** Identities longer than this are replaced by a digest, so a long username costs 44 bytes of state. */
 export const MAX_IDENTITY_LENGTH = 256;
 
 const DIGEST = /^#[\w-]{43}$/;
-const RESERVED: ReadonlySet<string> = new Set([OVERSIZED_KEY, UNRESOLVED_IP_KEY]);
+const RESERVED: ReadonlySet<string> = new Set([
+  OVERSIZED_KEY,
+  UNRESOLVED_IP_KEY,
+  NON_SCALAR_KEY,
+  UNPARSED_BODY_KEY,
+]);
 
 /**
  * Bounds an identity's length: long identities become `#` + a SHA-256 digest (base64url) of their UTF-16

@@ -18,8 +18,9 @@ export interface LoginRulesOptions {
   /**
    * Where the username is: a key form (`'body.username'`, `'body.email'`, `'header:x-user'`, a
    * function, or an array such as `['body.tenant', 'body.username']`). Its value is normalized (NFKC,
-   * trimmed, lower-cased, as `normalizeIdentity`); objects and arrays in the body never become keys,
-   * and a request without a username falls under the per-IP rule only.
+   * trimmed, lower-cased, as `normalizeIdentity`); a request without a username falls under the per-IP
+   * rule only, and one whose username is an array, an object, a null or a boolean is counted by the
+   * account rules on the one shared key `'#non-scalar'` (`NON_SCALAR_KEY`).
    * @default 'body.username'
    */
   username?: string | KeyExtractor | ReadonlyArray<string | KeyExtractor>;

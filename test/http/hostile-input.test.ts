@@ -14,12 +14,14 @@ import {
   createLimiter,
   type Limiter,
   MemoryStore,
+  NON_SCALAR_KEY,
   RateLimitConfigError,
   RateLimitRequestError,
   RedisStore,
   type RequestInfo,
   type Rule,
   type Store,
+  UNPARSED_BODY_KEY,
 } from '../../src/index.js';
 import { escapeIdentity, tagSlot } from '../../src/stores/redis-hash-tags.js';
 import { opKeys } from '../../src/stores/redis-protocol.js';
@@ -132,7 +134,7 @@ describe('Hostile input', function () {
         }
       });
 
-      it('keys a request body field the same way: own buckets, and no key at all from non-strings', async () => {
+      it('keys a request body field the same way: own buckets, one shared key for non-strings and one for unparsed bodies', async () => {
         const limiter = await limiterOn(kind, [
           { name: 'user', key: 'body.username', limit: 1, window: hour },
           { name: 'ip', key: 'ip', limit: 1000, window: hour },
@@ -153,18 +155,23 @@ describe('Hostile input', function () {
         // A finite number is its decimal string: 7 and '7' are one identity.
         expect((await userRule({ username: 7 }))?.allowed).to.equal(true);
         expect((await userRule({ username: '7' }))?.allowed).to.equal(false);
-        // No string, no key: the rule does not apply (the IP rule still counts the request).
+        // Present but neither a string nor a number: one shared key; a body nothing parsed: another.
+        const shared: Array<[unknown, string]> = [
+          [{ username: ['alice'] }, NON_SCALAR_KEY],
+          [{ username: { $ne: '' } }, NON_SCALAR_KEY],
+          [{ username: null }, NON_SCALAR_KEY],
+          [{ username: true }, NON_SCALAR_KEY],
+          [{ username: Number.NaN }, NON_SCALAR_KEY],
+          [{ username: Number.POSITIVE_INFINITY }, NON_SCALAR_KEY],
+          ['username=alice', UNPARSED_BODY_KEY],
+          [42, UNPARSED_BODY_KEY],
+          [null, UNPARSED_BODY_KEY],
+        ];
+        for (const [body, key] of shared)
+          expect((await userRule(body))?.key, JSON.stringify(body)).to.equal(key);
+        // No username: the rule does not apply (the IP rule still counts the request).
         const keyless: unknown[] = [
-          { username: ['alice'] },
-          { username: { $ne: '' } },
-          { username: null },
-          { username: true },
           { username: '' },
-          { username: Number.NaN },
-          { username: Number.POSITIVE_INFINITY },
-          'username=alice',
-          42,
-          null,
           undefined,
           ['alice'],
           JSON.parse('{"__proto__": {"username": "admin"}}'),
@@ -391,19 +398,21 @@ describe('Hostile input', function () {
             }
           });
 
-          it('numbers key as their decimal string; arrays, objects and bodies that are not objects carry no username', async () => {
+          it('numbers key as their decimal string; other values share #non-scalar, unparsed bodies #unparsed-body, never skipping the rule', async () => {
             expect((await login({ username: 7 })).status).to.equal(200);
             expect((await login({ username: '7' })).status).to.equal(429);
-            const keyless = [
+            const nonScalar = [
               '{"username": ["alice"]}',
               '{"username": {"$ne": ""}}',
               '{"username": null}',
               '{"username": true}',
-              '{"username": ""}',
-              '["alice"]',
-              '{"__proto__": {"username": "admin"}}',
             ];
-            for (const body of keyless) {
+            const statuses: number[] = [];
+            for (const body of nonScalar) statuses.push((await login(JSON.parse(body))).status);
+            expect(statuses, 'one bucket for every shape').to.deep.equal([200, 429, 429, 429]);
+            expect((await limiter.status('user', NON_SCALAR_KEY)).count).to.equal(1);
+            // No username at all: only the IP rule applies.
+            for (const body of ['{"username": ""}', '["alice"]', '{"__proto__": {"username": "admin"}}']) {
               for (let i = 0; i < 2; i++) {
                 const res = await login(JSON.parse(body));
                 expect(res.status, body).to.equal(200);
@@ -411,25 +420,28 @@ describe('Hostile input', function () {
               }
             }
             // JSON that is not an object or array: Express's strict parser refuses it (400) before the
-            // limiter; Koa's passes it on, and the rule finds no username in it.
+            // limiter; Koa's passes it on, and the rule counts it, with text bodies, on #unparsed-body.
+            const unparsed: number[] = [];
             for (const body of ['42', 'null', '"alice"']) {
-              for (let i = 0; i < 2; i++) {
-                const res = await request(url)
-                  .post('/login')
-                  .timeout(10_000)
-                  .set('Content-Type', 'application/json')
-                  .send(body);
-                if (framework.name === 'Express') expect(res.status, body).to.equal(400);
-                else
-                  expect([res.status, res.headers['x-ratelimit-limit']], body).to.deep.equal([200, '100000']);
-              }
+              const res = await request(url)
+                .post('/login')
+                .timeout(10_000)
+                .set('Content-Type', 'application/json')
+                .send(body);
+              unparsed.push(res.status);
             }
-            const text = await request(url)
-              .post('/login')
-              .timeout(10_000)
-              .set('Content-Type', 'text/plain')
-              .send('alice');
-            expect([text.status, text.headers['x-ratelimit-limit']]).to.deep.equal([200, '100000']);
+            for (let i = 0; i < 2; i++) {
+              const text = await request(url)
+                .post('/login')
+                .timeout(10_000)
+                .set('Content-Type', 'text/plain')
+                .send('alice');
+              unparsed.push(text.status);
+            }
+            expect(unparsed).to.deep.equal(
+              framework.name === 'Express' ? [400, 400, 400, 200, 429] : [200, 429, 429, 429, 429],
+            );
+            expect((await limiter.status('user', UNPARSED_BODY_KEY)).count).to.equal(1);
             const both = '{"__proto__": {"username": "admin"}, "username": "carol"}';
             const send = () =>
               request(url).post('/login').timeout(10_000).set('Content-Type', 'application/json').send(both);
@@ -471,9 +483,13 @@ describe('Hostile input', function () {
             expect(await ipCount()).to.equal(before + 2);
           });
 
-          it('query: repeated and bracketed parameters carry no key; NUL, newline, braces and 8 KB values are isolated', async () => {
+          it('query: repeated and bracketed parameters share #non-scalar; NUL, newline, braces and 8 KB values are isolated', async () => {
             const search = (query: string) => request(url).get(`/search?${query}`).timeout(10_000);
-            for (const query of ['q=a&q=b', 'q[x]=1', 'q[]=a', 'q[__proto__]=x', '__proto__=x']) {
+            const repeated = [(await search('q=a&q=b')).status, (await search('q=b&q=a')).status];
+            expect(repeated, 'an array: one shared bucket').to.deep.equal([200, 429]);
+            expect((await limiter.status('search', NON_SCALAR_KEY)).count).to.equal(1);
+            // The framework's own query parser keeps these under other names: no 'q' for the handler either.
+            for (const query of ['q[x]=1', 'q[]=a', 'q[__proto__]=x', '__proto__=x']) {
               for (let i = 0; i < 2; i++) {
                 const res = await search(query);
                 expect([res.status, res.headers['x-ratelimit-limit']], query).to.deep.equal([200, '100000']);

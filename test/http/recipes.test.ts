@@ -10,6 +10,7 @@ import {
   type Decision,
   LOGIN_DEFAULTS,
   loginRules,
+  NON_SCALAR_KEY,
   normalizeDestination,
   RateLimitConfigError,
   type RequestInfo,
@@ -134,11 +135,24 @@ describe('loginRules', () => {
     await limiter.close();
   });
 
-  it('applies only the per-IP rule when the username is missing, empty, or not a string or number', async () => {
+  it('applies only the per-IP rule when the username is missing or empty, and keys any other value on #non-scalar', async () => {
     const limiter = createLimiter({ rules: loginRules() });
-    for (const username of [undefined, '', ' \t', { $ne: '' }, ['alice'], null, true, { toString: 'x' }]) {
+    for (const username of [undefined, '', ' \t']) {
       const decision = await limiter.peek(loginRequest({ username, password: 'x' }));
       expect(Object.keys(keysOf(decision)), JSON.stringify(username)).to.deep.equal(['login-ip']);
+    }
+    for (const username of [{ $ne: '' }, ['alice'], null, true, { toString: 'x' }]) {
+      const keys = keysOf(await limiter.peek(loginRequest({ username, password: 'x' })));
+      expect(Object.keys(keys), JSON.stringify(username)).to.have.members([
+        'login-pair',
+        'login-ip',
+        'login-account',
+        'login-account-cap',
+      ]);
+      expect([keys['login-account'], keys['login-account-cap']]).to.deep.equal([
+        NON_SCALAR_KEY,
+        NON_SCALAR_KEY,
+      ]);
     }
     const decision = await limiter.peek(loginRequest({ username: 12345 }));
     expect(keysOf(decision)['login-account']).to.equal('12345');

@@ -1,6 +1,13 @@
 // Key extraction: every key form, IP canonicalization, and hostile key material that must not escape its bucket.
 import { expect } from 'chai';
-import { createLimiter, ipKey, type KeySpec, type RequestInfo } from '../../src/index.js';
+import {
+  createLimiter,
+  ipKey,
+  type KeySpec,
+  NON_SCALAR_KEY,
+  type RequestInfo,
+  UNPARSED_BODY_KEY,
+} from '../../src/index.js';
 
 const base: RequestInfo = { method: 'POST', path: '/login', ip: '203.0.113.10', headers: {} };
 
@@ -93,31 +100,62 @@ describe('key forms', () => {
     expect(t1).to.not.equal(t2);
   });
 
-  it('only strings and finite numbers become keys', async () => {
+  it('keys strings and finite numbers as themselves, and every other value on one shared #non-scalar key', async () => {
     for (const value of [
       { $ne: '' },
       ['a'],
+      [['alice']],
       null,
       true,
       Number.NaN,
       Number.POSITIVE_INFINITY,
-      '',
       { toString: () => 'x' },
     ]) {
       expect(await keyOf('body.email', { body: { email: value } }), JSON.stringify(value)).to.equal(
-        undefined,
+        NON_SCALAR_KEY,
+      );
+      expect(await keyOf('query.email', { query: { email: value } }), JSON.stringify(value)).to.equal(
+        NON_SCALAR_KEY,
       );
     }
-    expect(await keyOf('body.email', { body: 'email=a@b.c' })).to.equal(undefined);
-    expect(await keyOf('body.email', { body: undefined })).to.equal(undefined);
+    expect(await keyOf('sms:{body.phone}', { body: { phone: ['+4478'] } })).to.equal(`sms:${NON_SCALAR_KEY}`);
+    expect(await keyOf('body.email', { body: { email: ['Alice'] } }, { normalize: true })).to.equal(
+      NON_SCALAR_KEY,
+    );
+    expect(await keyOf((req) => req.body as string, { body: ['a'] })).to.equal(NON_SCALAR_KEY);
+    expect(await keyOf('body.email', { body: { email: '' } }), 'empty: the rule does not apply').to.equal(
+      undefined,
+    );
+    expect(await keyOf('body.email', { body: {} }), 'missing').to.equal(undefined);
+    expect(await keyOf('user', { user: null }), 'no user').to.equal(undefined);
+    expect(await keyOf('user', { user: { id: null } }), 'no user id').to.equal(undefined);
+    expect(
+      await keyOf((req) => req.body as string, { body: null }),
+      'a key function answering null',
+    ).to.equal(undefined);
     expect(await keyOf('body.n', { body: { n: 5 } })).to.equal('5');
+  });
+
+  it('keys a body nothing parsed on one shared #unparsed-body key, and a request without a body not at all', async () => {
+    const carrying = { 'content-length': '24', 'content-type': 'text/plain' };
+    expect(await keyOf('body.email', { body: 'email=a@b.c', headers: carrying })).to.equal(UNPARSED_BODY_KEY);
+    expect(await keyOf('body.email', { body: undefined, headers: carrying })).to.equal(UNPARSED_BODY_KEY);
+    expect(
+      await keyOf('body.email', { body: undefined, headers: { 'transfer-encoding': 'chunked' } }),
+    ).to.equal(UNPARSED_BODY_KEY);
+    expect(await keyOf('body.email', { body: 'email=a@b.c' }), 'raw text').to.equal(UNPARSED_BODY_KEY);
+    expect(await keyOf('body.email', { body: undefined }), 'no body').to.equal(undefined);
+    expect(await keyOf('body.email', { body: undefined, headers: { 'content-length': '0' } })).to.equal(
+      undefined,
+    );
   });
 
   it('never reads through the prototype chain', async () => {
     expect(await keyOf('body.constructor', { body: {} })).to.equal(undefined);
     expect(await keyOf('body.__proto__', { body: JSON.parse('{"__proto__": {"x": 1}}') })).to.equal(
-      undefined,
+      NON_SCALAR_KEY,
     );
+    expect(await keyOf('body.__proto__.x', { body: {} })).to.equal(undefined);
     expect(await keyOf('body.toString', { body: {} })).to.equal(undefined);
     expect(await keyOf('body.user', { body: JSON.parse('{"user": "__proto__"}') })).to.equal('__proto__');
   });
