@@ -1,5 +1,6 @@
 // What the HTTP adapters share: options, the limiter they run, the denial body, outcome judging, and the
 // protections every adapter applies (a client already gone, redirects as unknown outcomes, wiring warnings).
+// The request sequence that uses them is adapters/exchange.ts.
 
 import { assertKnownFields, fieldsOf } from '../src/config/known-fields.js';
 import { ADAPTER_DEFAULTS } from '../src/defaults.js';
@@ -19,7 +20,10 @@ import { createWiringCheck, type WiringCheck } from './wiring.js';
 
 export { SPOOFABLE_IP_WARNING } from '../src/warnings.js';
 
-/** Options both adapters take; `Req` is the framework's request (`req` for Express, `ctx` for Koa). */
+/**
+ * Options every adapter takes; `Req` is what the framework hands its middleware: `req` for Express, `ctx`
+ * for Koa, `c` for Hono, the `FastifyRequest`, Nest's `ExecutionContext`.
+ */
 export interface RateLimitOptions<Req> {
   /** Which rate-limit fields to send (see `formatHeaders`); a 429 always carries `Retry-After`. @default 'legacy' */
   headers?: HeadersMode;
@@ -52,7 +56,7 @@ export interface RateLimitOptions<Req> {
   clock?: () => number;
 }
 
-/** The fields of `RateLimitOptions`; each adapter adds its own (`handler`) when it calls `setup`. */
+/** The fields of `RateLimitOptions`; each adapter adds its own (`handler`) when it calls `createSetup`. */
 export const RATE_LIMIT_OPTION_FIELDS = fieldsOf<RateLimitOptions<unknown>>({
   headers: true,
   reset: true,
@@ -93,7 +97,7 @@ export interface Setup<Req> {
  * Resolves an adapter's arguments once. `adapterFields`: the options the adapter takes beyond
  * `RateLimitOptions` (`['handler']`); any other field is refused as a typo (ERR_UNKNOWN_FIELD).
  */
-export function setup<Req>(
+export function createSetup<Req>(
   rulesOrLimiter: Rule[] | Limiter,
   options: RateLimitOptions<Req> = {},
   adapterFields: readonly string[] = [],
@@ -114,8 +118,7 @@ export function setup<Req>(
   }
   // Rules without a fixed-length window (a cron calendar) have no `w` in RateLimit-Policy.
   const windows: Record<string, number> = {};
-  for (const [name, seconds] of Object.entries(limiter.ruleWindows ?? {}))
-    if (seconds > 0) windows[name] = seconds;
+  for (const [name, seconds] of Object.entries(limiter.ruleWindows)) if (seconds > 0) windows[name] = seconds;
   const statusCode = options.statusCode ?? ADAPTER_DEFAULTS.statusCode;
   if (!Number.isInteger(statusCode) || statusCode < 400 || statusCode > 599) {
     throw new RateLimitConfigError(
@@ -147,8 +150,7 @@ export function setup<Req>(
     onLimited: options.onLimited,
     skip: options.skip,
     headerFields: createHeaderFormatter({ headers: mode, reset, clock, windows }),
-    // Duck-typed like the limiter itself: one without the getter is asked for reports.
-    reports: (limiter as Partial<Limiter>).needsOutcomes !== false,
+    reports: limiter.needsOutcomes,
     body: (decision) => {
       if (typeof message === 'function') return message(decision);
       return message ?? ADAPTER_DEFAULTS.message(decision);
@@ -164,8 +166,7 @@ export function setup<Req>(
           return;
         }
       } else if (status >= 300 && status < 400) {
-        // Duck-typed: a limiter without `awaitsReport` is warned about, as one that was not reported.
-        if ((limiter as Partial<Limiter>).awaitsReport?.(decision) ?? true) {
+        if (limiter.awaitsReport(decision)) {
           const rules = decision.rules.map((r) => r.rule).join('", "');
           warnRedirect(
             `a request admitted by rules "${rules}" (some count outcomes: countOn or resetOnSuccess) was answered with a redirect (${status}), which is neither a success nor a failure: the attempt stays counted and nothing is reset. Report the outcome with limiter.report(decision, outcome) before redirecting (Passport: a custom callback instead of failureRedirect), or judge redirects with the isFailure option`,
@@ -189,6 +190,31 @@ export function setup<Req>(
     warned: false,
   };
   return result;
+}
+
+/** Set on a request once a route's own limiter has decided it, so that no other registration or guard counts it again. */
+export const ROUTE_DECIDED = Symbol('ratekeeper route decided');
+
+/**
+ * The setups of routes' own limiters (Fastify's `config.rateLimit`, Nest's `@RateLimit`), one per limiter,
+ * with one adapter's options. A route's own limiter decides a request once, for the first registration or
+ * guard that meets it: the others are given undefined.
+ */
+export function routeSetups<Req>(
+  options: RateLimitOptions<Req>,
+): (request: object, limiter: Limiter) => Setup<Req> | undefined {
+  const setups = new WeakMap<Limiter, Setup<Req>>();
+  return (request, limiter) => {
+    const flags = request as Record<symbol, boolean>;
+    if (flags[ROUTE_DECIDED]) return undefined;
+    flags[ROUTE_DECIDED] = true;
+    let found = setups.get(limiter);
+    if (found === undefined) {
+      found = createSetup(limiter, options);
+      setups.set(limiter, found);
+    }
+    return found;
+  };
 }
 
 /**

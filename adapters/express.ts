@@ -1,9 +1,9 @@
-// Express middleware: request to RequestInfo, one limiter decision, headers or a 429, outcome reported after the response.
+// Express middleware: the request sequence (adapters/exchange.ts) on Express, the outcome judged on `finish`.
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
-import { LIST_FIELDS } from '../src/headers.js';
 import type { Decision, Limiter, Rule } from '../src/index.js';
-import { clientGone, type RateLimitOptions, setup } from './common.js';
-import { checkUnmatched, ExpressRequestInfo } from './express-request.js';
+import { createSetup, type RateLimitOptions } from './common.js';
+import { type Exchanged, exchange } from './exchange.js';
+import { ExpressExchange } from './express-exchange.js';
 
 export type { RateLimitOptions } from './common.js';
 export { SPOOFABLE_IP_WARNING } from './common.js';
@@ -47,44 +47,17 @@ export function rateLimit(
   rulesOrLimiter: Rule[] | Limiter,
   options: ExpressRateLimitOptions = {},
 ): RequestHandler {
-  const config = setup(rulesOrLimiter, options, ['handler']);
+  const setup = createSetup(rulesOrLimiter, options, ['handler']);
   const handler = options.handler;
 
   return async function rateLimitMiddleware(req: Request, res: Response, next: NextFunction): Promise<void> {
-    if (clientGone(req.socket)) return; // reset after writing the request: nothing to answer, nothing to run
-    let decision: Decision;
+    const handle = handler && ((decision: Decision) => handler(req, res, next, decision));
+    let exchanged: Exchanged;
     try {
-      if (config.skip !== undefined && (await config.skip(req))) return next();
-      if (!config.warned && req.app?.get('trust proxy') === true)
-        config.warnSpoofable("Express 'trust proxy' is true");
-      const info = new ExpressRequestInfo(req);
-      decision = await config.limiter.check(info);
-      // A limiter that matched no rule leaves the decision of an earlier one in place.
-      if (decision.rules.length > 0) req.rateLimit = decision;
-      else checkUnmatched(config, req, res, info);
-      if (!res.headersSent) {
-        for (const [name, value] of config.headerFields(decision)) {
-          if (LIST_FIELDS.has(name)) res.append(name, value);
-          else res.setHeader(name, value);
-        }
-      }
-      if (!decision.allowed || decision.dryRun) config.onLimited?.(decision, req);
-      if (!decision.allowed) {
-        if (handler !== undefined) return await handler(req, res, next, decision);
-        if (res.headersSent) return void res.end();
-        const body = config.body(decision);
-        res.status(config.statusCode);
-        if (typeof body === 'string') res.type('text/plain').send(body);
-        else res.json(body);
-        return;
-      }
+      exchanged = await exchange(setup, new ExpressExchange(req, res, handle), req);
     } catch (error) {
       return next(error);
     }
-    // Gone while the store decided: the handler must not run; what was reserved stays counted.
-    if (clientGone(req.socket)) return;
-    if (config.reports && decision.rules.length > 0)
-      res.once('finish', () => config.report(decision, res.statusCode));
-    next();
+    if (exchanged === 'next') next();
   };
 }

@@ -1,12 +1,21 @@
-// Fastify plugin: a hook on every route of the instance, request to RequestInfo, decision to headers or a 429, outcome in onResponse.
+// Fastify plugin: a hook on every route of the instance runs the request sequence (adapters/exchange.ts), the
+// outcome judged when the response finishes.
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { assertKnownFields, fieldsOf } from '../src/config/known-fields.js';
 import { describe } from '../src/errors.js';
 import { createLimiter, type Decision, type Limiter, RateLimitConfigError, type Rule } from '../src/index.js';
-import { RATE_LIMIT_OPTION_FIELDS, type RateLimitOptions, type Setup, setup } from './common.js';
+import {
+  createSetup,
+  RATE_LIMIT_OPTION_FIELDS,
+  type RateLimitOptions,
+  ROUTE_DECIDED,
+  routeSetups,
+  type Setup,
+} from './common.js';
+import { exchange } from './exchange.js';
 import { routeRateLimit, routeRulesError } from './fastify-config.js';
-import { decider, reporter, type Slots } from './fastify-hook.js';
+import { FastifyExchange } from './fastify-exchange.js';
 
 export type { RateLimitOptions } from './common.js';
 export { SPOOFABLE_IP_WARNING } from './common.js';
@@ -48,7 +57,6 @@ const FASTIFY_FIELDS = fieldsOf<Omit<FastifyRateLimitOptions, keyof RateLimitOpt
 });
 /** One limiter per rule array of a route config, whichever registration covering the route decides it. */
 const routeLimiters = new Map<Rule[], Limiter>();
-const ROUTE_DECIDED = Symbol('ratekeeper route decided');
 
 /**
  * Fastify plugin limiting every route of the instance it is registered on, and of its children (it is not
@@ -57,9 +65,9 @@ const ROUTE_DECIDED = Symbol('ratekeeper route decided');
  *
  * - Client address: `request.ip`, so Fastify's `trustProxy` decides whether `X-Forwarded-For` is believed;
  *   `trustProxy: true` (spoofable) draws a one-time warning.
- * - Admitted requests are judged in `onResponse` by `isFailure(reply.statusCode)`, errors included; a
- *   redirect is neither outcome (see `isFailure`). A client gone before or during the decision never
- *   reaches the handler.
+ * - Admitted requests are judged when the response finishes, by `isFailure(reply.statusCode)`, errors
+ *   included; a redirect is neither outcome (see `isFailure`). A connection closed before the response
+ *   finished is not reported. A client gone before or during the decision never reaches the handler.
  * - Limiter errors (a key function that threw, a bad cost) go to Fastify's error handler; nothing is consumed.
  * - Limiters the plugin builds from `rules` are closed with the instance; a given `limiter` is the caller's.
  *
@@ -80,17 +88,9 @@ const ratekeeperPlugin: FastifyPluginAsync<FastifyRateLimitOptions> = async (fas
       'ERR_OPTION',
       'ratekeeper/fastify: give either rules or limiter, not both',
     );
-  const setups = new WeakMap<Limiter, Setup<FastifyRequest>>();
-  const setupFor = (l: Limiter) => {
-    let config = setups.get(l);
-    if (config === undefined) {
-      config = setup(l, common);
-      setups.set(l, config);
-    }
-    return config;
-  };
+  const routeSetup = routeSetups<FastifyRequest>(common);
   const source = rules ?? limiter;
-  const plugin = source === undefined ? undefined : setup(source, common);
+  const plugin = source === undefined ? undefined : createSetup(source, common);
   const owned: Array<[Rule[], Limiter]> = []; // closed with the instance, as the limiter built from `rules`
   if (plugin !== undefined && plugin.limiter !== limiter) owned.push([[], plugin.limiter]);
   // A route's rule array becomes one limiter, built by the outermost registration that sees the route. A bad
@@ -126,24 +126,26 @@ const ratekeeperPlugin: FastifyPluginAsync<FastifyRateLimitOptions> = async (fas
     await Promise.all(owned.map(([, l]) => l.close()));
   });
 
-  // Per registration, so a plugin registered again in a child context reports to its own limiter.
-  const admitted: Slots = { setup: Symbol('ratekeeper setup'), decision: Symbol('ratekeeper decision') };
   if (!fastify.hasRequestDecorator('rateLimit')) fastify.decorateRequest('rateLimit', undefined);
   if (!fastify.hasRequestDecorator(ROUTE_DECIDED)) fastify.decorateRequest(ROUTE_DECIDED, false);
-  fastify.decorateRequest(admitted.setup, undefined);
-  fastify.decorateRequest(admitted.decision, undefined);
 
-  const decide = decider(admitted, handler, fastify.prefix);
+  const prefix = fastify.prefix;
+  const decide = async (setup: Setup<FastifyRequest>, request: FastifyRequest, reply: FastifyReply) => {
+    const handle = handler && ((decision: Decision) => handler(request, reply, decision));
+    const exchanged = await exchange(setup, new FastifyExchange(request, reply, handle, prefix), request);
+    // Gone: nothing to answer, no handler to run. Answered: Fastify runs no later hook and no handler.
+    if (exchanged === 'gone') return reply.hijack();
+    if (exchanged === 'answered') return reply;
+    return undefined;
+  };
   fastify.addHook(hook, async (request: FastifyRequest, reply: FastifyReply) => {
     const own = request.routeOptions.config?.rateLimit as Limiter | false | undefined;
     if (own === undefined) return plugin === undefined ? undefined : decide(plugin, request, reply);
-    // A route's own limiter is decided once, by the outermost registration covering it.
-    const flags = request as unknown as Record<symbol, boolean>;
-    if (own === false || flags[ROUTE_DECIDED]) return;
-    flags[ROUTE_DECIDED] = true;
-    return decide(setupFor(own), request, reply);
+    if (own === false) return undefined;
+    // Decided once, by the outermost registration covering the route.
+    const setup = routeSetup(request, own);
+    return setup === undefined ? undefined : decide(setup, request, reply);
   });
-  fastify.addHook('onResponse', reporter(admitted));
 };
 
 /** The plugin; `fastify.register(rateLimit, { rules | limiter, ...options })`. */

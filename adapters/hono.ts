@@ -1,24 +1,16 @@
-// Hono middleware: context to RequestInfo, one limiter decision, headers or a 429, outcome judged after `next`.
+// Hono middleware: the request sequence (adapters/exchange.ts) on Hono, the outcome judged after `await next()`.
 import type { Context, MiddlewareHandler } from 'hono';
 import type { GetConnInfo } from 'hono/conninfo';
-import type { ContentfulStatusCode, StatusCode } from 'hono/utils/http-status';
+import type { StatusCode } from 'hono/utils/http-status';
 import { fieldsOf } from '../src/config/known-fields.js';
-import { LIST_FIELDS } from '../src/headers.js';
 import type { Decision, Limiter, Rule } from '../src/index.js';
-import { clientGone, type RateLimitOptions, setup } from './common.js';
-import {
-  compileTrust,
-  HonoRequestInfo,
-  nodeSocket,
-  readBody,
-  readsBody,
-  type TrustProxy,
-  warnUnmatched,
-} from './hono-request.js';
+import { createSetup, type RateLimitOptions } from './common.js';
+import { exchange } from './exchange.js';
+import { compileTrust, HonoExchange, type HonoReading, readsBody, type TrustProxy } from './hono-exchange.js';
 
 export type { RateLimitOptions } from './common.js';
 export { SPOOFABLE_IP_WARNING } from './common.js';
-export type { TrustProxy } from './hono-request.js';
+export type { TrustProxy } from './hono-exchange.js';
 
 declare module 'hono' {
   interface ContextVariableMap {
@@ -53,7 +45,7 @@ export interface HonoRateLimitOptions extends RateLimitOptions<Context> {
   readBody?: boolean;
 }
 
-/** The status of the response to a client already gone: never sent (nginx's "client closed request"). */
+/** The status of the response to a client gone (reset after writing the request, or while the store decided): never sent (nginx's "client closed request"). */
 const GONE = 499 as StatusCode;
 
 const HONO_FIELDS = fieldsOf<Omit<HonoRateLimitOptions, keyof RateLimitOptions<unknown>>>({
@@ -86,33 +78,20 @@ export function rateLimit(
   rulesOrLimiter: Rule[] | Limiter,
   options: HonoRateLimitOptions = {},
 ): MiddlewareHandler {
-  const config = setup(rulesOrLimiter, options, HONO_FIELDS);
+  const setup = createSetup(rulesOrLimiter, options, HONO_FIELDS);
   const { trustProxy, getConnInfo, handler } = options;
-  const trust = compileTrust(trustProxy);
-  const bodyRead = options.readBody ?? readsBody(config.limiter);
+  const reading: HonoReading = {
+    trust: compileTrust(trustProxy),
+    getConnInfo,
+    body: options.readBody ?? readsBody(setup.limiter),
+    trustsAll: trustProxy === true,
+  };
 
   return async function rateLimitMiddleware(c, next) {
-    // Reset after writing the request: nothing to answer, nothing to run (the status is never sent).
-    if (clientGone(nodeSocket(c))) return c.body(null, GONE);
-    if (config.skip !== undefined && (await config.skip(c))) return next();
-    if (!config.warned && trustProxy === true) config.warnSpoofable('Hono trustProxy is true');
-    const info = new HonoRequestInfo(c, bodyRead ? await readBody(c) : undefined, trust, getConnInfo);
-    const decision = await config.limiter.check(info);
-    if (clientGone(nodeSocket(c))) return c.body(null, GONE); // what was reserved stays counted
-    if (decision.rules.length === 0) warnUnmatched(config, c, info);
-    else c.set('rateLimit', decision); // with no rule matched, an earlier limiter's decision stays
-    for (const [name, value] of config.headerFields(decision))
-      c.header(name, value, LIST_FIELDS.has(name) ? { append: true } : undefined);
-    if (!decision.allowed || decision.dryRun) config.onLimited?.(decision, c);
-    if (!decision.allowed) {
-      if (handler !== undefined) return handler(c, decision);
-      const body = config.body(decision);
-      const status = config.statusCode as ContentfulStatusCode;
-      return typeof body === 'string' ? c.text(body, status) : c.json(body, status);
-    }
-    await next();
-    // Nothing to report (no rule counts outcomes) or no rule matched: the response is not looked at.
-    if (!config.reports || decision.rules.length === 0) return;
-    config.report(decision, c.res.status);
+    const http = new HonoExchange(c, reading, handler);
+    const exchanged = await exchange(setup, http, c);
+    if (exchanged === 'gone') return c.body(null, GONE);
+    if (exchanged === 'answered') return http.response;
+    return http.pass(next);
   };
 }

@@ -1,4 +1,6 @@
-// NestJS guard and decorators: request to RequestInfo on the Express or Fastify platform, decision to headers or a denial.
+// NestJS guard and decorators: the request sequence (adapters/exchange.ts) on the Express or the Fastify platform,
+// through the same exchanges as those adapters.
+
 import {
   applyDecorators,
   type CanActivate,
@@ -7,10 +9,14 @@ import {
   SetMetadata,
   UseGuards,
 } from '@nestjs/common';
+import type { Request, Response } from 'express';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { describe } from '../src/errors.js';
 import { createLimiter, type Decision, type Limiter, RateLimitConfigError, type Rule } from '../src/index.js';
-import { clientGone, type RateLimitOptions, type Setup, setup } from './common.js';
-import { nestHttp } from './nest-platform.js';
+import { createSetup, type RateLimitOptions, routeSetups, type Setup } from './common.js';
+import { exchange } from './exchange.js';
+import { ExpressExchange } from './express-exchange.js';
+import { FastifyExchange } from './fastify-exchange.js';
 
 export type { RateLimitOptions } from './common.js';
 export { SPOOFABLE_IP_WARNING } from './common.js';
@@ -30,13 +36,11 @@ export interface NestRateLimitOptions extends RateLimitOptions<ExecutionContext>
    * Throw an `HttpException` here to send denials through the app's exception filters. When it returns
    * without answering, the default denial is sent. @default statusCode and message, as JSON or text
    */
-  handler?: (decision: Decision, context: ExecutionContext) => unknown;
+  handler?: (context: ExecutionContext, decision: Decision) => unknown;
 }
 
 /** Metadata key of `@RateLimit` and `@SkipRateLimit`: a limiter, or `false` for none. */
 export const RATE_LIMIT_METADATA = 'ratekeeper:rate-limit';
-/** Set on a request once a route's own limiter has decided it, so that a second guard does not count it again. */
-const ROUTE_DECIDED = Symbol('ratekeeper route decided');
 /** The guard `@RateLimit` applies, for routes no other `RateLimitGuard` covers; built on first use. */
 let routeGuard: RateLimitGuard | undefined;
 
@@ -61,15 +65,14 @@ let routeGuard: RateLimitGuard | undefined;
  */
 export class RateLimitGuard implements CanActivate {
   readonly #setup: Setup<ExecutionContext>;
-  readonly #options: Omit<NestRateLimitOptions, 'handler'>;
   readonly #handler: NestRateLimitOptions['handler'];
-  /** One setup per route limiter, with this guard's options. */
-  readonly #routes = new WeakMap<Limiter, Setup<ExecutionContext>>();
+  /** Routes' own limiters, with this guard's options. */
+  readonly #routeSetup: (request: object, limiter: Limiter) => Setup<ExecutionContext> | undefined;
 
   constructor(rulesOrLimiter: Rule[] | Limiter, options: NestRateLimitOptions = {}) {
-    this.#setup = setup(rulesOrLimiter, options, ['handler']);
+    this.#setup = createSetup(rulesOrLimiter, options, ['handler']);
     const { handler, ...common } = options;
-    this.#options = common;
+    this.#routeSetup = routeSetups(common);
     this.#handler = handler;
   }
 
@@ -78,49 +81,28 @@ export class RateLimitGuard implements CanActivate {
     const own = routeLimiter(context);
     if (own === false) return true;
     const http = context.switchToHttp();
-    const on = nestHttp(http.getRequest(), http.getResponse());
-    let config = this.#setup;
-    if (own !== undefined) {
-      const flags = on.request as Record<symbol, boolean>;
-      if (flags[ROUTE_DECIDED]) return true;
-      flags[ROUTE_DECIDED] = true;
-      config = this.#routeSetup(own);
-    }
-    // Reset after writing the request: nothing to answer, no handler to run.
-    if (clientGone(on.socket)) return halted();
-    if (config.skip !== undefined && (await config.skip(context))) return true;
-    if (!config.warned) {
-      const spoofable = on.spoofable();
-      if (spoofable !== undefined) config.warnSpoofable(spoofable);
-    }
-    const info = on.info();
-    const decision = await config.limiter.check(info);
-    if (clientGone(on.socket)) return halted(); // what was reserved stays counted
-    // A limiter that matched no rule leaves the decision of an earlier one in place.
-    if (decision.rules.length === 0) {
-      on.unmatched(config.wiring, info);
-      return true;
-    }
-    on.request.rateLimit = decision;
-    if (!on.sent()) on.setHeaders(config.headerFields(decision));
-    if (!decision.allowed || decision.dryRun) config.onLimited?.(decision, context);
-    if (decision.allowed) {
-      if (config.reports) on.onFinish((status) => config.report(decision, status));
-      return true;
-    }
-    if (this.#handler !== undefined) await this.#handler(decision, context);
-    if (!on.sent()) on.deny(config.statusCode, config.body(decision));
-    return halted();
+    const request = http.getRequest<object>();
+    const setup = own === undefined ? this.#setup : this.#routeSetup(request, own);
+    if (setup === undefined) return true; // the route's own limiter decided it in an earlier guard
+    const on = platformExchange(request, http.getResponse());
+    const handler = this.#handler;
+    if (handler !== undefined)
+      on.handle = async (decision) => {
+        await handler(context, decision);
+        // A handler that returns without answering leaves the default denial.
+        if (!on.sent()) on.send(setup.statusCode, setup.body(decision));
+      };
+    return (await exchange(setup, on, context)) === 'next' ? true : halted();
   }
+}
 
-  #routeSetup(limiter: Limiter): Setup<ExecutionContext> {
-    let config = this.#routes.get(limiter);
-    if (config === undefined) {
-      config = setup(limiter, this.#options);
-      this.#routes.set(limiter, config);
-    }
-    return config;
-  }
+/** The exchange of the platform Nest runs on: Fastify's reply wraps the Node response in `raw`, Express's response is one. */
+function platformExchange(request: unknown, response: unknown): ExpressExchange | FastifyExchange {
+  const reply = response as Partial<FastifyReply>;
+  // Nest registers every route with its full path on one Fastify instance: no prefix hides a rule.
+  return typeof reply.code === 'function' && typeof reply.raw === 'object'
+    ? new FastifyExchange(request as FastifyRequest, response as FastifyReply, undefined, '')
+    : new ExpressExchange(request as Request, response as Response, undefined);
 }
 
 /**

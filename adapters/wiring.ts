@@ -42,9 +42,7 @@ export interface WiringCheck {
 export function createWiringCheck(limiter: Limiter): WiringCheck {
   const warn = warnOnce(UNMATCHED_ROUTE_WARNING);
   let warned = false;
-  // A limiter of another version without `matchingRules` gets no wiring warnings.
-  const matching = (view: RouteView) =>
-    typeof limiter.matchingRules === 'function' ? limiter.matchingRules(view.method, view.path) : [];
+  const matching = (view: RouteView) => limiter.matchingRules(view.method, view.path);
   return {
     unmatched(seen, routed, cause) {
       if (warned || (seen.method === routed.method && seen.path === routed.path)) return;

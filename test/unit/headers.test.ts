@@ -1,6 +1,6 @@
 // formatHeaders: exact legacy, IETF and Retry-After fields for a decision; and the adapters' shared helpers.
 import { expect } from 'chai';
-import { errorStatus, pathOf, setup } from '../../adapters/common.js';
+import { createSetup, errorStatus, pathOf } from '../../adapters/common.js';
 import { type Decision, formatHeaders, RateLimitConfigError, type RuleResult } from '../../src/index.js';
 
 const NOW = Date.parse('2026-03-02T00:00:00.250Z');
@@ -191,15 +191,15 @@ describe('adapter helpers', () => {
 
   it('refuses bad adapter options at construction with RateLimitConfigError', () => {
     const rules = [{ name: 'a', key: 'ip', limit: 1, window: { type: 'fixed', size: '1s' } } as const];
-    expect(() => setup([...rules], { statusCode: 200 })).to.throw(
+    expect(() => createSetup([...rules], { statusCode: 200 })).to.throw(
       RateLimitConfigError,
       'statusCode must be an integer from 400 to 599, got 200',
     );
-    expect(() => setup([...rules], { headers: 'draft-8' as never })).to.throw(
+    expect(() => createSetup([...rules], { headers: 'draft-8' as never })).to.throw(
       RateLimitConfigError,
       "headers must be 'legacy'",
     );
-    expect(() => setup([...rules], { reset: 'ms' as never })).to.throw(
+    expect(() => createSetup([...rules], { reset: 'ms' as never })).to.throw(
       RateLimitConfigError,
       "reset must be 'epoch-seconds'",
     );

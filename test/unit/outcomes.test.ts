@@ -1,7 +1,7 @@
 // How every adapter turns a response status into an outcome (adapters/common.ts `report`): 3xx is unknown unless
 // `isFailure` says otherwise, an app's own report wins, and a throwing `isFailure` never escapes.
 import { expect } from 'chai';
-import { setup } from '../../adapters/common.js';
+import { createSetup } from '../../adapters/common.js';
 import { createLimiter, type Limiter, REDIRECT_OUTCOME_WARNING, type Rule } from '../../src/index.js';
 
 const rules: Rule[] = [
@@ -35,30 +35,30 @@ describe('Outcomes from response statuses', () => {
   const count = async () => (await limiter.status('pair', '198.51.100.1')).count;
 
   it('reports 2xx as success and 4xx/5xx as failure; leaves a 3xx unreported, with one warning', async () => {
-    const config = setup(limiter);
-    for (const status of [302, 303, 301]) config.report(await limiter.check(req), status);
+    const setup = createSetup(limiter);
+    for (const status of [302, 303, 301]) setup.report(await limiter.check(req), status);
     await tick();
     expect(await count(), 'redirects stay counted').to.equal(3);
     expect(warnings).to.have.length(1);
     expect(warnings[0]).to.match(/rules "pair".*redirect \(302\)/);
     await limiter.reset('pair', '198.51.100.1');
-    config.report(await limiter.check(req), 401);
-    config.report(await limiter.check(req), 500);
+    setup.report(await limiter.check(req), 401);
+    setup.report(await limiter.check(req), 500);
     await tick();
     expect(await count()).to.equal(2);
-    config.report(await limiter.check(req), 200);
+    setup.report(await limiter.check(req), 200);
     await tick();
     expect(await count(), 'a success resets').to.equal(0);
   });
 
   it('stays silent about a redirect the app reported itself, and lets isFailure judge 3xx', async () => {
-    const config = setup(limiter);
+    const setup = createSetup(limiter);
     const decision = await limiter.check(req);
     await limiter.report(decision, 'failure');
-    config.report(decision, 302);
+    setup.report(decision, 302);
     await tick();
     expect(warnings).to.deep.equal([]);
-    const judged = setup(limiter, { isFailure: (status) => status !== 303 });
+    const judged = createSetup(limiter, { isFailure: (status) => status !== 303 });
     judged.report(await limiter.check(req), 302);
     await tick();
     expect(await count()).to.equal(2);
@@ -69,13 +69,13 @@ describe('Outcomes from response statuses', () => {
   });
 
   it('keeps the reservation when isFailure throws, without an uncaught exception', async () => {
-    const config = setup(limiter, {
+    const setup = createSetup(limiter, {
       isFailure: () => {
         throw new Error('bad judge');
       },
     });
     const decision = await limiter.check(req);
-    expect(() => config.report(decision, 200)).not.to.throw();
+    expect(() => setup.report(decision, 200)).not.to.throw();
     await tick();
     expect(limiter.awaitsReport(decision)).to.equal(true);
     expect(await count()).to.equal(1);

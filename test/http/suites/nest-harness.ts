@@ -37,7 +37,7 @@ function nestOptions(o: SuiteOptions = {}): NestRateLimitOptions {
   if (skip) out.skip = (context) => skip(context.switchToHttp().getRequest<{ headers: never }>().headers);
   // Through the app's exception filter, as a Nest app customizes its errors.
   if (customHandler)
-    out.handler = (decision) => {
+    out.handler = (_context, decision) => {
       throw new HttpException({ custom: true, rule: decision.rule }, 418);
     };
   return out;

@@ -1,9 +1,12 @@
-// Hono's context as the core sees it: the client address (connection info, then trusted proxies), the body.
+// Hono's context as the core sees it (the client address through connection info and trusted proxies, the
+// body), and as the request sequence maps it.
 import proxyAddr from '@fastify/proxy-addr';
-import type { Context } from 'hono';
+import type { Context, Next } from 'hono';
 import type { GetConnInfo } from 'hono/conninfo';
-import type { Limiter, RequestInfo } from '../src/index.js';
-import type { Setup } from './common.js';
+import type { ContentfulStatusCode } from 'hono/utils/http-status';
+import type { Decision, Limiter, RequestInfo } from '../src/index.js';
+import type { HttpExchange } from './exchange.js';
+import type { WiringCheck } from './wiring.js';
 
 /** Which proxies' `X-Forwarded-For` entries are believed (Express's `trust proxy` forms). */
 export type TrustProxy = boolean | number | string | string[] | ((address: string, hop: number) => boolean);
@@ -55,27 +58,9 @@ interface NodeRequest {
 
 /** Whether some rule keys on the body (`'body.x'`, a template with `{body.x}`, in an array too). */
 export function readsBody(limiter: Limiter): boolean {
-  const rules = (limiter as Partial<Limiter>).rules;
-  if (rules === undefined) return true; // a limiter of another version: read, as before
   const reads = (key: unknown): boolean =>
     typeof key === 'string' ? /(^|\{)body\./.test(key) : Array.isArray(key) && key.some(reads);
-  return rules.some((rule) => reads(rule.key));
-}
-
-/**
- * For a request no rule matched: warns when, seen from inside the route prefix the middleware is mounted
- * at (`app.route('/api', sub)` with `sub.use(rateLimit(...))`), some rule would have matched it. Hono
- * routes before any middleware runs, and its method override dispatches the request again (through this
- * middleware too), so nothing else can hide a request from the rules.
- */
-export function warnUnmatched(config: Setup<Context>, c: Context, info: RequestInfo): void {
-  const pattern = c.req.routePath;
-  if (!pattern.endsWith('/*') || /[:*]/.test(pattern.slice(0, -2))) return;
-  const prefix = pattern.slice(0, -2);
-  const path = info.path;
-  if (prefix === '' || !path.startsWith(prefix)) return;
-  const seen = { method: info.method, path };
-  config.wiring.unmatched(seen, { method: info.method, path: path.slice(prefix.length) || '/' }, 'mounted');
+  return limiter.rules.some((rule) => reads(rule.key));
 }
 
 export class HonoRequestInfo implements RequestInfo {
@@ -132,5 +117,104 @@ export class HonoRequestInfo implements RequestInfo {
 
   get user(): unknown {
     return this.#c.get('user' as never);
+  }
+}
+
+/** How the middleware reads a request, resolved once from its options. */
+export interface HonoReading {
+  trust: Trust | undefined;
+  getConnInfo: GetConnInfo | undefined;
+  /** Read a JSON or form body before the decision. */
+  body: boolean;
+  /** `trustProxy: true`: every `X-Forwarded-For` entry believed (spoofable). */
+  trustsAll: boolean;
+}
+
+/**
+ * Hono's context as the request sequence needs it. A denial is the `Response` the middleware returns;
+ * Hono judges after `await next()`, in `pass`.
+ */
+export class HonoExchange implements HttpExchange {
+  readonly #c: Context;
+  readonly #reading: HonoReading;
+  readonly handle: ((decision: Decision) => Promise<void>) | undefined;
+  #done: ((status: number) => void) | undefined;
+  /** The denial, once the sequence answered. */
+  response: Response | undefined;
+
+  /** `handler`: the app's own denial, or undefined for the default body. */
+  constructor(
+    c: Context,
+    reading: HonoReading,
+    handler: ((c: Context, decision: Decision) => Response | Promise<Response>) | undefined,
+  ) {
+    this.#c = c;
+    this.#reading = reading;
+    this.handle =
+      handler &&
+      (async (decision) => {
+        this.response = await handler(c, decision);
+      });
+  }
+
+  socket() {
+    return nodeSocket(this.#c);
+  }
+
+  spoofable(): string | undefined {
+    return this.#reading.trustsAll ? 'Hono trustProxy is true' : undefined;
+  }
+
+  info(): RequestInfo | Promise<RequestInfo> {
+    const { trust, getConnInfo } = this.#reading;
+    const c = this.#c;
+    if (!this.#reading.body) return new HonoRequestInfo(c, undefined, trust, getConnInfo);
+    return readBody(c).then((body) => new HonoRequestInfo(c, body, trust, getConnInfo));
+  }
+
+  keep(decision: Decision): void {
+    this.#c.set('rateLimit', decision);
+  }
+
+  /**
+   * Warns when, seen from inside the route prefix the middleware is mounted at (`app.route('/api', sub)`
+   * with `sub.use(rateLimit(...))`), some rule would have matched the request. Hono routes before any
+   * middleware runs, and its method override dispatches the request again (through this middleware too),
+   * so nothing else can hide a request from the rules.
+   */
+  unmatched(info: RequestInfo, wiring: WiringCheck): void {
+    const pattern = this.#c.req.routePath;
+    if (!pattern.endsWith('/*') || /[:*]/.test(pattern.slice(0, -2))) return;
+    const prefix = pattern.slice(0, -2);
+    const path = info.path;
+    if (prefix === '' || !path.startsWith(prefix)) return;
+    const seen = { method: info.method, path };
+    wiring.unmatched(seen, { method: info.method, path: path.slice(prefix.length) || '/' }, 'mounted');
+  }
+
+  /** The response is the middleware's to return: nothing is out before. */
+  sent(): boolean {
+    return false;
+  }
+
+  header(name: string, value: string, list: boolean): void {
+    this.#c.header(name, value, list ? { append: true } : undefined);
+  }
+
+  send(status: number, body: unknown): void {
+    const code = status as ContentfulStatusCode;
+    this.response = typeof body === 'string' ? this.#c.text(body, code) : this.#c.json(body, code);
+  }
+
+  end(): void {}
+
+  finished(done: (status: number) => void): void {
+    this.#done = done;
+  }
+
+  /** Runs the rest of the app, then judges the outcome by the response, an error `app.onError` made. */
+  async pass(next: Next): Promise<void> {
+    await next();
+    this.#done?.(this.#c.res.status);
   }
 }

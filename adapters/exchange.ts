@@ -1,0 +1,85 @@
+// The request sequence every HTTP adapter runs, written once; an adapter maps its framework to `HttpExchange`.
+import { LIST_FIELDS } from '../src/headers.js';
+import type { Decision, RequestInfo } from '../src/index.js';
+import { clientGone, type Setup } from './common.js';
+import type { WiringCheck } from './wiring.js';
+
+/**
+ * One request and its response, as the sequence needs them. Each framework implements it once
+ * (`adapters/<framework>-exchange.ts`); Nest's guard uses the Express and the Fastify ones.
+ */
+export interface HttpExchange {
+  /** The client's connection, to tell whether it is gone; undefined where the runtime shows none. */
+  socket(): { readonly destroyed?: boolean } | null | undefined;
+  /** The warning's words for the framework's proxy setting when it believes every `X-Forwarded-For` entry. */
+  spoofable(): string | undefined;
+  /** The request as the core sees it. */
+  info(): RequestInfo | Promise<RequestInfo>;
+  /** Puts the decision where the app reads it (`req.rateLimit`, `ctx.state.rateLimit`, `c.get('rateLimit')`). */
+  keep(decision: Decision): void;
+  /**
+   * For a request no rule matched: the wiring warnings (adapters/wiring.ts) the framework can give, when
+   * the app routes the request as one some rule matches.
+   */
+  unmatched(info: RequestInfo, wiring: WiringCheck): void;
+  /** Whether the response's headers are out already (an earlier middleware began the response). */
+  sent(): boolean;
+  /** Sets one rate-limit header; `list`: added to a value an earlier limiter set, as a list. */
+  header(name: string, value: string, list: boolean): void;
+  /** The app's own denial (the adapter's `handler` option), or undefined for the default one. */
+  readonly handle: ((decision: Decision) => unknown) | undefined;
+  /** Sends the default denial: `status`, and `body` as text (a string) or JSON (anything else). */
+  send(status: number, body: unknown): void;
+  /** Ends a response whose headers were out before a denial: no status or body can follow them. */
+  end(): void;
+  /**
+   * Calls `done` with the final status once the response is written: on its `finish` (Express, Fastify,
+   * Nest; never for a broken connection), or after the rest of the app ran (Koa, Hono).
+   */
+  finished(done: (status: number) => void): void;
+}
+
+/**
+ * What the adapter does next: `'next'` runs the rest of the app; `'answered'`: the denial is sent, nothing
+ * more runs; `'gone'`: the client's connection is closed, nothing is answered and nothing more runs.
+ */
+export type Exchanged = 'next' | 'answered' | 'gone';
+
+/**
+ * The request sequence: client gone? skip? the proxy warning, the request info, the decision, headers,
+ * the denial or the pass, and the outcome when the response finishes. `request` is what the options'
+ * functions (`skip`, `onLimited`) receive. Errors (a throwing `skip`, key function or `handler`) are thrown
+ * to the adapter, which hands them to the framework's error handling; nothing is consumed for them.
+ */
+export async function exchange<Req>(setup: Setup<Req>, http: HttpExchange, request: Req): Promise<Exchanged> {
+  // Reset after writing the request: nothing to answer, nothing to run.
+  if (clientGone(http.socket())) return 'gone';
+  if (setup.skip !== undefined && (await setup.skip(request))) return 'next';
+  if (!setup.warned) {
+    const setting = http.spoofable();
+    if (setting !== undefined) setup.warnSpoofable(setting);
+  }
+  const info = await http.info();
+  const decision = await setup.limiter.check(info);
+  // Gone while the store decided: the handler must not run; what was reserved stays counted.
+  if (clientGone(http.socket())) return 'gone';
+  // A limiter that matched no rule sets no header and leaves the decision of an earlier one in place.
+  if (decision.rules.length === 0) {
+    http.unmatched(info, setup.wiring);
+    return 'next';
+  }
+  http.keep(decision);
+  if (!http.sent()) {
+    for (const [name, value] of setup.headerFields(decision)) http.header(name, value, LIST_FIELDS.has(name));
+  }
+  if (!decision.allowed || decision.dryRun) setup.onLimited?.(decision, request);
+  if (!decision.allowed) {
+    if (http.handle !== undefined) await http.handle(decision);
+    else if (http.sent()) http.end();
+    else http.send(setup.statusCode, setup.body(decision));
+    return 'answered';
+  }
+  // Nothing to report (no rule counts outcomes): the response is not listened to.
+  if (setup.reports) http.finished((status) => setup.report(decision, status));
+  return 'next';
+}

@@ -1,0 +1,131 @@
+// Express's request as the core sees it, and its request and response as the request sequence maps them.
+import type { Request, Response } from 'express';
+import type { Decision, RequestInfo } from '../src/index.js';
+import { pathOf } from './common.js';
+import type { HttpExchange } from './exchange.js';
+import type { WiringCheck } from './wiring.js';
+
+/**
+ * The request as the core sees it; `ip` is Express's own notion (after `trust proxy`). Everything but
+ * the method and the headers is read lazily: Express computes `ip`, `query` and the path anew on each
+ * read, and reading a property Express's request does not have (`user`, `body` without a body parser)
+ * walks its whole prototype chain. Most rules read none of them.
+ */
+export class ExpressRequestInfo implements RequestInfo {
+  readonly method: string;
+  readonly headers: RequestInfo['headers'];
+  readonly #req: Request;
+  #path: string | undefined;
+  #ip: string | undefined;
+  #ipRead = false;
+  #query: Record<string, unknown> | undefined;
+
+  constructor(req: Request) {
+    this.#req = req;
+    this.method = req.method;
+    this.headers = req.headers;
+  }
+
+  /** The full original URL's path: rules match it whatever is mounted or rewritten. */
+  get path(): string {
+    this.#path ??= pathOf(this.#req.originalUrl ?? this.#req.url);
+    return this.#path;
+  }
+
+  get ip(): string | undefined {
+    if (!this.#ipRead) {
+      this.#ip = this.#req.ip;
+      this.#ipRead = true;
+    }
+    return this.#ip;
+  }
+
+  get query(): Record<string, unknown> {
+    this.#query ??= this.#req.query as Record<string, unknown>;
+    return this.#query;
+  }
+
+  get params(): Record<string, unknown> {
+    return this.#req.params;
+  }
+
+  get body(): unknown {
+    return this.#req.body;
+  }
+
+  get user(): unknown {
+    return (this.#req as { user?: unknown }).user;
+  }
+}
+
+/** Express's request and response as the request sequence needs them; Nest on Express uses it too. */
+export class ExpressExchange implements HttpExchange {
+  readonly #req: Request;
+  readonly #res: Response;
+  handle: ((decision: Decision) => unknown) | undefined;
+
+  /** `handle`: the app's own denial, or undefined for the default JSON or text body. */
+  constructor(req: Request, res: Response, handle: ((decision: Decision) => unknown) | undefined) {
+    this.#req = req;
+    this.#res = res;
+    this.handle = handle;
+  }
+
+  socket() {
+    return this.#req.socket;
+  }
+
+  spoofable(): string | undefined {
+    return this.#req.app?.get('trust proxy') === true ? "Express 'trust proxy' is true" : undefined;
+  }
+
+  info(): RequestInfo {
+    return new ExpressRequestInfo(this.#req);
+  }
+
+  keep(decision: Decision): void {
+    this.#req.rateLimit = decision;
+  }
+
+  /**
+   * Warns when the router sees the request as one some rule matches. Now: a mount path stripped from
+   * `req.url` (or a rewrite before the limiter), a method override still to come; once the response is
+   * sent: a URL or method rewritten after the limiter.
+   */
+  unmatched(info: RequestInfo, wiring: WiringCheck): void {
+    const req = this.#req;
+    const seen = { method: info.method, path: info.path };
+    wiring.unmatched(seen, { method: req.method, path: pathOf(req.url) }, 'mounted');
+    if (req.method === 'POST') {
+      const override = wiring.overriddenMethod(req.method, req.headers, info.query, info.body);
+      if (override !== undefined) wiring.unmatched(seen, { method: override, path: seen.path }, 'override');
+    }
+    this.#res.once('finish', () => {
+      wiring.unmatched(seen, { method: req.method, path: req.baseUrl + pathOf(req.url) }, 'rewritten');
+    });
+  }
+
+  sent(): boolean {
+    return this.#res.headersSent;
+  }
+
+  header(name: string, value: string, list: boolean): void {
+    if (list) this.#res.append(name, value);
+    else this.#res.setHeader(name, value);
+  }
+
+  send(status: number, body: unknown): void {
+    this.#res.status(status);
+    if (typeof body === 'string') this.#res.type('text/plain').send(body);
+    else this.#res.json(body);
+  }
+
+  end(): void {
+    this.#res.end();
+  }
+
+  finished(done: (status: number) => void): void {
+    const res = this.#res;
+    res.once('finish', () => done(res.statusCode));
+  }
+}

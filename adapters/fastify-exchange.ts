@@ -1,0 +1,141 @@
+// Fastify's request as the core sees it (and whether trustProxy believes every X-Forwarded-For entry), and its
+// request and reply as the request sequence maps them.
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { Decision, RequestInfo } from '../src/index.js';
+import { pathOf } from './common.js';
+import type { HttpExchange } from './exchange.js';
+import type { WiringCheck } from './wiring.js';
+
+/** A chain of documentation addresses behind a public peer: only a trust-everything setting takes its left end. */
+const PROBE = {
+  socket: { remoteAddress: '198.51.100.1' },
+  headers: { 'x-forwarded-for': Array.from({ length: 64 }, (_, i) => `192.0.2.${i + 1}`).join(', ') },
+};
+
+/**
+ * Whether Fastify's `trustProxy` believes every `X-Forwarded-For` entry (`trustProxy: true`), which Fastify
+ * does not expose: its `ip` getter is asked about a 65-hop request from a public address.
+ */
+export function believesAnyProxy(request: FastifyRequest): boolean {
+  for (let proto = Object.getPrototypeOf(request); proto !== null; proto = Object.getPrototypeOf(proto)) {
+    const getter = Object.getOwnPropertyDescriptor(proto, 'ip')?.get;
+    if (getter !== undefined) return getter.call({ raw: PROBE }) === '192.0.2.1';
+  }
+  return false;
+}
+
+/** The request as the core sees it; `ip` is Fastify's own (after `trustProxy`), read only by rules that need it. */
+export class FastifyRequestInfo implements RequestInfo {
+  readonly method: string;
+  readonly headers: RequestInfo['headers'];
+  readonly #request: FastifyRequest;
+  #path: string | undefined;
+
+  constructor(request: FastifyRequest) {
+    this.#request = request;
+    this.method = request.method;
+    this.headers = request.headers;
+  }
+
+  get path(): string {
+    this.#path ??= pathOf(this.#request.url);
+    return this.#path;
+  }
+
+  get ip(): string {
+    return this.#request.ip;
+  }
+
+  get query(): Record<string, unknown> {
+    return this.#request.query as Record<string, unknown>;
+  }
+
+  get params(): Record<string, unknown> {
+    return this.#request.params as Record<string, unknown>;
+  }
+
+  get body(): unknown {
+    return this.#request.body;
+  }
+
+  get user(): unknown {
+    return (this.#request as { user?: unknown }).user;
+  }
+}
+
+/** Fastify's request and reply as the request sequence needs them; Nest on Fastify uses it too. */
+export class FastifyExchange implements HttpExchange {
+  readonly #request: FastifyRequest;
+  readonly #reply: FastifyReply;
+  readonly #prefix: string;
+  handle: ((decision: Decision) => unknown) | undefined;
+
+  /**
+   * `handle`: the app's own denial, or undefined for the default body; `prefix`: the route prefix the plugin
+   * was registered under ('' for Nest, which registers every route with its full path).
+   */
+  constructor(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    handle: ((decision: Decision) => unknown) | undefined,
+    prefix: string,
+  ) {
+    this.#request = request;
+    this.#reply = reply;
+    this.handle = handle;
+    this.#prefix = prefix;
+  }
+
+  socket() {
+    return this.#request.raw.socket;
+  }
+
+  spoofable(): string | undefined {
+    return believesAnyProxy(this.#request) ? 'Fastify trustProxy is true' : undefined;
+  }
+
+  info(): RequestInfo {
+    return new FastifyRequestInfo(this.#request);
+  }
+
+  keep(decision: Decision): void {
+    // Typed by the plugin's declaration (adapters/fastify.ts), which Nest on Fastify does not load.
+    (this.#request as { rateLimit?: Decision }).rateLimit = decision;
+  }
+
+  /**
+   * Warns when, seen from inside the registration's route prefix, some rule would have matched the request
+   * (rules written relative to the prefix). Fastify routes before any hook runs, so a method or URL changed
+   * in a hook reroutes nothing: no other check.
+   */
+  unmatched(info: RequestInfo, wiring: WiringCheck): void {
+    const prefix = this.#prefix;
+    const path = info.path;
+    if (prefix === '' || !path.toLowerCase().startsWith(prefix.toLowerCase())) return;
+    const seen = { method: info.method, path };
+    wiring.unmatched(seen, { method: info.method, path: path.slice(prefix.length) || '/' }, 'mounted');
+  }
+
+  sent(): boolean {
+    return this.#reply.sent;
+  }
+
+  header(name: string, value: string, list: boolean): void {
+    const previous = list ? this.#reply.getHeader(name) : undefined;
+    this.#reply.header(name, previous === undefined ? value : `${previous}, ${value}`);
+  }
+
+  send(status: number, body: unknown): void {
+    this.#reply.code(status);
+    if (typeof body === 'string') this.#reply.type('text/plain; charset=utf-8');
+    this.#reply.send(body);
+  }
+
+  /** A sent reply is complete: Fastify writes it whole. */
+  end(): void {}
+
+  finished(done: (status: number) => void): void {
+    const reply = this.#reply;
+    reply.raw.once('finish', () => done(reply.statusCode));
+  }
+}
