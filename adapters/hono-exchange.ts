@@ -206,6 +206,7 @@ export class HonoExchange implements HttpExchange {
     this.response = typeof body === 'string' ? this.#c.text(body, code) : this.#c.json(body, code);
   }
 
+  /** Never called: nothing is out before the middleware returns its response. */
   end(): void {}
 
   finished(done: (status: number) => void): void {
