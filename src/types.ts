@@ -44,7 +44,8 @@ export type WindowSpec =
   | { type: 'token-bucket'; size: Duration; burst?: number }
   | { type: 'gcra' | 'leaky-bucket'; size: Duration; burst?: number };
 
-export type WindowType = 'fixed' | 'calendar' | 'sliding-log' | 'sliding' | 'token-bucket' | 'gcra';
+/** The window types the algorithms implement (defined with them: the math knows nothing of the limiter). */
+export type { WindowType } from './algorithms/types.js';
 
 export interface LockoutSpec {
   /** How long the first lock lasts. */

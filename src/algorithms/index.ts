@@ -1,5 +1,5 @@
 // The window algorithms by type.
-import type { WindowType } from '../types.js';
+
 import type { Algorithm } from './algorithm.js';
 import { calendar } from './calendar.js';
 import { fixed } from './fixed.js';
@@ -7,6 +7,7 @@ import { gcra } from './gcra.js';
 import { sliding } from './sliding.js';
 import { slidingLog } from './sliding-log.js';
 import { tokenBucket } from './token-bucket.js';
+import type { WindowType } from './types.js';
 
 export { type Algorithm, type Verdict, verdict } from './algorithm.js';
 export type { OpResult, StoreLockout, StoreOp, StoreRule } from './types.js';

@@ -1,6 +1,8 @@
 // The data the window algorithms work on: a normalized rule, one op of it, and the answer for that op.
 // The stores import these from here (src/stores/store.ts re-exports them); the math imports no store.
-import type { WindowType } from '../types.js';
+
+/** The window types, one algorithm each (`leaky-bucket` in a rule is `gcra` here). */
+export type WindowType = 'fixed' | 'calendar' | 'sliding-log' | 'sliding' | 'token-bucket' | 'gcra';
 
 /** A rule as the algorithms and stores see it: normalized, durations in ms, defaults filled in (see rules/compile.ts). */
 export interface StoreRule {
