@@ -1,4 +1,4 @@
-// HTTP in process (issue 19): each app behind a real loopback server in this process, driven by a minimal
+// HTTP in process: each app behind a real loopback server in this process, driven by a minimal
 // keep-alive client in this process; CPU per request, against the middleware-alone figures of middleware.ts.
 // `npm run bench -- http-in-process`: what the in-memory middleware scenario leaves out, measured.
 //

@@ -13,7 +13,7 @@ import {
   openRedis,
 } from './contender.js';
 
-/** The slice of ratekeeper's public API the benchmark uses (DESIGN.md's contract). */
+/** The slice of ratekeeper's public API the benchmark uses (its documented contract: README.md and docs/api.md). */
 export interface RatekeeperDecision {
   allowed: boolean;
 }

@@ -1,4 +1,4 @@
-// Rule count: what one request costs a limiter with 10 rules and with 10,000 (issue 14), on the memory store, in
+// Rule count: what one request costs a limiter with 10 rules and with 10,000, on the memory store, in
 // process. With the rule index, a request that matches one rule or none costs about the same with either count.
 //
 //   npm run bench -- rules        (a section of bench/RESULTS.md)

@@ -1,4 +1,4 @@
-// Scale-out scenario (issue 19): P app processes sharing one Redis, and a 3-master Cluster; aggregate
+// Scale-out scenario: P app processes sharing one Redis, and a 3-master Cluster; aggregate
 // decisions/s and Redis CPU per decision summed over the servers (INFO cpu), peers and the raw script beside ours.
 // `npm run bench -- scale-out` (SCALE_OUT_PROCESSES=1,2,4 SCALE_OUT_SECONDS=5): writes its block in bench/RESULTS.md.
 import os from 'node:os';
@@ -175,7 +175,7 @@ export async function runScaleOut(log: (line: string) => void): Promise<void> {
   }
   const cpus = os.cpus();
   const body = [
-    '## Scale-out (issue 19), 2-core figures',
+    '## Scale-out, 2-core figures',
     '',
     `Made by \`npm run bench -- scale-out\` (SCALE_OUT_PROCESSES=${processes.join(',')}, SCALE_OUT_SECONDS=${seconds}, ` +
       `BENCH_REPS=${reps}) on ${cpus.length} × ${cpus[0]?.model ?? '?'}, Node ${process.version}, ${new Date().toISOString().slice(0, 10)}. ` +

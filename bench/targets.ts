@@ -1,4 +1,5 @@
-// The performance targets of issue 7, checked against the figures of this run.
+// The performance targets the project set itself (throughput, latency, cost per decision, exactness),
+// checked against the figures of this run.
 
 import type { BenchConfig } from './config.js';
 import type { CoreResult, CoreRow } from './core.js';
@@ -214,7 +215,7 @@ export function evaluateTargets(
   const measured = checks.filter(([, , v]) => v !== 'not measured' && v !== 'info');
   if (measured.length === 0) return undefined;
   const table: Table = {
-    title: 'Targets of issue 7',
+    title: 'Performance targets',
     columns: ['target', 'measured', 'verdict'],
     rows: complete ? checks : checks.filter(([, , v]) => v !== 'not measured'),
   };
@@ -222,7 +223,7 @@ export function evaluateTargets(
   return {
     id: 'targets',
     title: 'Targets',
-    intro: 'Each target of issue 7 against this run; a miss is a finding to fix, not to hide.',
+    intro: 'Each performance target against this run; a miss is a finding to fix, not to hide.',
     tables: [table],
   };
 }

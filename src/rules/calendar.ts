@@ -24,7 +24,7 @@ export function assertCron(expression: string, timezone: string): void {
 }
 
 function unitEnd(unit: CalendarUnit, zone: string, fromMs: number): number {
-  // luxon's weeks start on Monday (ISO), as DESIGN.md asks; DST days are 23 or 25 hours long.
+  // luxon's weeks start on Monday (ISO 8601), as docs/rules.md says calendar weeks do; DST days are 23 or 25 hours long.
   return DateTime.fromMillis(fromMs, { zone })
     .startOf(unit)
     .plus({ [unit]: 1 })

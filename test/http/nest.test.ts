@@ -25,7 +25,7 @@ const { nestCases, nestUnits } = await import('./suites/nest-cases.js');
 nestUnits();
 for (const platform of ['express', 'fastify'] as const) nestCases(platform);
 
-// The bypasses of issue 14 and the wirings, on the Express platform (the guard's code is the same on Fastify).
+// The bypass suite and the wirings, on the Express platform (the guard's code is the same on Fastify).
 const { nestApps } = await import('./suites/nest-bypass.js');
 for (const stores of [memoryStores, redisStores]) {
   bypassSuite(nestApps, stores);

@@ -173,7 +173,7 @@ describe('Deny cache', function () {
     expect((await limiter.consume('api', 'attacker')).allowed).to.equal(false); // cached
     server.pause();
     try {
-      // Refused by the policy after commandTimeout; before the fix this denial took the attacker's place.
+      // Refused by the policy after commandTimeout: a cached policy denial would take the attacker's place.
       expect((await limiter.consume('api', 'someone')).allowed).to.equal(false);
     } finally {
       server.resume();

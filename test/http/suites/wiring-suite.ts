@@ -1,4 +1,4 @@
-// Wirings that used to switch limits off without a word, on one framework and one store: a login answering with
+// Wirings that could switch limits off without a word, on one framework and one store: a login answering with
 // redirects, the body parser after the limiter, a mount prefix, a URL rewrite and a method override after it,
 // a client already gone; and templates whose parts could be shifted into one another.
 import { expect } from 'chai';

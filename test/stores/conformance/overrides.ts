@@ -76,7 +76,7 @@ export function overrideSuite(target: StoreUnderTest): void {
       const after = await l.status('plan', 'f9');
       expect([after.count, after.remaining]).to.deep.equal([5, 1]);
       expect(calls, 'the limit function ran').to.equal(0);
-      // Without an override the function is what decides, and a direct call still refuses as before.
+      // Without an override the function is what decides, so a direct call on that key is refused.
       const error = await l.status('plan', 'no-override').catch((e: unknown) => e);
       expect((error as RateLimitRequestError).code).to.equal('ERR_LIMIT');
       expect((error as Error).message).to.match(/rule "plan": limit function threw/);
