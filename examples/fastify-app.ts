@@ -60,7 +60,11 @@ export function createFastifyApp(options: ExampleAppOptions = {}): ExampleApp<Fa
   const devices = deviceCookies({ secret: options.deviceSecret, clock });
   const loginLimiter = createLimiter({
     store,
-    rules: loginRules({ match: LOGIN_ROUTES, isTrustedDevice: devices.isTrusted }),
+    rules: loginRules({
+      match: LOGIN_ROUTES,
+      isTrustedDevice: devices.isTrusted,
+      trustedDeviceSkipsCap: options.trustedDeviceSkipsCap,
+    }),
   });
   void app.register(async (login) => {
     await login.register(rateLimit, { limiter: loginLimiter, headers: false, clock });

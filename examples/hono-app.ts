@@ -61,7 +61,11 @@ export function createHonoApp(options: ExampleAppOptions = {}): ExampleApp<Hono>
   const devices = deviceCookies({ secret: options.deviceSecret, clock });
   const loginLimiter = createLimiter({
     store,
-    rules: loginRules({ match: LOGIN_ROUTES, isTrustedDevice: devices.isTrusted }),
+    rules: loginRules({
+      match: LOGIN_ROUTES,
+      isTrustedDevice: devices.isTrusted,
+      trustedDeviceSkipsCap: options.trustedDeviceSkipsCap,
+    }),
   });
   // An account held at the cap reopens when the password-reset flow (or an operator) calls
   // loginLimiter.reset('login-account-cap', normalizeIdentity(username)).

@@ -176,7 +176,11 @@ export function nestExample(options: ExampleAppOptions = {}): ExampleApp<Dynamic
   });
   const loginLimiter = createLimiter({
     store,
-    rules: loginRules({ match: LOGIN_ROUTES, isTrustedDevice: devices.isTrusted }),
+    rules: loginRules({
+      match: LOGIN_ROUTES,
+      isTrustedDevice: devices.isTrusted,
+      trustedDeviceSkipsCap: options.trustedDeviceSkipsCap,
+    }),
   });
   const services: Services = {
     accounts: createAccounts(options.scryptCost),

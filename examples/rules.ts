@@ -14,6 +14,8 @@ export interface ExampleRuleOptions {
   timeZone?: string;
   /** Requests per minute per client on `/api`. @default 100 */
   apiPerMinute?: number;
+  /** The login recipe's `trustedDeviceSkipsCap`: the owner's trusted browser is never held at the cap. @default false */
+  trustedDeviceSkipsCap?: boolean;
 }
 
 export interface ExampleAppOptions extends ExampleRuleOptions {

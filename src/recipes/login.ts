@@ -53,6 +53,16 @@ export interface LoginRulesOptions {
    * A throw fails the request (nothing is counted). @default () => false
    */
   isTrustedDevice?: (req: RequestInfo, username: string) => boolean;
+  /**
+   * Requests from the owner's trusted devices (`isTrustedDevice`) skip `<prefix>-account-cap` too, so a
+   * stranger who knows only the username cannot lock the owner out of her own browser for 30 days.
+   * The trade-off: whoever holds a trusted device for the account (a stolen laptop, a copied device
+   * cookie, a shared computer the owner once used) guesses with no per-account cap, held only by the pair
+   * rule (5 failures per 15 minutes, locks up to an hour) and the IP rule (100 a day); NIST SP 800-63B's
+   * cap of 100 then counts only the other devices. Leave it off unless a device is trusted only after a
+   * second factor, and device trust can be revoked. @default false
+   */
+  trustedDeviceSkipsCap?: boolean | undefined;
 }
 
 /** The recipe's figures when no option is given. */
@@ -87,6 +97,7 @@ const LOGIN_FIELDS = fieldsOf<LoginRulesOptions>({
   accountCap: true,
   accountCapWindow: true,
   isTrustedDevice: true,
+  trustedDeviceSkipsCap: true,
 });
 
 /** NIST SP 800-63B §5.2.2: "no more than 100" consecutive failed attempts on a single account. */
@@ -111,8 +122,9 @@ const NIST_MAX_CONSECUTIVE_FAILURES = 100;
  *   `limiter.reset('login-account-cap', normalizeIdentity(username))`. A success clears the count.
  *
  * What an attacker can do to the owner: from a trusted device, nothing but the cap, which takes at
- * least 10 + 90 × 6 min = 9 hours of failures without the owner logging in; from a new device, each
- * attempt waits at most one slowdown interval (6 minutes, `Retry-After` ≤ 360 s).
+ * least 10 + 90 × 6 min = 9 hours of failures without the owner logging in, and then refuses her, on
+ * every device, for 30 days (unless `trustedDeviceSkipsCap`); from a new device, each attempt waits at
+ * most one slowdown interval (6 minutes, `Retry-After` ≤ 360 s).
  *
  * Sources: OWASP Authentication Cheat Sheet (account lockout, generic errors) and Credential Stuffing
  * Prevention Cheat Sheet; OWASP "Slow Down Online Guessing Attacks with Device Cookies"; NIST SP
@@ -140,6 +152,13 @@ export function loginRules(options: LoginRulesOptions = {}): Rule[] {
     throw new RateLimitConfigError(
       'ERR_OPTION',
       `loginRules: isTrustedDevice must be a function (req, username) => boolean, got ${describe(trusted)}`,
+    );
+  }
+  const skipsCap = options.trustedDeviceSkipsCap ?? false;
+  if (typeof skipsCap !== 'boolean') {
+    throw new RateLimitConfigError(
+      'ERR_OPTION',
+      `loginRules: trustedDeviceSkipsCap must be true or false, got ${describe(skipsCap)}`,
     );
   }
   const usernameKey = o.username as Rule['key'];
@@ -192,8 +211,15 @@ export function loginRules(options: LoginRulesOptions = {}): Rule[] {
     {
       name: `${o.prefix}-account-cap`,
       ...failures,
-      key: usernameKey,
-      normalize: true,
+      // As login-account's key, when trusted devices skip the cap; else the username form itself.
+      ...(skipsCap
+        ? {
+            key: (req: RequestInfo) => {
+              const name = username(req);
+              return name === undefined || trusted(req, name) === true ? undefined : name;
+            },
+          }
+        : { key: usernameKey, normalize: true }),
       limit: o.accountCap,
       window: { type: 'fixed', size: o.accountCapWindow },
       resetOnSuccess: true,

@@ -111,6 +111,10 @@ describe('loginRules', () => {
       /isTrustedDevice must be a function/,
     );
     refuses(() => loginRules({ username: 'cookie:user' }), /username must be a key form/);
+    refuses(
+      () => loginRules({ trustedDeviceSkipsCap: 'yes' as unknown as boolean }),
+      /trustedDeviceSkipsCap must be true or false, got 'yes'/,
+    );
     expect(() => createLimiter({ rules: loginRules({ pairLimit: 0 }) })).to.throw(
       RateLimitConfigError,
       /rule "login-pair": limit must be a positive integer, got 0/,
@@ -181,6 +185,22 @@ describe('loginRules', () => {
       expect(Object.keys(keysOf(await as(device)))).to.include('login-account');
     expect(seen).to.deep.equal(['alice', 'alice', 'alice']);
     await limiter.close();
+  });
+
+  it('holds trusted devices at the account cap unless trustedDeviceSkipsCap, which keys the cap as the account', async () => {
+    const isTrustedDevice = (req: RequestInfo) => req.headers['x-device'] === 'yes';
+    const trusted = { ...loginRequest({ username: ' Alice ' }), headers: { 'x-device': 'yes' } };
+    const byDefault = createLimiter({ rules: loginRules({ isTrustedDevice }) });
+    expect(Object.keys(keysOf(await byDefault.peek(trusted)))).to.include('login-account-cap');
+    const skipping = createLimiter({ rules: loginRules({ isTrustedDevice, trustedDeviceSkipsCap: true }) });
+    expect(Object.keys(keysOf(await skipping.peek(trusted)))).to.deep.equal(['login-pair', 'login-ip']);
+    const other = await skipping.peek(loginRequest({ username: ' Alice ' }));
+    expect(keysOf(other)['login-account-cap']).to.equal('alice');
+    const long = keysOf(await skipping.peek(loginRequest({ username: `${'A'.repeat(300)}x` })));
+    expect(long['login-account-cap'])
+      .to.equal(long['login-account'])
+      .and.match(/^#[\w-]{43}$/);
+    await Promise.all([byDefault.close(), skipping.close()]);
   });
 
   it('fails the request, counting nothing, when isTrustedDevice throws', async () => {

@@ -206,5 +206,40 @@ export function loginGuessing(ctx: AttackContext): void {
       await login(app, { ip: '203.0.113.7', username: 'alice', password: RIGHT, cookie }).expect(200);
       expect(JSON.stringify([lockouts, unlocks])).not.to.match(/hunter2|correct-horse|password/);
     });
+
+    it('with trustedDeviceSkipsCap: 25 IPs and 100 failures in 9 hours cap the account, and the owner still logs in on her device', async () => {
+      const app = await boot({ trustedDeviceSkipsCap: true });
+      const cookie = await deviceOf(app);
+      const started = time.now;
+      let failures = 0;
+      for (let n = 0; failures < 100; n++) {
+        const res = await login(app, { ip: bot(n % 25), username: 'alice' });
+        if (res.status === 401) failures++;
+        else {
+          expect(res.status).to.equal(429);
+          time.now += Number(res.headers['retry-after']) * SECOND;
+        }
+      }
+      expect(time.now - started).to.be.at.least(9 * HOUR);
+      const capped = await login(app, { ip: bot(7), username: 'alice', password: RIGHT }).expect(429);
+      expect(capped.headers['retry-after'], 'a new device, right password').to.equal(
+        String((30 * DAY) / SECOND),
+      );
+      expect((await app.loginLimiter.status('login-account-cap', 'alice')).locked).to.equal(true);
+      // Her trusted browser: a typo counts on her own pair only, and the right password lets her in.
+      await login(app, { ip: '203.0.113.7', username: 'alice', cookie }).expect(401);
+      await login(app, { ip: '203.0.113.7', username: 'alice', password: RIGHT, cookie }).expect(200);
+      expect(
+        (await app.loginLimiter.status('login-account-cap', 'alice')).locked,
+        'still capped elsewhere',
+      ).to.equal(true);
+      // A tampered device cookie is no pass.
+      await login(app, {
+        ip: '203.0.113.8',
+        username: 'alice',
+        password: RIGHT,
+        cookie: `${cookie}x`,
+      }).expect(429);
+    });
   });
 }
