@@ -5,7 +5,7 @@
 import { assertKnownFields, fieldsOf } from '../src/config/known-fields.js';
 import { ADAPTER_DEFAULTS } from '../src/defaults.js';
 import { describe as describeValue } from '../src/errors.js';
-import { createHeaderFormatter } from '../src/headers.js';
+import { createHeaderFormatter, HEADERS_MODES } from '../src/headers.js';
 import {
   createLimiter,
   type Decision,
@@ -127,10 +127,10 @@ export function createSetup<Req>(
     );
   }
   const mode = options.headers ?? ADAPTER_DEFAULTS.headers;
-  if (!['legacy', 'standard', 'both', false].includes(mode)) {
+  if (!HEADERS_MODES.includes(mode)) {
     throw new RateLimitConfigError(
       'ERR_OPTION',
-      `rateLimit: headers must be 'legacy', 'standard', 'both' or false, got ${describeValue(mode)}`,
+      `rateLimit: headers must be 'legacy', 'draft-6', 'draft-7', 'standard', 'both' or false, got ${describeValue(mode)}`,
     );
   }
   const reset = options.reset ?? ADAPTER_DEFAULTS.reset;

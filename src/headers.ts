@@ -3,11 +3,24 @@ import { ADAPTER_DEFAULTS } from './defaults.js';
 import type { Decision, RuleResult } from './types.js';
 
 /**
- * Which fields to send: `'legacy'` the de-facto `X-RateLimit-*` trio, `'standard'` the IETF
- * `RateLimit-Policy` and `RateLimit` fields (draft-ietf-httpapi-ratelimit-headers-11), `'both'`, or
- * `false` for none. `Retry-After` is part of a denial, not of this choice: a 429 always carries it.
+ * Which fields to send: `'legacy'` the de-facto `X-RateLimit-*` trio, `'draft-6'` the separate
+ * `RateLimit-Limit`, `-Remaining`, `-Reset` fields of draft-ietf-httpapi-ratelimit-headers-06, `'draft-7'`
+ * its one `RateLimit: limit=, remaining=, reset=` field of draft 07 (both as express-rate-limit sends them,
+ * with `RateLimit-Policy`), `'standard'` the newest draft's `RateLimit-Policy` and `RateLimit` fields
+ * (draft-ietf-httpapi-ratelimit-headers-11), `'both'` (legacy and standard), or `false` for none.
+ * `Retry-After` is part of a denial, not of this choice: a 429 always carries it.
  */
-export type HeadersMode = 'legacy' | 'standard' | 'both' | false;
+export type HeadersMode = 'legacy' | 'draft-6' | 'draft-7' | 'standard' | 'both' | false;
+
+/** Every accepted `headers` value, for validation and its message. */
+export const HEADERS_MODES: readonly HeadersMode[] = [
+  'legacy',
+  'draft-6',
+  'draft-7',
+  'standard',
+  'both',
+  false,
+];
 
 /** Unit of `X-RateLimit-Reset`: UTC epoch seconds (as GitHub and express-rate-limit) or seconds from now. */
 export type ResetFormat = 'epoch-seconds' | 'delta-seconds';
@@ -38,6 +51,10 @@ export const LIST_FIELDS: ReadonlySet<string> = new Set(['RateLimit-Policy', 'Ra
  * - Legacy: `X-RateLimit-Limit`, `X-RateLimit-Remaining` (never negative, 0 while locked) and
  *   `X-RateLimit-Reset` (`ceil((now + ms) / 1000)` or `ceil(ms / 1000)`), figures of the denying rule,
  *   or of the tightest rule when allowed.
+ * - Draft 6: `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset` (seconds from now) of the same rule
+ *   as the legacy trio, and `RateLimit-Policy: <limit>;w=<seconds>`, that rule's policy first, then every
+ *   other matched rule's in rule order (`w` left out for a cron calendar, which has no fixed length).
+ * - Draft 7: `RateLimit: limit=<n>, remaining=<n>, reset=<seconds>` of that rule, and the same `RateLimit-Policy`.
  * - Standard: `RateLimit-Policy: "<rule>";q=<limit>;w=<seconds>` and `RateLimit: "<rule>";r=<remaining>;t=<seconds>`,
  *   one list member per matched rule in rule order, members joined by `, ` (RFC 9651 canonical form).
  * - Denied: `Retry-After: ceil(retryAfterMs / 1000)`, at least 1.
@@ -114,6 +131,17 @@ function headerFields(
       ['X-RateLimit-Reset', String(reset)],
     );
   }
+  if (decision.rules.length > 0 && (mode === 'draft-6' || mode === 'draft-7')) {
+    const limit = String(decision.limit);
+    const remaining = String(remainingOf(decision));
+    const reset = String(seconds(effectiveResetMs(decision)));
+    if (mode === 'draft-6') {
+      fields.push(['RateLimit-Limit', limit], ['RateLimit-Remaining', remaining], ['RateLimit-Reset', reset]);
+    } else {
+      fields.push(['RateLimit', `limit=${limit}, remaining=${remaining}, reset=${reset}`]);
+    }
+    fields.push(['RateLimit-Policy', draftPolicies(decision, windows)]);
+  }
   if (decision.rules.length > 0 && (mode === 'standard' || mode === 'both')) {
     let policies = '';
     let states = '';
@@ -139,6 +167,21 @@ function ruleStrings(r: RuleResult, windows: Readonly<Record<string, number>> | 
   const w = windows?.[r.rule];
   const policy = `${name};q=${r.limit}${w !== undefined && Number.isSafeInteger(w) && w > 0 ? `;w=${w}` : ''}`;
   return { limit: r.limit, name, policy };
+}
+
+/**
+ * Drafts 6 and 7's `RateLimit-Policy`: `<limit>;w=<seconds>` per matched rule, the rule the other fields
+ * describe first (its limit is the one `RateLimit-Limit` and `limit=` give), then the others in rule order.
+ */
+function draftPolicies(decision: Decision, windows: Readonly<Record<string, number>> | undefined): string {
+  const policy = (r: RuleResult) => {
+    const w = windows?.[r.rule];
+    return `${r.limit}${w !== undefined && Number.isSafeInteger(w) && w > 0 ? `;w=${w}` : ''}`;
+  };
+  const first = decision.rules.find((r) => r.rule === decision.rule) ?? (decision.rules[0] as RuleResult);
+  let policies = policy(first);
+  for (const r of decision.rules) if (r !== first) policies += `, ${policy(r)}`;
+  return policies;
 }
 
 /** Whole seconds, rounded up, never negative. */

@@ -118,6 +118,64 @@ describe('formatHeaders', () => {
     ).to.equal('"burst";q=5, "daily";q=100');
   });
 
+  it('draft-6: RateLimit-Limit, -Remaining, -Reset in seconds from now, and RateLimit-Policy <limit>;w=<seconds>', () => {
+    const d = decision([rule({ limit: 10, remaining: 7, resetMs: 41_200 })]);
+    expect(formatHeaders(d, { headers: 'draft-6', windows: { api: 60 }, nowMs: NOW })).to.deep.equal([
+      ['RateLimit-Limit', '10'],
+      ['RateLimit-Remaining', '7'],
+      ['RateLimit-Reset', '42'],
+      ['RateLimit-Policy', '10;w=60'],
+    ]);
+  });
+
+  it('draft-7: one RateLimit field limit=, remaining=, reset= and RateLimit-Policy <limit>;w=<seconds>', () => {
+    const d = decision([rule({ limit: 10, remaining: 7, resetMs: 41_200 })]);
+    expect(formatHeaders(d, { headers: 'draft-7', windows: { api: 60 } })).to.deep.equal([
+      ['RateLimit', 'limit=10, remaining=7, reset=42'],
+      ['RateLimit-Policy', '10;w=60'],
+    ]);
+  });
+
+  it('drafts 6 and 7 with several rules: the fields describe the rule with the least remaining, its policy first', () => {
+    const d = decision([
+      rule({ rule: 'daily', limit: 100, remaining: 99, resetMs: 57_600_000 }),
+      rule({ rule: 'burst', limit: 5, remaining: 2, resetMs: 30_000 }),
+      rule({ rule: 'cron', limit: 50, remaining: 40, resetMs: 600_000 }),
+    ]);
+    const windows = { daily: 86_400, burst: 60, cron: 0 };
+    expect(toObject(formatHeaders(d, { headers: 'draft-6', windows }))).to.deep.equal({
+      'RateLimit-Limit': '5',
+      'RateLimit-Remaining': '2',
+      'RateLimit-Reset': '30',
+      'RateLimit-Policy': '5;w=60, 100;w=86400, 50',
+    });
+    expect(toObject(formatHeaders(d, { headers: 'draft-7', windows }))).to.deep.equal({
+      RateLimit: 'limit=5, remaining=2, reset=30',
+      'RateLimit-Policy': '5;w=60, 100;w=86400, 50',
+    });
+  });
+
+  it('drafts 6 and 7 on a denial: the denying rule, remaining 0, reset no earlier than Retry-After', () => {
+    const d = decision([
+      rule({ rule: 'burst', limit: 5, remaining: 0, resetMs: 10_000, allowed: false, retryAfterMs: 30_000 }),
+      rule({ rule: 'daily', limit: 100, remaining: 0, resetMs: 50_000 }),
+    ]);
+    expect(toObject(formatHeaders(d, { headers: 'draft-6', windows: { burst: 60 } }))).to.deep.equal({
+      'RateLimit-Limit': '5',
+      'RateLimit-Remaining': '0',
+      'RateLimit-Reset': '30',
+      'RateLimit-Policy': '5;w=60, 100',
+      'Retry-After': '30',
+    });
+    const locked = decision([
+      rule({ allowed: false, remaining: 3, locked: true, resetMs: 900_000, retryAfterMs: 900_000 }),
+    ]);
+    expect(toObject(formatHeaders(locked, { headers: 'draft-7' })).RateLimit).to.equal(
+      'limit=10, remaining=0, reset=900',
+    );
+    expect(formatHeaders(decision([]), { headers: 'draft-7' })).to.deep.equal([]);
+  });
+
   it("sends both families with headers: 'both', legacy first", () => {
     const names = formatHeaders(decision([rule()]), { headers: 'both' }).map(([name]) => name);
     expect(names).to.deep.equal([
@@ -197,7 +255,7 @@ describe('adapter helpers', () => {
     );
     expect(() => createSetup([...rules], { headers: 'draft-8' as never })).to.throw(
       RateLimitConfigError,
-      "headers must be 'legacy'",
+      "headers must be 'legacy', 'draft-6', 'draft-7', 'standard', 'both' or false, got 'draft-8'",
     );
     expect(() => createSetup([...rules], { reset: 'ms' as never })).to.throw(
       RateLimitConfigError,

@@ -16,7 +16,7 @@ export interface StoreFactory {
 
 /** Adapter options the suite uses, in a framework-neutral form the harness translates. */
 export interface SuiteOptions {
-  headers?: 'legacy' | 'standard' | 'both' | false;
+  headers?: 'legacy' | 'draft-6' | 'draft-7' | 'standard' | 'both' | false;
   reset?: 'epoch-seconds' | 'delta-seconds';
   statusCode?: number;
   message?: unknown;
@@ -153,6 +153,45 @@ export function httpSuite(harness: Harness, stores: StoreFactory): void {
         );
         expect(res.headers.ratelimit).to.equal('"daily";r=1;t=57600'); // 16 h to midnight in Shanghai
         expect(res.headers['x-ratelimit-reset']).to.equal(String(START / 1000 + 57_600));
+      });
+    });
+
+    describe('draft-6 and draft-7 header fields', () => {
+      const rules: Rule[] = [
+        { name: 'burst', match: 'GET /echo', key: 'ip', limit: 5, window: fixed('1m') },
+        {
+          name: 'daily',
+          match: 'GET /echo',
+          key: 'ip',
+          limit: 100,
+          window: { type: 'calendar', unit: 'day', timezone: 'Asia/Shanghai' },
+        },
+      ];
+      const policy = (limiter: Limiter | undefined) =>
+        exposesWindows(limiter) ? '5;w=60, 100;w=86400' : '5, 100';
+
+      it("headers: 'draft-6' sends RateLimit-Limit, -Remaining, -Reset of the rule with the least remaining", async () => {
+        const { listener } = await app(rules, { options: { headers: 'draft-6' } });
+        const res = await request(listener).get('/echo').expect(200);
+        expect(res.headers['ratelimit-limit']).to.equal('5');
+        expect(res.headers['ratelimit-remaining']).to.equal('4');
+        expect(res.headers['ratelimit-reset']).to.equal('60');
+        expect(res.headers['ratelimit-policy']).to.equal(policy(limiters[0]));
+        expect(res.headers.ratelimit).to.equal(undefined);
+        expect(res.headers['x-ratelimit-limit']).to.equal(undefined);
+      });
+
+      it("headers: 'draft-7' sends one RateLimit field, and the denying rule's figures on a 429", async () => {
+        const { listener } = await app(rules, { options: { headers: 'draft-7' } });
+        const first = await request(listener).get('/echo').expect(200);
+        expect(first.headers.ratelimit).to.equal('limit=5, remaining=4, reset=60');
+        expect(first.headers['ratelimit-policy']).to.equal(policy(limiters[0]));
+        expect(first.headers['ratelimit-limit']).to.equal(undefined);
+        for (let i = 0; i < 4; i++) await request(listener).get('/echo').expect(200);
+        now += 15_000;
+        const denied = await request(listener).get('/echo').expect(429);
+        expect(denied.headers.ratelimit).to.equal('limit=5, remaining=0, reset=45');
+        expect(denied.headers['retry-after']).to.equal('45');
       });
     });
 
