@@ -86,13 +86,3 @@ export function describe(value: unknown): string {
     return typeof value;
   }
 }
-
-/** Throws the `RateLimitConfigError` of one field: "<where>: <field> must be <allowed>, got <value>". */
-export type FieldFailure = (code: ConfigErrorCode, field: string, allowed: string, value: unknown) => never;
-
-/** The `FieldFailure` of one object, e.g. `failureIn('rule "login"')`. */
-export function failureIn(where: string): FieldFailure {
-  return (code, field, allowed, value) => {
-    throw new RateLimitConfigError(code, `${where}: ${field} must be ${allowed}, got ${describe(value)}`);
-  };
-}

@@ -1,5 +1,6 @@
 // The key of a wrapped call, from its arguments: a template such as '{0.email}' or 'sms:{1}', or a function.
-import { describe, RateLimitConfigError, RateLimitRequestError } from '../errors.js';
+import { refuse } from '../config/refuse.js';
+import { describe, RateLimitRequestError } from '../errors.js';
 import { createExtractor } from '../keys/extractors.js';
 import { identityOf } from '../limiter/request-ops.js';
 import type { RequestInfo } from '../types.js';
@@ -41,9 +42,10 @@ export function argumentKey<A extends unknown[]>(
   }
   const bad = [...key.matchAll(PLACEHOLDER)].find((m) => !ARGUMENT_PATH.test(m[1] as string));
   if (bad !== undefined) {
-    throw new RateLimitConfigError(
+    refuse(
       'ERR_KEY',
-      `wrap: key ${describe(key)} has the placeholder '${bad[0]}': use an argument index and own fields, such as '{0}' or '{1.email}'`,
+      'wrap',
+      `key ${describe(key)} has the placeholder '${bad[0]}': use an argument index and own fields, such as '{0}' or '{1.email}'`,
     );
   }
   let extract: (req: RequestInfo) => string | undefined;
@@ -54,7 +56,7 @@ export function argumentKey<A extends unknown[]>(
     );
   } catch (error) {
     const reason = (error as Error).message.replaceAll('{body.', '{').replaceAll("'body.", "'");
-    throw new RateLimitConfigError('ERR_KEY', `wrap: key ${describe(key)} cannot be read: ${reason}`);
+    refuse('ERR_KEY', 'wrap', `key ${describe(key)} cannot be read: ${reason}`);
   }
   return (args) => {
     const identity = extract({ method: '', path: '', headers: {}, body: args });

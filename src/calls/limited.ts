@@ -1,5 +1,5 @@
 // The `@limited` method decorator: `limiter.wrap` for a class method.
-import { RateLimitConfigError } from '../errors.js';
+import { refuse } from '../config/refuse.js';
 import type { Limiter } from '../limiter/limiter.js';
 import type { WrapOptions } from './options.js';
 
@@ -30,10 +30,7 @@ export function limited<A extends unknown[] = unknown[]>(limiter: Limiter, optio
     context: ClassMethodDecoratorContext<This, M>,
   ): M => {
     if (context.kind !== 'method') {
-      throw new RateLimitConfigError(
-        'ERR_OPTION',
-        `@limited decorates methods, not a ${String(context.kind)}`,
-      );
+      refuse('ERR_OPTION', undefined, `@limited decorates methods, not a ${String(context.kind)}`);
     }
     // The options' functions take the leading arguments; JavaScript passes them all the arguments.
     const leading = options as unknown as WrapOptions<[...A, ...unknown[]]>;

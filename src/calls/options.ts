@@ -2,8 +2,8 @@
 // once per call (per wrap), defaults from defaults.ts.
 
 import { assertKnownFields, fieldsOf } from '../config/known-fields.js';
+import { mustBe, refuse } from '../config/refuse.js';
 import { ACQUIRE_DEFAULTS, OVERRIDE_DEFAULTS, WRAP_DEFAULTS } from '../defaults.js';
-import { describe, RateLimitConfigError } from '../errors.js';
 import { parseDuration, parsePeriod, periodAllowed } from '../rules/duration.js';
 import type { Duration } from '../types.js';
 
@@ -99,7 +99,7 @@ export interface ResolvedWrap<A extends unknown[]> extends ResolvedWait {
 export function overrideForMs(options: OverrideOptions | undefined): number | undefined {
   const given = checkedFields(options, OVERRIDE_FIELDS, 'override');
   if (given.for === undefined) return OVERRIDE_DEFAULTS.forMs;
-  return parsePeriod(given.for) ?? refuse('override', 'for', periodAllowed(given.for, '1h'), given.for);
+  return parsePeriod(given.for) ?? badOption('override', 'for', periodAllowed(given.for, '1h'), given.for);
 }
 
 /** `acquire`'s rule or rules and options with their defaults. */
@@ -118,15 +118,15 @@ export function resolveAcquire(
 /** The wrap options with their defaults; `rules` as a list, `maxWait` (or `wait`) in ms. */
 export function resolveWrap<A extends unknown[]>(options: WrapOptions<A>): ResolvedWrap<A> {
   const given = checkedFields(options, WRAP_FIELDS, 'wrap');
-  if (given === EMPTY) refuse('wrap', 'options', 'an object with rules and key', options);
+  if (given === EMPTY) badOption('wrap', 'options', 'an object with rules and key', options);
   const rules = ruleNames(given.rules as WrapOptions<A>['rules'], 'wrap', 'rules');
   if (typeof given.key !== 'string' && typeof given.key !== 'function')
-    refuse('wrap', 'key', `a template such as '{0.email}' or a function of the arguments`, given.key);
+    badOption('wrap', 'key', `a template such as '{0.email}' or a function of the arguments`, given.key);
   const cost = given.cost ?? WRAP_DEFAULTS.cost;
   if (typeof cost !== 'function' && (!Number.isSafeInteger(cost) || cost < 0))
-    refuse('wrap', 'cost', 'a non-negative integer or a function of the arguments', cost);
+    badOption('wrap', 'cost', 'a non-negative integer or a function of the arguments', cost);
   if (given.maxWait !== undefined && given.wait !== undefined)
-    refuse('wrap', 'wait', 'left out when maxWait is given (it is the same option)', given.wait);
+    badOption('wrap', 'wait', 'left out when maxWait is given (it is the same option)', given.wait);
   const [bound, field] = given.wait === undefined ? [given.maxWait, 'maxWait'] : [given.wait, 'wait'];
   return { rules, key: given.key, cost, ...resolveWait(given, bound, field, WRAP_DEFAULTS, 'wrap') };
 }
@@ -135,7 +135,7 @@ export function resolveWrap<A extends unknown[]>(options: WrapOptions<A>): Resol
 function ruleNames(value: string | readonly string[], where: string, field: string): string[] {
   const rules = typeof value === 'string' ? [value] : value;
   if (!Array.isArray(rules) || rules.length === 0 || rules.some((r) => typeof r !== 'string'))
-    refuse(where, field, 'a rule name or a non-empty array of rule names', value);
+    badOption(where, field, 'a rule name or a non-empty array of rule names', value);
   return [...(rules as string[])];
 }
 
@@ -148,10 +148,10 @@ function resolveWait(
 ): ResolvedWait {
   const signal = given.signal;
   if (signal !== undefined && !(signal instanceof AbortSignal))
-    refuse(where, 'signal', 'an AbortSignal', signal);
+    badOption(where, 'signal', 'an AbortSignal', signal);
   const maxQueue = given.maxQueue ?? defaults.maxQueue;
   if (!Number.isSafeInteger(maxQueue) || maxQueue < 1)
-    refuse(where, 'maxQueue', 'a positive integer', maxQueue);
+    badOption(where, 'maxQueue', 'a positive integer', maxQueue);
   return { maxWaitMs: waitMs(bound, where, field) ?? defaults.maxWaitMs, signal, maxQueue };
 }
 
@@ -160,7 +160,7 @@ function waitMs(value: Duration | undefined, where: string, field: string): numb
   if (value === undefined) return undefined;
   if (value === 0 || value === Number.POSITIVE_INFINITY) return value;
   return (
-    parseDuration(value) ?? refuse(where, field, `a duration such as '5s' or 5000, 0 or Infinity`, value)
+    parseDuration(value) ?? badOption(where, field, `a duration such as '5s' or 5000, 0 or Infinity`, value)
   );
 }
 
@@ -174,14 +174,11 @@ function checkedFields<T extends object>(
 ): Partial<T> {
   if (options === undefined) return EMPTY;
   if (options === null || typeof options !== 'object' || Array.isArray(options))
-    refuse(where, 'options', 'an object', options);
+    badOption(where, 'options', 'an object', options);
   assertKnownFields(options, allowed, where);
   return options;
 }
 
-function refuse(where: string, field: string, allowed: string, value: unknown): never {
-  throw new RateLimitConfigError(
-    'ERR_OPTION',
-    `${where}: ${field} must be ${allowed}, got ${describe(value)}`,
-  );
+function badOption(where: string, field: string, allowed: string, value: unknown): never {
+  return refuse('ERR_OPTION', where, mustBe(field, allowed, value));
 }

@@ -1,7 +1,8 @@
 // Calls the limiter decides outside HTTP: `acquire` (wait for a turn) and `wrap` (a function decided on
 // its arguments), both over the turn queues of calls/turn-queues.ts when they wait.
 
-import { describe, RateLimitConfigError, RateLimitExceededError, RateLimitRequestError } from '../errors.js';
+import { mustBe, refuse } from '../config/refuse.js';
+import { describe, RateLimitExceededError, RateLimitRequestError } from '../errors.js';
 import { identityOf, type OpBuilder } from '../limiter/request-ops.js';
 import type { Decision, Outcome } from '../types.js';
 import { argumentKey } from './call-key.js';
@@ -47,8 +48,7 @@ export class PacedCalls {
     fn: (this: This, ...args: A) => R,
     options: WrapOptions<A>,
   ): (this: This, ...args: A) => Promise<Awaited<R>> {
-    if (typeof fn !== 'function')
-      throw new RateLimitConfigError('ERR_OPTION', `wrap: fn must be a function, got ${describe(fn)}`);
+    if (typeof fn !== 'function') refuse('ERR_OPTION', 'wrap', mustBe('fn', 'a function', fn));
     const { rules, key, cost, ...wait } = resolveWrap(options);
     if (wait.maxWaitMs > 0) this.#waitable(rules, 'wrap');
     else for (const name of rules) this.#parts.ops.rule(name);

@@ -1,7 +1,8 @@
 // Waiting for a turn (`limiter.acquire`, `wrap` with `maxWait`): per key, first come first served within
 // a process; every try is a real decision of the store, so across processes nothing is ever admitted
 // that `check` would not admit.
-import { RateLimitConfigError, RateLimitExceededError, RateLimitRequestError } from '../errors.js';
+import { refuse } from '../config/refuse.js';
+import { RateLimitExceededError, RateLimitRequestError } from '../errors.js';
 import type { CompiledRule } from '../rules/compile.js';
 import type { Decision } from '../types.js';
 
@@ -204,9 +205,10 @@ export class TurnQueues {
 export function assertWaitable(rules: readonly CompiledRule[], where: string): void {
   for (const rule of rules) {
     if (rule.store.lockout === undefined) continue;
-    throw new RateLimitConfigError(
+    refuse(
       'ERR_OPTION',
-      `${where}: rule "${rule.name}" has a lockout, and a denied try would lock the key: waiting for a turn takes rules without one`,
+      where,
+      `rule "${rule.name}" has a lockout, and a denied try would lock the key: waiting for a turn takes rules without one`,
     );
   }
 }

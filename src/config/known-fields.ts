@@ -1,6 +1,8 @@
 // Strict configuration: every options object refuses a field it does not know, naming the allowed one a typo meant.
+
 import { distance } from 'fastest-levenshtein';
-import { describe, RateLimitConfigError } from '../errors.js';
+import { describe } from '../errors.js';
+import { refuse } from './refuse.js';
 
 /**
  * The field names of an options type, checked by the compiler against the type itself: a field
@@ -45,10 +47,7 @@ export function assertKnownFields(
     const close = closestName(field, allowed);
     const hint =
       close === undefined ? `; allowed: ${allowed.map(name).join(', ')}` : `, did you mean ${name(close)}?`;
-    throw new RateLimitConfigError(
-      'ERR_UNKNOWN_FIELD',
-      `${where}: unknown field ${name(field)} (got ${got})${hint}`,
-    );
+    refuse('ERR_UNKNOWN_FIELD', where, `unknown field ${name(field)} (got ${got})${hint}`);
   }
 }
 

@@ -1,7 +1,9 @@
 // Observers: metrics hooks on every decision and every shared-store call, free when nothing observes.
+
 import { performance } from 'node:perf_hooks';
 import { assertKnownFields, fieldsOf } from '../config/known-fields.js';
-import { describe, RateLimitConfigError } from '../errors.js';
+import { mustBe, refuse } from '../config/refuse.js';
+import { describe } from '../errors.js';
 import type { EvalMode } from '../stores/store.js';
 import type { Decision } from '../types.js';
 import { OBSERVER_ERROR_WARNING, warnOnce } from '../warnings.js';
@@ -78,19 +80,17 @@ export class Observers {
   /** Adds an observer; returns the function that removes it. */
   add(observer: LimiterObserver): () => void {
     if (observer === null || typeof observer !== 'object') {
-      throw new RateLimitConfigError(
+      refuse(
         'ERR_OPTION',
-        `observe: expects an object with decision, storeCall and/or lockout functions, got ${describe(observer)}`,
+        'observe',
+        `expects an object with decision, storeCall and/or lockout functions, got ${describe(observer)}`,
       );
     }
     assertKnownFields(observer, OBSERVER_FIELDS, 'observe');
     for (const hook of OBSERVER_FIELDS) {
       const fn = (observer as Record<string, unknown>)[hook];
       if (fn !== undefined && typeof fn !== 'function')
-        throw new RateLimitConfigError(
-          'ERR_OPTION',
-          `observe: ${hook} must be a function, got ${describe(fn)}`,
-        );
+        refuse('ERR_OPTION', 'observe', mustBe(hook, 'a function', fn));
     }
     const watcher = { observer, warn: warnOnce(OBSERVER_ERROR_WARNING) };
     this.#watchers = [...this.#watchers, watcher];

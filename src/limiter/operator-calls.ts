@@ -1,9 +1,10 @@
 // Operator calls on the keys of a rule, outside any request: status, the locked keys, reset, override.
+
 import type { EventEmitter } from 'node:events';
 import { type OverrideOptions, overrideForMs } from '../calls/options.js';
 import { assertKnownFields } from '../config/known-fields.js';
+import { mustBe, refuse } from '../config/refuse.js';
 import { LIMITER_DEFAULTS } from '../defaults.js';
-import { describe, RateLimitConfigError } from '../errors.js';
 import { overrideLimit } from '../rules/limits.js';
 import type { OpResult, Store } from '../stores/store.js';
 import type { LockInfo, RuleStatus } from '../types.js';
@@ -60,10 +61,7 @@ export class KeyAdmin {
     const value = overrideLimit(limit, compiled.store);
     const forMs = overrideForMs(options);
     if (store.override === undefined) {
-      throw new RateLimitConfigError(
-        'ERR_OPTION',
-        `override: the store (${store.constructor.name}) does not support overrides`,
-      );
+      refuse('ERR_OPTION', 'override', `the store (${store.constructor.name}) does not support overrides`);
     }
     denyCache?.delete(compiled.name, identity);
     await Promise.all([
@@ -101,10 +99,7 @@ export class KeyAdmin {
     assertKnownFields(options, ['limit'], 'locked');
     const limit = options.limit ?? LIMITER_DEFAULTS.lockedListLimit;
     if (!Number.isSafeInteger(limit) || limit < 1 || limit > 10_000) {
-      throw new RateLimitConfigError(
-        'ERR_OPTION',
-        `locked: limit must be an integer from 1 to 10000, got ${describe(limit)}`,
-      );
+      refuse('ERR_OPTION', 'locked', mustBe('limit', 'an integer from 1 to 10000', limit));
     }
     return policy.call('locked', store.locked(compiled.store, limit));
   }

@@ -1,8 +1,9 @@
 // Limiter options: what `createLimiter` takes, validated once and resolved to the figures the parts run on.
 
 import { assertKnownFields, fieldsOf } from '../config/known-fields.js';
+import { mustBe, refuse } from '../config/refuse.js';
 import { LIMITER_DEFAULTS } from '../defaults.js';
-import { describe, RateLimitConfigError } from '../errors.js';
+import { describe } from '../errors.js';
 import { type CompiledRule, compileRules } from '../rules/compile.js';
 import { parseDuration } from '../rules/duration.js';
 import { MemoryStore } from '../stores/memory-store.js';
@@ -65,26 +66,21 @@ export interface ResolvedLimiterOptions {
 export function resolveLimiterOptions(options: LimiterOptions): ResolvedLimiterOptions {
   if (options === null || typeof options !== 'object' || Array.isArray(options)) {
     const hint = Array.isArray(options) ? ': pass the rules as createLimiter({ rules: [...] })' : '';
-    throw new RateLimitConfigError(
+    refuse(
       'ERR_OPTION',
+      undefined,
       `createLimiter takes an options object { rules: [...] }, got ${describe(options)}${hint}`,
     );
   }
   assertKnownFields(options, LIMITER_FIELDS, 'createLimiter');
   const ipv6Subnet = options.ipv6Subnet ?? LIMITER_DEFAULTS.ipv6Subnet;
   if (!Number.isInteger(ipv6Subnet) || ipv6Subnet < 48 || ipv6Subnet > 128) {
-    throw new RateLimitConfigError(
-      'ERR_OPTION',
-      `ipv6Subnet must be an integer from 48 to 128, got ${describe(ipv6Subnet)}`,
-    );
+    refuse('ERR_OPTION', undefined, mustBe('ipv6Subnet', 'an integer from 48 to 128', ipv6Subnet));
   }
   const rules = compileRules(options.rules, { ipv6Subnet });
   const onStoreError = options.onStoreError ?? LIMITER_DEFAULTS.onStoreError;
   if (!['allow', 'deny', 'insurance'].includes(onStoreError)) {
-    throw new RateLimitConfigError(
-      'ERR_OPTION',
-      `onStoreError must be 'allow', 'deny' or 'insurance', got ${describe(onStoreError)}`,
-    );
+    refuse('ERR_OPTION', undefined, mustBe('onStoreError', `'allow', 'deny' or 'insurance'`, onStoreError));
   }
   const storeTimeoutMs = optionMs('storeTimeout', options.storeTimeout, LIMITER_DEFAULTS.storeTimeoutMs);
   const storeRetryIntervalMs = optionMs(
@@ -102,10 +98,7 @@ export function resolveLimiterOptions(options: LimiterOptions): ResolvedLimiterO
         ? LIMITER_DEFAULTS.denyCacheMaxKeys
         : (cache.maxKeys ?? LIMITER_DEFAULTS.denyCacheMaxKeys);
     if (!Number.isSafeInteger(denyCacheMaxKeys) || denyCacheMaxKeys < 1) {
-      throw new RateLimitConfigError(
-        'ERR_OPTION',
-        `denyCache.maxKeys must be a positive integer, got ${describe(denyCacheMaxKeys)}`,
-      );
+      refuse('ERR_OPTION', undefined, mustBe('denyCache.maxKeys', 'a positive integer', denyCacheMaxKeys));
     }
   }
   const debug = options.debug ?? process.env.RATEKEEPER_DEBUG === '1';
@@ -118,10 +111,7 @@ function optionMs(name: string, value: Duration | undefined, fallback: number): 
   if (value === undefined) return fallback;
   const ms = parseDuration(value);
   if (ms === undefined) {
-    throw new RateLimitConfigError(
-      'ERR_DURATION',
-      `${name} must be a duration such as '250ms' or 250, got ${describe(value)}`,
-    );
+    refuse('ERR_DURATION', undefined, mustBe(name, `a duration such as '250ms' or 250`, value));
   }
   return ms;
 }

@@ -1,5 +1,6 @@
 // Request to operations: which rules match a request, the key each one counts, the cost, as store ops.
-import { describe, RateLimitConfigError, RateLimitRequestError } from '../errors.js';
+import { refuse } from '../config/refuse.js';
+import { describe, RateLimitRequestError } from '../errors.js';
 import { boundIdentity } from '../keys/extractors.js';
 import { assertCost, type CompiledRule } from '../rules/compile.js';
 import { DIRECT_REQUEST, requestLimit } from '../rules/limits.js';
@@ -48,8 +49,9 @@ export class OpBuilder {
   rule(name: string): CompiledRule {
     const rule = this.#byName.get(name);
     if (rule === undefined) {
-      throw new RateLimitConfigError(
+      refuse(
         'ERR_UNKNOWN_RULE',
+        undefined,
         `no rule named ${describe(name)}; rules are ${this.#rules.map((r) => r.name).join(', ')}`,
       );
     }

@@ -1,9 +1,11 @@
 // The decision feed `npx ratekeeper watch` reads: each app process counts its decisions per rule and result, and
 // publishes the counts on a Redis channel once a second. Counts only: no key, no request data.
+
 import { hostname } from 'node:os';
 import { assertKnownFields, fieldsOf } from '../config/known-fields.js';
+import { mustBe, refuse } from '../config/refuse.js';
 import { OPERATOR_DEFAULTS, REDIS_STORE_DEFAULTS } from '../defaults.js';
-import { describe, RateLimitConfigError } from '../errors.js';
+import { describe } from '../errors.js';
 import type { Limiter } from '../limiter/limiter.js';
 import type { DecisionInfo, DecisionSource } from '../limiter/observers.js';
 import { parseDuration } from '../rules/duration.js';
@@ -69,38 +71,39 @@ export function publishDecisionCounts(
   options: PublishDecisionCountsOptions,
 ): DecisionCountsFeed {
   if (limiter === null || typeof limiter !== 'object' || typeof limiter.observe !== 'function') {
-    throw new RateLimitConfigError(
+    refuse(
       'ERR_OPTION',
-      `publishDecisionCounts: expects a limiter (createLimiter(...)), got ${describe(limiter)}`,
+      'publishDecisionCounts',
+      `expects a limiter (createLimiter(...)), got ${describe(limiter)}`,
     );
   }
   if (options === null || typeof options !== 'object') {
-    throw new RateLimitConfigError(
-      'ERR_OPTION',
-      `publishDecisionCounts: options must be an object with a client, got ${describe(options)}`,
-    );
+    refuse('ERR_OPTION', 'publishDecisionCounts', mustBe('options', 'an object with a client', options));
   }
   assertKnownFields(options, FIELDS, 'publishDecisionCounts');
   const { client } = options;
   if (client === null || typeof client !== 'object' || typeof client.publish !== 'function') {
-    throw new RateLimitConfigError(
+    refuse(
       'ERR_OPTION',
-      `publishDecisionCounts: client must be a Redis client with publish() (ioredis Redis or Cluster), got ${describe(client)}`,
+      'publishDecisionCounts',
+      mustBe('client', 'a Redis client with publish() (ioredis Redis or Cluster)', client),
     );
   }
   const prefix = options.prefix ?? REDIS_STORE_DEFAULTS.prefix;
   if (typeof prefix !== 'string' || prefix === '') {
-    throw new RateLimitConfigError(
+    refuse(
       'ERR_OPTION',
-      `publishDecisionCounts: prefix must be a non-empty string (the RedisStore's), got ${describe(prefix)}`,
+      'publishDecisionCounts',
+      mustBe('prefix', `a non-empty string (the RedisStore's)`, prefix),
     );
   }
   const intervalMs =
     options.interval === undefined ? OPERATOR_DEFAULTS.publishIntervalMs : parseDuration(options.interval);
   if (intervalMs === undefined) {
-    throw new RateLimitConfigError(
+    refuse(
       'ERR_DURATION',
-      `publishDecisionCounts: interval must be a duration such as '1s' or 500, got ${describe(options.interval)}`,
+      'publishDecisionCounts',
+      mustBe('interval', `a duration such as '1s' or 500`, options.interval),
     );
   }
 

@@ -1,7 +1,9 @@
 // ratekeeper/prometheus: a limiter's decisions, shared-store calls, store errors and lockouts as prom-client metrics.
+
 import { Counter, register as globalRegistry, type Metric, type Registry } from 'prom-client';
 import { assertKnownFields, fieldsOf } from '../config/known-fields.js';
-import { describe, RateLimitConfigError } from '../errors.js';
+import { mustBe, refuse } from '../config/refuse.js';
+import { describe } from '../errors.js';
 import type { Limiter } from '../limiter/limiter.js';
 import type { DecisionInfo, DecisionSource, StoreCallInfo } from '../limiter/observers.js';
 import type { Decision, RuleResult } from '../types.js';
@@ -175,16 +177,14 @@ export function prometheusMetrics(
   options: PrometheusMetricsOptions = {},
 ): PrometheusMetrics {
   if (limiter === null || typeof limiter !== 'object' || typeof limiter.observe !== 'function') {
-    throw new RateLimitConfigError(
+    refuse(
       'ERR_OPTION',
-      `prometheusMetrics: expects a limiter (createLimiter(...)), got ${describe(limiter)}`,
+      'prometheusMetrics',
+      `expects a limiter (createLimiter(...)), got ${describe(limiter)}`,
     );
   }
   if (options === null || typeof options !== 'object') {
-    throw new RateLimitConfigError(
-      'ERR_OPTION',
-      `prometheusMetrics: options must be an object, got ${describe(options)}`,
-    );
+    refuse('ERR_OPTION', 'prometheusMetrics', mustBe('options', 'an object', options));
   }
   assertKnownFields(options, OPTION_FIELDS, 'prometheusMetrics');
   const registry = options.registry ?? globalRegistry;
@@ -194,16 +194,14 @@ export function prometheusMetrics(
     typeof registry.getSingleMetric !== 'function' ||
     typeof registry.registerMetric !== 'function'
   ) {
-    throw new RateLimitConfigError(
-      'ERR_OPTION',
-      `prometheusMetrics: registry must be a prom-client Registry, got ${describe(registry)}`,
-    );
+    refuse('ERR_OPTION', 'prometheusMetrics', mustBe('registry', 'a prom-client Registry', registry));
   }
   const prefix = options.prefix ?? 'ratekeeper_';
   if (typeof prefix !== 'string' || !/^([a-zA-Z_:][a-zA-Z0-9_:]*)?$/.test(prefix)) {
-    throw new RateLimitConfigError(
+    refuse(
       'ERR_OPTION',
-      `prometheusMetrics: prefix must be letters, digits, '_' or ':' and not start with a digit, got ${describe(prefix)}`,
+      'prometheusMetrics',
+      mustBe('prefix', `letters, digits, '_' or ':' and not start with a digit`, prefix),
     );
   }
   const buckets = options.buckets ?? STORE_SECONDS_BUCKETS;
@@ -214,9 +212,10 @@ export function prometheusMetrics(
       (b, i) => typeof b === 'number' && b > 0 && Number.isFinite(b) && (i === 0 || b > buckets[i - 1]),
     )
   ) {
-    throw new RateLimitConfigError(
+    refuse(
       'ERR_OPTION',
-      `prometheusMetrics: buckets must be increasing positive numbers of seconds, got ${describe(buckets)}`,
+      'prometheusMetrics',
+      mustBe('buckets', 'increasing positive numbers of seconds', buckets),
     );
   }
 
@@ -295,9 +294,10 @@ function sinkOf(registry: Registry, prefix: string, buckets: readonly number[]):
   };
   for (const name of Object.values(names)) {
     if (registry.getSingleMetric(name) !== undefined) {
-      throw new RateLimitConfigError(
+      refuse(
         'ERR_OPTION',
-        `prometheusMetrics: the registry already has a metric named '${name}' not made by prometheusMetrics; pass another prefix or registry`,
+        'prometheusMetrics',
+        `the registry already has a metric named '${name}' not made by prometheusMetrics; pass another prefix or registry`,
       );
     }
   }

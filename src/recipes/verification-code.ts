@@ -1,7 +1,7 @@
 // Verification-code recipe: limits on sending SMS or e-mail codes, per destination, per IP and overall.
 
 import { assertKnownFields, fieldsOf } from '../config/known-fields.js';
-import { describe, RateLimitConfigError } from '../errors.js';
+import { mustBe, refuse } from '../config/refuse.js';
 import { nfkc } from '../keys/material.js';
 import type { KeyExtractor, MatchSpec, Rule } from '../types.js';
 import { definedOnly } from './login.js';
@@ -93,9 +93,10 @@ export function verificationCodeRules(options: VerificationCodeRulesOptions = {}
   const o = { ...VERIFICATION_CODE_DEFAULTS, ...definedOnly(options) };
   const normalize = options.normalize ?? normalizeDestination;
   if (typeof normalize !== 'function') {
-    throw new RateLimitConfigError(
+    refuse(
       'ERR_OPTION',
-      `verificationCodeRules: normalize must be a function (value) => string, got ${describe(normalize)}`,
+      'verificationCodeRules',
+      mustBe('normalize', 'a function (value) => string', normalize),
     );
   }
   const match = o.match === null ? {} : { match: o.match };

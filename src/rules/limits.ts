@@ -1,6 +1,8 @@
 // Limits: a rule's number or limit function, checked at construction, read and checked per request.
+
 import type { StoreRule } from '../algorithms/types.js';
-import { describe, RateLimitConfigError, RateLimitRequestError } from '../errors.js';
+import { mustBe, refuse } from '../config/refuse.js';
+import { describe, RateLimitRequestError } from '../errors.js';
 import type { LimitFunction, RequestInfo } from '../types.js';
 
 /**
@@ -87,8 +89,6 @@ export function overrideLimit(limit: unknown, rule: StoreRule): number | null {
   if (limit === null) return null;
   const problem = limitProblem(limit, rule);
   if (problem === undefined) return limit as number;
-  throw new RateLimitConfigError(
-    'ERR_LIMIT',
-    `override: rule "${rule.name}": limit must be ${problem === POSITIVE ? `${POSITIVE} or null` : problem}, got ${describe(limit)}`,
-  );
+  const allowed = problem === POSITIVE ? `${POSITIVE} or null` : problem;
+  return refuse('ERR_LIMIT', `override: rule "${rule.name}"`, mustBe('limit', allowed, limit));
 }

@@ -2,8 +2,8 @@
 
 import { CRON_FIELDS, cronFieldCount } from '../config/hints.js';
 import { assertKnownFields } from '../config/known-fields.js';
+import { type FieldRefusal, mustBe, refuse } from '../config/refuse.js';
 import { RULE_DEFAULTS } from '../defaults.js';
-import { describe, type FieldFailure, RateLimitConfigError } from '../errors.js';
 import type { LimitFunction, WindowType } from '../types.js';
 import { assertCron, CALENDAR_UNITS, createPeriodFn, isValidTimeZone, type PeriodFn } from './calendar.js';
 import { parsePeriod, periodAllowed } from './duration.js';
@@ -48,7 +48,7 @@ export function compileWindow(
   window: unknown,
   limit: number | LimitFunction,
   where: string,
-  fail: FieldFailure,
+  fail: FieldRefusal,
 ): CompiledWindow {
   if (window === null || typeof window !== 'object')
     fail('ERR_WINDOW', 'window', 'an object with a type', window);
@@ -98,7 +98,7 @@ export function compileWindow(
   return { type, sizeMs, buckets, burst, periods, windowSeconds };
 }
 
-function calendarPeriods(w: Record<string, unknown>, where: string, fail: FieldFailure): PeriodFn {
+function calendarPeriods(w: Record<string, unknown>, where: string, fail: FieldRefusal): PeriodFn {
   const zone = w.timezone ?? RULE_DEFAULTS.timezone;
   if (typeof zone !== 'string' || !isValidTimeZone(zone)) {
     fail('ERR_TIMEZONE', 'window.timezone', `an IANA time zone such as 'Asia/Shanghai'`, zone);
@@ -108,10 +108,7 @@ function calendarPeriods(w: Record<string, unknown>, where: string, fail: FieldF
       fail('ERR_CRON', 'window.cron', 'a cron expression such as "0 0 * * *"', w.cron);
     const fieldCount = cronFieldCount(w.cron as string);
     if (fieldCount !== undefined)
-      throw new RateLimitConfigError(
-        'ERR_CRON',
-        `${where}: window.cron must be ${CRON_FIELDS}, got ${describe(w.cron)} (${fieldCount})`,
-      );
+      refuse('ERR_CRON', where, `${mustBe('window.cron', CRON_FIELDS, w.cron)} (${fieldCount})`);
     try {
       assertCron(w.cron as string, zone as string);
     } catch (error) {

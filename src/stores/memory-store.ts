@@ -1,8 +1,9 @@
 // The embedded store: one process, bounded, the default. Mirrors lua/check.lua step for step.
+
 import { algorithms, verdict } from '../algorithms/index.js';
 import { assertKnownFields } from '../config/known-fields.js';
+import { refuse } from '../config/refuse.js';
 import { MEMORY_STORE_DEFAULTS } from '../defaults.js';
-import { RateLimitConfigError } from '../errors.js';
 import type { LockInfo } from '../types.js';
 import { MEMORY_STORE_FULL_WARNING, warnOnce } from '../warnings.js';
 import { type Entry, EvictionQueues } from './memory-eviction.js';
@@ -55,10 +56,7 @@ export class MemoryStore implements Store {
     assertKnownFields(options, ['maxKeys', 'clock', 'sweepIntervalMs'], 'MemoryStore');
     const maxKeys = options.maxKeys ?? MEMORY_STORE_DEFAULTS.maxKeys;
     if (!Number.isSafeInteger(maxKeys) || maxKeys < 1) {
-      throw new RateLimitConfigError(
-        'ERR_OPTION',
-        `MemoryStore: maxKeys must be a positive integer, got ${maxKeys}`,
-      );
+      refuse('ERR_OPTION', 'MemoryStore', `maxKeys must be a positive integer, got ${maxKeys}`);
     }
     this.#maxKeys = maxKeys;
     this.#clock = options.clock ?? Date.now;

@@ -1,8 +1,10 @@
 // ratekeeper/console: a small operator web page (no build step, no outside assets) as a Node request handler.
+
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { assertKnownFields, fieldsOf } from '../../config/known-fields.js';
+import { mustBe, refuse } from '../../config/refuse.js';
 import { OPERATOR_DEFAULTS } from '../../defaults.js';
-import { describe, RateLimitConfigError } from '../../errors.js';
+import { describe } from '../../errors.js';
 import type { Limiter } from '../../limiter/limiter.js';
 import { type Change, readChange } from './change.js';
 import { refuseChange } from './csrf.js';
@@ -80,10 +82,10 @@ async function apply(
   config: Limiters,
 ): Promise<void> {
   const limiter = config.byRule.get(change.rule);
-  const refuse = (status: number, why: string) =>
-    buildPage(req, res, config, { status, error: `Refused: ${why}. Nothing was changed.` });
-  if (limiter === undefined) return refuse(400, `no rule named '${change.rule}'`);
-  if (change.key === '') return refuse(400, 'no key given');
+  const badRequest = (why: string) =>
+    buildPage(req, res, config, { status: 400, error: `Refused: ${why}. Nothing was changed.` });
+  if (limiter === undefined) return badRequest(`no rule named '${change.rule}'`);
+  if (change.key === '') return badRequest('no key given');
   try {
     if (change.action === 'unlock') {
       // Through reset: the store clears count, lock and level, and every process's deny cache forgets the key.
@@ -92,7 +94,7 @@ async function apply(
       await limiter.override(change.rule, change.key, null);
     } else {
       const limit = /^\d{1,15}$/.test(change.limit) ? Number(change.limit) : Number.NaN;
-      if (Number.isNaN(limit)) return refuse(400, `the limit must be a whole number, got '${change.limit}'`);
+      if (Number.isNaN(limit)) return badRequest(`the limit must be a whole number, got '${change.limit}'`);
       await limiter.override(change.rule, change.key, limit, change.for === '' ? {} : { for: change.for });
     }
   } catch (error) {
@@ -100,7 +102,7 @@ async function apply(
     // to fix; anything else is the store failing.
     // By name, not instanceof: the limiter may come from the package's other module format (ESM/CJS).
     const { name, message } = error as Error;
-    if (name === 'RateLimitConfigError' || name === 'RateLimitRequestError') return refuse(400, message);
+    if (name === 'RateLimitConfigError' || name === 'RateLimitRequestError') return badRequest(message);
     return buildPage(req, res, config, {
       status: 503,
       error: `The store failed: ${message}. Nothing was changed.`,
@@ -119,9 +121,14 @@ function resolve<Req extends IncomingMessage>(
   options: OperatorConsoleOptions<Req>,
 ): Limiters {
   if (options === null || typeof options !== 'object' || typeof options.authorize !== 'function') {
-    throw new RateLimitConfigError(
+    refuse(
       'ERR_OPTION',
-      `operatorConsole: options.authorize must be a function (req) => boolean deciding who may use the console, got ${describe(options?.authorize)}`,
+      'operatorConsole',
+      mustBe(
+        'options.authorize',
+        'a function (req) => boolean deciding who may use the console',
+        options?.authorize,
+      ),
     );
   }
   assertKnownFields(
@@ -132,32 +139,24 @@ function resolve<Req extends IncomingMessage>(
   const title = options.title ?? OPERATOR_DEFAULTS.consoleTitle;
   const lockedLimit = options.lockedLimit ?? OPERATOR_DEFAULTS.consoleLockedLimit;
   if (typeof title !== 'string' || title === '') {
-    throw new RateLimitConfigError(
-      'ERR_OPTION',
-      `operatorConsole: title must be a non-empty string, got ${describe(title)}`,
-    );
+    refuse('ERR_OPTION', 'operatorConsole', mustBe('title', 'a non-empty string', title));
   }
   if (!Number.isSafeInteger(lockedLimit) || lockedLimit < 1 || lockedLimit > 1000) {
-    throw new RateLimitConfigError(
-      'ERR_OPTION',
-      `operatorConsole: lockedLimit must be an integer from 1 to 1000, got ${describe(lockedLimit)}`,
-    );
+    refuse('ERR_OPTION', 'operatorConsole', mustBe('lockedLimit', 'an integer from 1 to 1000', lockedLimit));
   }
   const list = Array.isArray(limiters) ? limiters : [limiters];
   const byRule = new Map<string, Limiter>();
   for (const limiter of list as Limiter[]) {
     if (typeof limiter?.reset !== 'function' || !Array.isArray(limiter.rules)) {
-      throw new RateLimitConfigError(
+      refuse(
         'ERR_OPTION',
-        `operatorConsole: expects a limiter from createLimiter (or an array of them), got ${describe(limiter)}`,
+        'operatorConsole',
+        `expects a limiter from createLimiter (or an array of them), got ${describe(limiter)}`,
       );
     }
     for (const rule of limiter.rules) {
       if (byRule.has(rule.name)) {
-        throw new RateLimitConfigError(
-          'ERR_OPTION',
-          `operatorConsole: two limiters have a rule named '${rule.name}'`,
-        );
+        refuse('ERR_OPTION', 'operatorConsole', `two limiters have a rule named '${rule.name}'`);
       }
       byRule.set(rule.name, limiter);
     }
