@@ -1,67 +1,104 @@
 // redis-server instructions per decision, counted by callgrind: deterministic, unlike CPU time on a shared machine.
-// Usage: npx tsx bench/redis-callgrind.ts [name-regex]   (CALLGRIND_DECISIONS=2000; CALLGRIND_KEEP=1 keeps
-// the dumps, one per case, for callgrind_annotate; REDIS_SERVER_BIN=<path> measures another redis-server, e.g. one
-// built with symbols)
-// Each case runs its decisions in rounds of `batch` requests made at once (one script call per round
-// for ours: the batch a closed-loop client of that concurrency gets), between a zeroing and a dump of
-// callgrind's counters; instructions of redis-server divided by decisions. Needs valgrind.
+// `npm run bench -- redis-cost` runs it (with the MONITOR counts of cost.ts); alone:
+//   npx tsx bench/redis-callgrind.ts [name-regex]   (CALLGRIND_DECISIONS=2000; CALLGRIND_KEEP=1 keeps the dumps,
+//   one per case, for callgrind_annotate; REDIS_SERVER_BIN=<path> measures another redis-server)
+// Each case runs its decisions in rounds of `inFlight` requests made at once (ratekeeper's store batches
+// them: one script call per 32), between a zeroing and a dump of callgrind's counters; instructions of
+// redis-server divided by decisions. Fresh distinct keys, a fixed window of 1,000,000 per 60 s unless
+// named. Needs valgrind.
 
 import { execFile, spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
+import { connectionOf } from '../src/stores/redis-connection.js';
 import { CheckCall } from '../src/stores/redis-protocol.js';
-import { loadScripts } from '../src/stores/redis-scripts.js';
+import { loadScripts, runScript } from '../src/stores/redis-scripts.js';
 import { RedisStore } from '../src/stores/redis-store.js';
 import type { StoreOp, StoreRule } from '../src/stores/store.js';
 import { stopChild, track } from '../test/support/processes.js';
 import { redisServerBinary } from '../test/support/redis/redis-process.js';
 import { freePort } from '../test/support/redis.js';
+import { expressRedis, flexibleRedis } from './peers.js';
+import { num, ratio, type Section, type Table, textTable } from './report.js';
 
 const run = promisify(execFile);
-const decisions = Number(process.env.CALLGRIND_DECISIONS ?? 2000);
-const filter = process.argv[2] ? new RegExp(process.argv[2], 'i') : undefined;
 
-/** The raw floor's script (bench/raw-floor.ts): one EVALSHA per decision. */
-const RAW_FIXED = `
-if redis.call('SET', KEYS[1], 1, 'NX', 'PX', ARGV[2]) then return 1 end
-if redis.call('INCR', KEYS[1]) <= tonumber(ARGV[1]) then return 1 end
+/** The floors' decision: INCR, and PEXPIRE when the key is new; admitted while at most the limit. */
+const FLOOR_ONE = `
+local n = redis.call('INCR', KEYS[1])
+if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+if n <= tonumber(ARGV[1]) then return 1 end
 return 0
 `;
+/** The same for every key of the call: the batched floor. */
+const FLOOR_MANY = `
+local limit, out = tonumber(ARGV[1]), {}
+for i = 1, #KEYS do
+  local n = redis.call('INCR', KEYS[i])
+  if n == 1 then redis.call('PEXPIRE', KEYS[i], ARGV[2]) end
+  if n <= limit then out[i] = 1 else out[i] = 0 end
+end
+return out
+`;
+const FLOOR_LIBRARY = `#!lua name=rkbenchfloor
+redis.register_function('rkbench_floor_one', function(KEYS, ARGV)${FLOOR_ONE}end)
+redis.register_function('rkbench_floor_many', function(KEYS, ARGV)${FLOOR_MANY}end)
+`;
 
+const LIMIT = 1_000_000;
+const WINDOW_MS = 60_000;
+
+/** One measured subject. */
 interface Case {
+  /** Short name: the row of the table, and what the targets refer to. */
+  id: string;
   name: string;
   /** Requests made at once per round. */
-  batch: number;
-  /** Decides one request on key `key`. */
+  inFlight: number;
+  /** Decides one request on the fresh identity `key`. */
   decide(key: string): Promise<unknown>;
+  /** Sends what decide() left queued (the floors' batches). */
+  flush?(): Promise<unknown>;
 }
 
-function storeRule(name: string, type: StoreRule['type'], sizeMs: number): StoreRule {
+export interface CallgrindRow {
+  id: string;
+  name: string;
+  inFlight: number;
+  /** redis-server instructions per decision: all, and inside the script commands only. */
+  all: number;
+  scripts: number;
+}
+
+function storeRule(name: string, type: StoreRule['type'], lockout = false): StoreRule {
   return {
     name,
     type,
-    sizeMs,
+    sizeMs: WINDOW_MS,
     buckets: type === 'sliding' ? 10 : 0,
     // Token bucket and GCRA: the capacity is the op's limit.
     burst: 0,
-    lockout: undefined,
+    lockout: lockout ? { durationMs: 60_000, escalate: 1, maxDurationMs: 0, forgetAfterMs: 0 } : undefined,
     dryRun: false,
-  };
+  } as StoreRule;
 }
 
 function storeCase(
   store: RedisStore,
+  id: string,
   name: string,
   rules: StoreRule[],
-  batch: number,
+  inFlight: number,
   keyOf: (key: string) => string = (key) => key,
 ): Case {
   return {
+    id,
     name,
-    batch,
+    inFlight,
     decide(fresh) {
       const key = keyOf(fresh);
       const nowMs = store.now();
@@ -69,7 +106,7 @@ function storeCase(
         rule,
         key,
         cost: 1,
-        limit: 1_000_000,
+        limit: LIMIT,
         ...(rule.type === 'calendar' && {
           periodEndMs: nowMs + 86_400_000,
           nextPeriodEndMs: nowMs + 172_800_000,
@@ -81,28 +118,69 @@ function storeCase(
 }
 
 /**
- * lua/check.lua's cross-slot form (a Cluster master's batch of several slots), called directly: on a
- * standalone server its cost per decision is what a Cluster master pays for such a batch.
+ * lua/check.lua's cross-slot form (a Cluster master's batch of several slots), called as the store calls
+ * it: on a standalone server its cost per decision is what a Cluster master pays for such a batch.
  */
-function crossSlotCase(client: Redis, rule: StoreRule, batch: number): Case {
+function crossSlotCase(client: Redis, rule: StoreRule, perCall: number): Case {
   const script = loadScripts().checkCrossSlot;
+  const connection = connectionOf(client);
   let call: CheckCall | undefined;
   return {
-    name: `fixed x1, ${batch} per call, cross-slot`,
-    batch,
+    id: 'fixed cross-slot',
+    name: `ratekeeper fixed, ${perCall} per call, cross-slot (Cluster master)`,
+    inFlight: perCall,
     decide(key) {
       call ??= new CheckCall();
-      const op = { rule, key, cost: 1, limit: 1_000_000 };
+      const op = { rule, key, cost: 1, limit: LIMIT };
       call.add({ prefix: 'cgx', cluster: true }, [op], 'check', false, 'server');
-      if (call.requests < batch) return Promise.resolve();
+      if (call.requests < perCall) return Promise.resolve();
       const { keys } = call;
       const args = [String(keys.length), ...keys, ...call.args()];
       call = undefined;
-      return client.evalsha(script.sha, 1, keys[0] as string, ...args).catch(async (error: unknown) => {
-        if (!String(error).includes('NOSCRIPT')) throw error;
-        return client.eval(script.source, 1, keys[0] as string, ...args);
-      });
+      return runScript(connection, script, keys.slice(0, 1), args);
     },
+  };
+}
+
+/** A floor: one call per decision, or one call per `perCall` decisions; by SHA, or as a function. */
+function floorCase(
+  client: Redis,
+  id: string,
+  name: string,
+  how: { sha: string } | { fn: string },
+  perCall: number,
+): Case {
+  const send = (keys: string[]) =>
+    'sha' in how
+      ? client.evalsha(how.sha, keys.length, ...keys, String(LIMIT), String(WINDOW_MS))
+      : client.call('FCALL', how.fn, String(keys.length), ...keys, String(LIMIT), String(WINDOW_MS));
+  let keys: string[] = [];
+  return {
+    id,
+    name,
+    inFlight: perCall === 1 ? 1 : perCall,
+    decide(key) {
+      keys.push(`floor:${key}`);
+      if (keys.length < perCall) return Promise.resolve();
+      const batch = keys;
+      keys = [];
+      return send(batch);
+    },
+  };
+}
+
+/** A peer's Redis limiter (bench/peers.ts), called as its middleware calls it. */
+async function peerCase(
+  peer: typeof expressRedis,
+  port: number,
+  id: string,
+  name: string,
+  inFlight: number,
+): Promise<{ case: Case; close(): Promise<void> }> {
+  const instance = await peer.create({ limit: LIMIT, windowMs: WINDOW_MS }, { redisPort: port });
+  return {
+    case: { id, name, inFlight, decide: (key) => instance.decide(key) },
+    close: () => instance.close(),
   };
 }
 
@@ -122,22 +200,28 @@ function dumpInstructions(file: string): number {
 }
 
 /**
- * Instructions of a dump spent in the script commands themselves (EVALSHA and EVAL, inclusive): the
- * total less the server's own housekeeping (cron, active expiry) and connection handling, which vary
- * with wall time on a loaded machine.
+ * Instructions of a dump spent in the script commands themselves (EVALSHA, EVAL and FCALL, inclusive):
+ * the total less the server's own housekeeping (cron, active expiry) and connection handling, which
+ * vary with wall time on a loaded machine.
  */
 async function scriptInstructions(file: string): Promise<number> {
   const { stdout } = await run('callgrind_annotate', ['--inclusive=yes', '--threshold=100', file], {
     maxBuffer: 64 * 1024 * 1024,
   });
   let sum = 0;
-  for (const [, n] of stdout.matchAll(/^\s*([\d,]+) \([^)]*\)\s+\S*:(?:evalShaCommand|evalCommand) /gm)) {
-    sum += Number((n as string).replaceAll(',', ''));
-  }
+  const pattern = /^\s*([\d,]+) \([^)]*\)\s+\S*:(?:evalShaCommand|evalCommand|fcallCommand) /gm;
+  for (const [, n] of stdout.matchAll(pattern)) sum += Number((n as string).replaceAll(',', ''));
   return sum;
 }
 
-async function main() {
+/** The redis-server under callgrind, with a client; `measure` counts one case. */
+async function startMeasured(): Promise<{
+  port: number;
+  client: Redis;
+  version: string;
+  measure(c: Case, decisions: number, index: number): Promise<CallgrindRow>;
+  stop(): Promise<void>;
+}> {
   const dir = mkdtempSync(join(tmpdir(), 'rk-callgrind-'));
   const port = await freePort();
   const args = ['--tool=callgrind', `--callgrind-out-file=${join(dir, 'cg.out.%p')}`, redisServerBinary()];
@@ -147,57 +231,20 @@ async function main() {
   const child = track(spawn('valgrind', args, { stdio: 'ignore' }));
   const client = new Redis({ host: '127.0.0.1', port, maxRetriesPerRequest: 1, retryStrategy: () => 200 });
   client.on('error', () => {});
-  const store = new RedisStore({ client, prefix: 'cg' });
-  try {
-    for (let i = 0; i < 200 && client.status !== 'ready'; i++) await new Promise((r) => setTimeout(r, 100));
-    // The store learns which rules have had an override (redis-overrides.ts) on its first decision, and
-    // reads every rule's override until it knows: measured once it does.
-    const overridden = storeRule('ov', 'fixed', 60_000);
-    // Figures from before overrides existed are taken with this same file, without the override cases.
-    const withOverrides = typeof store.override === 'function';
-    if (withOverrides) await store.override(overridden, 'vip', 2_000_000);
-    await store.evaluate([], 'check');
-    await storeCase(store, '', [overridden], 1).decide('first');
-    await new Promise((r) => setTimeout(r, 3000));
-    const rawSha = (await client.script('LOAD', RAW_FIXED)) as string;
-    const raw: Case = {
-      name: 'raw floor script',
-      batch: 1,
-      decide: (key) => client.evalsha(rawSha, 1, `raw:${key}`, '1000000', '60000'),
-    };
-    const fixed = [
-      storeRule('r1', 'fixed', 60_000),
-      storeRule('r2', 'fixed', 120_000),
-      storeRule('r3', 'fixed', 180_000),
-    ];
-    const cases: Case[] = [
-      raw,
-      storeCase(store, 'fixed x1, 1 per call', fixed.slice(0, 1), 1),
-      storeCase(store, 'fixed x1, 8 per call', fixed.slice(0, 1), 8),
-      storeCase(store, 'fixed x1, 32 per call', fixed.slice(0, 1), 32),
-      crossSlotCase(client, fixed[0] as StoreRule, 32),
-      storeCase(store, 'fixed x3, 1 per call', fixed, 1),
-      storeCase(store, 'fixed x3, 32 per call', fixed, 32),
-      ...(['calendar', 'sliding-log', 'sliding', 'token-bucket', 'gcra'] as const).map((type) =>
-        storeCase(store, `${type} x1, 32 per call`, [storeRule(type, type, 60_000)], 32),
-      ),
-      // A rule that has had an override: its keys without one, then one key with one.
-      ...(withOverrides
-        ? [
-            storeCase(store, 'overridden rule, 1 per call', [overridden], 1),
-            storeCase(store, 'overridden rule, 32 per call', [overridden], 32),
-            storeCase(store, 'overridden key, 32 per call', [overridden], 32, () => 'vip'),
-          ]
-        : []),
-    ].filter((c) => c === raw || !filter || filter.test(c.name));
-    console.log(
-      `redis-server instructions per decision (callgrind), ${decisions} decisions per case, fresh keys: all, and in the script commands`,
-    );
-    for (const [n, c] of cases.entries()) {
-      const rounds = Math.ceil(decisions / c.batch);
+  for (let i = 0; i < 300 && client.status !== 'ready'; i++) await new Promise((r) => setTimeout(r, 100));
+  if (client.status !== 'ready')
+    throw new Error('redis-server under valgrind did not start (is valgrind installed?)');
+  const info = await client.info('server');
+  const version = /redis_version:(\S+)/.exec(info)?.[1] ?? 'unknown';
+  return {
+    port,
+    client,
+    version,
+    async measure(c, decisions, n) {
+      const rounds = Math.ceil(decisions / c.inFlight);
       const go = async (label: string, count: number) => {
         for (let r = 0; r < count; r++) {
-          await Promise.all(Array.from({ length: c.batch }, (_, i) => c.decide(`${label}${n}-${r}-${i}`)));
+          await Promise.all(Array.from({ length: c.inFlight }, (_, i) => c.decide(`${label}${n}-${r}-${i}`)));
         }
       };
       await go('w', 20);
@@ -205,21 +252,182 @@ async function main() {
       await go('m', rounds);
       await run('callgrind_control', ['-d', String(child.pid)]);
       const dump = lastDump(dir);
-      const per = (n: number) =>
-        Math.round(n / (rounds * c.batch))
-          .toLocaleString('en')
-          .padStart(10);
-      console.log(
-        `${c.name.padEnd(30)} ${per(dumpInstructions(dump))} ${per(await scriptInstructions(dump))}`,
-      );
+      const per = (total: number) => Math.round(total / (rounds * c.inFlight));
+      return {
+        id: c.id,
+        name: c.name,
+        inFlight: c.inFlight,
+        all: per(dumpInstructions(dump)),
+        scripts: per(await scriptInstructions(dump)),
+      };
+    },
+    async stop() {
+      client.disconnect();
+      await stopChild(child, 5000);
+      if (process.env.CALLGRIND_KEEP === '1') console.log(`dumps kept in ${dir}`);
+      else rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** The targets, each a ratio of two rows' instructions per decision ('all'). */
+const TARGETS: ReadonlyArray<{ what: string; row: string; over: string; atMost: number }> = [
+  { what: 'fixed, 64 in flight, vs the batched floor (c)', row: 'fixed 64', over: 'c', atMost: 1.5 },
+  {
+    what: 'fixed, 64 in flight, vs rate-limit-redis',
+    row: 'fixed 64',
+    over: 'rate-limit-redis',
+    atMost: 0.75,
+  },
+  { what: 'fixed, 1 in flight, vs the single-decision floor (a)', row: 'fixed 1', over: 'a', atMost: 1.2 },
+  { what: '3 fixed rules vs 1, 64 in flight', row: 'fixed x3 64', over: 'fixed 64', atMost: 2.2 },
+  { what: 'sliding, 64 in flight, vs (c)', row: 'sliding 64', over: 'c', atMost: 2.5 },
+  { what: 'sliding-log, 64 in flight, vs (c)', row: 'sliding-log 64', over: 'c', atMost: 2.5 },
+  { what: 'calendar, 64 in flight, vs (c)', row: 'calendar 64', over: 'c', atMost: 2 },
+  { what: 'token-bucket, 64 in flight, vs (c)', row: 'token-bucket 64', over: 'c', atMost: 2 },
+  { what: 'gcra, 64 in flight, vs (c)', row: 'gcra 64', over: 'c', atMost: 2 },
+];
+
+/** Runs every case against one redis-server under callgrind, in one run; `filter` picks cases by name. */
+export async function runRedisCallgrind(
+  log: (line: string) => void,
+  options: { decisions?: number; filter?: RegExp } = {},
+): Promise<{ section: Section; rows: CallgrindRow[] }> {
+  const decisions = options.decisions ?? Number(process.env.CALLGRIND_DECISIONS ?? 2000);
+  const server = await startMeasured();
+  const { client, port } = server;
+  const store = new RedisStore({ client, prefix: 'cg' });
+  const closers: Array<() => Promise<void>> = [];
+  const rows: CallgrindRow[] = [];
+  try {
+    // The store learns which rules have had an override (redis-overrides.ts) on its first decision, and
+    // reads every rule's override until it knows: measured once it does.
+    const overridden = storeRule('ov', 'fixed');
+    await store.override?.(overridden, 'vip', 2 * LIMIT);
+    await storeCase(store, '', '', [overridden], 1).decide('first');
+    await new Promise((r) => setTimeout(r, 3000));
+    const oneSha = (await client.script('LOAD', FLOOR_ONE)) as string;
+    const manySha = (await client.script('LOAD', FLOOR_MANY)) as string;
+    await client.call('FUNCTION', 'LOAD', 'REPLACE', FLOOR_LIBRARY);
+    const express = await peerCase(
+      expressRedis,
+      port,
+      'rate-limit-redis',
+      'rate-limit-redis (express-rate-limit)',
+      64,
+    );
+    const flexible = await peerCase(
+      flexibleRedis,
+      port,
+      'rate-limiter-flexible',
+      'rate-limiter-flexible',
+      64,
+    );
+    closers.push(express.close, flexible.close);
+    const fixed = [storeRule('r1', 'fixed'), storeRule('r2', 'fixed'), storeRule('r3', 'fixed')];
+    const floors = new Set(['a', 'b', 'c', 'd']);
+    const cases: Case[] = [
+      floorCase(
+        client,
+        'a',
+        '(a) floor: one EVALSHA per decision (INCR; PEXPIRE when new)',
+        { sha: oneSha },
+        1,
+      ),
+      floorCase(client, 'b', '(b) the same as a Redis function (FCALL)', { fn: 'rkbench_floor_one' }, 1),
+      floorCase(client, 'c', '(c) batched floor: one EVALSHA deciding 32 keys', { sha: manySha }, 32),
+      floorCase(client, 'd', '(d) the same as a Redis function (FCALL)', { fn: 'rkbench_floor_many' }, 32),
+      express.case,
+      flexible.case,
+      storeCase(store, 'fixed 1', 'ratekeeper fixed, 1 in flight', fixed.slice(0, 1), 1),
+      storeCase(store, 'fixed 64', 'ratekeeper fixed, 64 in flight', fixed.slice(0, 1), 64),
+      crossSlotCase(client, fixed[0] as StoreRule, 32),
+      storeCase(store, 'fixed x3 1', 'ratekeeper 3 fixed rules of one identity, 1 in flight', fixed, 1),
+      storeCase(store, 'fixed x3 64', 'ratekeeper 3 fixed rules of one identity, 64 in flight', fixed, 64),
+      ...(['calendar', 'token-bucket', 'gcra', 'sliding', 'sliding-log'] as const).map((type) =>
+        storeCase(store, `${type} 64`, `ratekeeper ${type}, 64 in flight`, [storeRule(type, type)], 64),
+      ),
+      storeCase(
+        store,
+        'lockout 64',
+        'ratekeeper fixed with a lockout, 64 in flight',
+        [storeRule('lk', 'fixed', true)],
+        64,
+      ),
+      storeCase(
+        store,
+        'overridden rule 64',
+        'ratekeeper rule that has had an override, 64 in flight',
+        [overridden],
+        64,
+      ),
+      storeCase(
+        store,
+        'overridden key 64',
+        'ratekeeper key with an override, 64 in flight',
+        [overridden],
+        64,
+        () => 'vip',
+      ),
+    ].filter((c) => floors.has(c.id) || !options.filter || options.filter.test(c.name));
+    log(`redis-server ${server.version} under callgrind, ${decisions} decisions per case, fresh keys`);
+    for (const [n, c] of cases.entries()) {
+      const row = await server.measure(c, decisions, n);
+      rows.push(row);
+      log(`  ${c.name.padEnd(62)} ${num(row.all).padStart(9)} ${num(row.scripts).padStart(9)}`);
     }
   } finally {
     await store.close();
-    client.disconnect();
-    await stopChild(child, 5000);
-    if (process.env.CALLGRIND_KEEP === '1') console.log(`dumps kept in ${dir}`);
-    else rmSync(dir, { recursive: true, force: true });
+    for (const close of closers) await close().catch(() => {});
+    await server.stop();
   }
+  return { section: callgrindSection(rows, server.version, decisions), rows };
 }
 
-await main();
+function callgrindSection(rows: CallgrindRow[], version: string, decisions: number): Section {
+  const by = new Map(rows.map((r) => [r.id, r]));
+  const over = (row: CallgrindRow, id: string) => {
+    const base = by.get(id);
+    return base === undefined ? undefined : row.all / base.all;
+  };
+  const table: Table = {
+    title: `redis-server instructions per decision (callgrind, redis-server ${version})`,
+    columns: ['subject', 'in flight', 'Ir / decision', 'in script commands', 'vs (a)', 'vs (c)'],
+    rows: rows.map((r) => [
+      r.name,
+      String(r.inFlight),
+      num(r.all),
+      num(r.scripts),
+      ratio(over(r, 'a')),
+      ratio(over(r, 'c')),
+    ]),
+    notes: [
+      `${decisions} decisions per subject on fresh distinct keys, a fixed window of 1,000,000 per 60 s (other types as named); ` +
+        'instructions of the whole redis-server process between a zeroing and a dump of the counters, divided by decisions.',
+      'In flight: requests made at once; ratekeeper batches them, 32 per script call. Repeat runs agree within about 1%.',
+    ],
+  };
+  const checks: Table = {
+    title: 'Redis cost targets (ratios of the figures above, same run)',
+    columns: ['target', 'measured', 'verdict'],
+    rows: TARGETS.filter((t) => by.has(t.row) && by.has(t.over)).map((t) => {
+      const value = (by.get(t.row) as CallgrindRow).all / (by.get(t.over) as CallgrindRow).all;
+      return [`${t.what} <= ${t.atMost}x`, ratio(value), value <= t.atMost ? 'met' : 'missed'];
+    }),
+  };
+  return {
+    id: 'redis-callgrind',
+    title: 'Redis work per decision (callgrind)',
+    intro:
+      'Instructions redis-server runs per decision, counted by valgrind --tool=callgrind: independent of machine load. ' +
+      'Command: `npm run bench -- redis-cost`.',
+    tables: [table, checks],
+  };
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const filter = process.argv[2] ? new RegExp(process.argv[2], 'i') : undefined;
+  const { section } = await runRedisCallgrind((line) => console.log(line), filter ? { filter } : {});
+  for (const table of section.tables) console.log(textTable(table));
+  process.exit(0);
+}

@@ -3,7 +3,11 @@
 -- module is built on its first use, so a call runs only the algorithms its ops name.
 -- Every algorithm is a table { load(key, op), save(key, state, op, nowMs), evaluate(state, op, nowMs,
 -- add), apply(state, op, nowMs), refund(state, op, nowMs, receipt), expiresAt(state, op) }: the
--- TypeScript twin's methods, plus load and save (state <-> Redis). Times in epoch ms.
+-- TypeScript twin's methods, plus load and save (state <-> Redis). Times in epoch ms. Those whose
+-- state is one string (fixed, calendar, token bucket, gcra) also have decode(value) -> state and
+-- encode(state, op, nowMs) -> value, TTL (ms): what load reads and save writes, for check.lua's
+-- fresh-key path; the others (sliding, sliding log) have prepare(op, nowMs) and create(key, op), which
+-- write the state an op leaves on an empty key (freshAdmits).
 
 -- Window type -> its algorithm, from its module (built on the first require).
 local function build(windowType)
@@ -39,7 +43,63 @@ local function withCost(op, cost)
   local copy = {}
   for k, v in pairs(op) do copy[k] = v end
   copy.cost, copy.costText = cost, tostring(cost)
+  -- Not the original's fresh state (check.lua): that was for its cost.
+  copy.freshAtMs, copy.freshAllowed = nil, nil
   return copy
 end
 
-return { byType = byType, loadLive = loadLive, withCost = withCost }
+-- Whether an op admits on an empty state (its cost fits its limit or burst: the same at any time, for
+-- every algorithm), and when it does, its fresh state at nowMs made ready to write: op.freshValue and
+-- op.freshTtl (algorithms with encode: the value and TTL of the state after the op), or what the
+-- algorithm's prepare sets for its create. Every empty key the op meets at nowMs gets that state
+-- (check.lua). Kept on the op (which a function library keeps between calls) for the time it was
+-- made for: encoded once per op and time.
+local function freshAdmits(op, alg, nowMs)
+  local allowed = op.freshAllowed
+  if allowed == nil then
+    allowed = alg.evaluate(nil, op, nowMs, false).allowed
+    op.freshAllowed = allowed
+  end
+  if allowed and op.freshAtMs ~= nowMs then
+    op.freshAtMs = nowMs
+    if alg.encode then
+      op.freshValue, op.freshTtl = alg.encode(alg.apply(nil, op, nowMs), op, nowMs)
+    else
+      alg.prepare(op, nowMs)
+    end
+  end
+  return allowed
+end
+
+-- SET with both NX and GET: Redis 7.0 and later.
+local SET_NX_GET = (redis.REDIS_VERSION_NUM or 0) >= 0x070000
+
+-- For an op that freshAdmits: the live state its key holds (nil: none, or ended), or true when the key
+-- was empty and now holds the op's fresh state. One command for a string state (SET NX GET: written
+-- only when empty; before Redis 7, GET then SET); a read, then the create's writes, for the others.
+local function readOrCreate(op, alg, key, nowMs)
+  local state
+  if alg.encode then
+    local old
+    if SET_NX_GET then
+      old = redis.call('SET', key, op.freshValue, 'NX', 'GET', 'PX', op.freshTtl)
+    else
+      old = redis.call('GET', key)
+      if not old then redis.call('SET', key, op.freshValue, 'PX', op.freshTtl) end
+    end
+    if not old then return true end
+    state = alg.decode(old)
+  else
+    state = alg.load(key, op)
+    if state == nil then
+      alg.create(key, op)
+      return true
+    end
+  end
+  if alg.expiresAt(state, op) <= nowMs then return nil end
+  return state
+end
+
+return {
+  byType = byType, loadLive = loadLive, withCost = withCost, freshAdmits = freshAdmits, readOrCreate = readOrCreate,
+}

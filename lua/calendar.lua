@@ -22,6 +22,8 @@ end
 local calendar = {
   load = counter.loadCounter,
   save = counter.saveCounter,
+  decode = counter.decodeCounter,
+  encode = counter.encodeCounter,
   evaluate = function(state, op, nowMs, add)
     local endMs = periodEnd(op, nowMs)
     return evaluateCounter(countIn(state, endMs), endMs, op, nowMs, add)

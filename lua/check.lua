@@ -10,44 +10,59 @@
 -- is read in its phase 1, so a key the node does not serve fails the request before it writes.
 --
 -- KEYS        per request, per op in order: the op's count key <prefix>:{<identity>}:<rule>, then, only
---             when the op reads its override (protocol.lua readOps: its rule has had one), its override
+--             when the op reads its override (protocol.lua readOp: its rule has had one), its override
 --             key <prefix>:{<identity>}:<rule>:o (value: overrides.lua overrideValue), then, only
 --             when its rule has a lockout (lockout durationMs > 0), its lock key
 --             <prefix>:{<identity>}:<rule>:l (value: protocol.lua lockValue) and its rule's lock index
 --             (a ZSET, score = untilMs in epoch ms, member protocol.lua lockIndexMember), in the
 --             identity's slot on a Cluster
--- ARGV[1]     m, number of distinct ops, then m x the 13 fields of an op (protocol.lua readOps)
--- then        s, number of distinct request shapes, then per shape:
+-- ARGV        when every request has the same shape (the usual call): now, shape, then per request the
+--             identity (the limiter's key string) of each of its ops whose rule has a lockout; the
+--             requests are as many as their keys make. Else: 'shapes', s (the number of distinct
+--             shapes), s x (now, shape), r (the number of requests), then per request the index of its
+--             shape among the s, followed by those identities.
 --   now       epoch ms; 'server' (SERVER_TIME) for the server's TIME, read once per call: the requests
 --             are simultaneous
---   mode      'check' | 'peek' | 'record'
---   nothing   '1': decide and lock, but consume nothing (a Cluster group after a group that denied); else '0'
---   n         number of ops, followed by the index of each op among the m
--- then        r, number of requests, then per request: the index of its shape among the s, followed by
---             the identity (the limiter's key string) of each of its ops whose rule has a lockout
+--   shape     text: mode ('check' | 'peek' | 'record'), '|', nothing ('1': decide and lock, but consume
+--             nothing (a Cluster group after a group that denied); else '0'), then per op '|' and the
+--             op's text (protocol.lua readOp); read once and kept (protocol.lua memo)
 -- Reply: flat array of integers: the server's time (epoch ms; 0 when no request asked for it), then
---   per request, per op: head = the sum of the Flag values that hold + LEVEL_UNIT x level; remaining
---   (units), resetMs, count (units), receipt; then retryAfterMs (ms) when Flag.RETRY_AFTER_FOLLOWS,
---   lockedUntil (epoch ms) when Flag.LOCKED_UNTIL_FOLLOWS, the limit in force (units) when
---   Flag.OVERRIDDEN (an override decided it; else the op's limit did).
+--   per request, per op: head = the sum of the Flag values that hold + LEVEL_UNIT x level; then, unless
+--   Flag.FRESH, remaining (units), resetMs, count (units), receipt; then retryAfterMs (ms) when
+--   Flag.RETRY_AFTER_FOLLOWS, lockedUntil (epoch ms) when Flag.LOCKED_UNTIL_FOLLOWS, the limit in force
+--   (units) when Flag.OVERRIDDEN (an override decided it; else the op's limit did).
+--   Flag.FRESH alone: the op's key held no state, and the op was counted: its result is its
+--   algorithm's verdict on an empty state at the request's time (the TypeScript twin's, which the
+--   parity test holds equal), and nothing else follows.
 --   A request whose evaluation raised an error has, in place of all this, the error's message (a string).
+--
+-- Requests of a plain shape (mode check, consuming, no lockout, no override: most requests) take a
+-- path of their own (decidePlain): the same verdicts without the lock and override steps. There a
+-- key whose state is one string is written first, optimistically: `SET key <fresh state> NX GET PX`
+-- creates it when it was empty (the fresh state is encoded once per op and call: every new key of the
+-- call gets the same value), or returns what it held, written nothing; a request that then denies
+-- deletes the keys it created, which were empty. Needs Redis 7 (SET NX GET); before, GET then SET.
 
 local protocol, values, algorithms = require('protocol'), require('values'), require('algorithms')
-local clockMs, readOps, opIndex = protocol.clockMs, protocol.readOps, protocol.opIndex
+local clockMs, readOp, memo = protocol.clockMs, protocol.readOp, protocol.memo
 local SERVER_TIME = protocol.SERVER_TIME
+-- ARGV[1] of a call whose requests have several shapes.
+local SHAPES = 'shapes'
 local num, ttlMs = values.num, values.ttlMs
 local byType, loadLive, withCost = algorithms.byType, algorithms.loadLive, algorithms.withCost
+local freshAdmits, readOrCreate = algorithms.freshAdmits, algorithms.readOrCreate
 
 -- The bits of a reply head (Flag in src/stores/redis-protocol.ts: the same names and values).
 local Flag = {
   ALLOWED = 1, LOCKED = 2, LOCKED_NOW = 4, RETRY_AFTER_FOLLOWS = 8, LOCKED_UNTIL_FOLLOWS = 16, OVERRIDDEN = 32,
+  FRESH = 64,
 }
 -- The level counts in multiples of this, above the flags.
-local LEVEL_UNIT = 64
+local LEVEL_UNIT = 128
 -- As locals: read for every result.
 local ALLOWED, LOCKED, LOCKED_NOW = Flag.ALLOWED, Flag.LOCKED, Flag.LOCKED_NOW
 local RETRY_AFTER_FOLLOWS, LOCKED_UNTIL_FOLLOWS = Flag.RETRY_AFTER_FOLLOWS, Flag.LOCKED_UNTIL_FOLLOWS
-local OVERRIDDEN = Flag.OVERRIDDEN
+local OVERRIDDEN, FRESH = Flag.OVERRIDDEN, Flag.FRESH
 
 -- The request being decided (upvalues of the helpers below): its ops are its shape's (a copy, in
 -- `decided`, when some read an override), its other tables are reused by the next request.
@@ -55,6 +70,8 @@ local OVERRIDDEN = Flag.OVERRIDDEN
 -- request's shape has ops that read one (`reads`).
 local mode, nowMs, denied
 local ops, countKeys, lockKeys, indexKeys, identities, states, results = {}, {}, {}, {}, {}, {}, {}
+-- decidePlain: per op, whether it created its key (its result is then its fresh state's).
+local created = {}
 -- Made by the first request that reads an override: a call without one pays nothing for them.
 local decided, overrideKeys, overrides
 
@@ -161,54 +178,181 @@ local function decide(n, requestMode, consumeNothing, requestNowMs, reads)
   end
 end
 
--- firstKey, firstArg: where the keys and the arguments described above start (1, 1 unless cross-slot).
-return function(KEYS, ARGV, firstKey, firstArg)
-  local distinct, at = readOps(ARGV, firstArg)
-  local shapes = {}
-  local shapeCount = ARGV[at] + 0
-  at = at + 1
-  for j = 1, shapeCount do
-    local n = ARGV[at + 3] + 0
-    local shapeOps, locks, reads = {}, {}, false
-    for i = 1, n do
-      local op = distinct[opIndex(ARGV[at + 3 + i])]
-      shapeOps[i], locks[i] = op, op.lockMs ~= 0
+-- decide() for a request of a plain shape (see the header): `optimistic`, its count keys are distinct
+-- (and SET NX GET is there, for string states). Results in `results`, or created[i] for an op that
+-- created its key.
+local function decidePlain(n, requestNowMs, optimistic)
+  nowMs, denied = requestNowMs, false
+  -- Phase 1: decide every op; only keys that were empty are written (created).
+  for i = 1, n do
+    local op, key = ops[i], countKeys[i]
+    local alg = byType[op.type]
+    local state
+    if optimistic and op.cost > 0 and freshAdmits(op, alg, nowMs) then
+      state = readOrCreate(op, alg, key, nowMs)
+    else
+      state = loadLive(alg, key, op, nowMs)
+    end
+    if state == true then
+      created[i] = true
+    else
+      local r = alg.evaluate(state, op, nowMs, false)
+      r.level = 0
+      if not r.allowed and not op.dryRun then denied = true end
+      states[i], results[i] = state, r
+    end
+  end
+  -- Phase 2: all consume, or none does (a created key is deleted: it was empty).
+  for i = 1, n do
+    local op = ops[i]
+    if created[i] then
+      if denied then
+        redis.call('DEL', countKeys[i])
+        created[i] = false
+        local now = byType[op.type].evaluate(nil, withCost(op, 0), nowMs, false)
+        now.receipt, now.level = 0, 0
+        results[i] = now
+      end
+    else
+      local r = results[i]
+      local alg = byType[op.type]
+      if not denied and r.allowed and op.cost > 0 then
+        alg.save(countKeys[i], alg.apply(states[i], op, nowMs), op, nowMs)
+      elseif r.allowed then
+        -- Admitted but not consumed (another rule denied, or it costs nothing): the state as it is.
+        local now = alg.evaluate(states[i], withCost(op, 0), nowMs, false)
+        r.remaining, r.resetMs, r.count, r.receipt = now.remaining, now.resetMs, now.count, 0
+      else
+        r.receipt = 0
+      end
+    end
+  end
+end
+
+-- A request shape from its text (see the header): { mode, consumeNothing, n, ops, locks, reads, plain,
+-- keys }; `keys`: how many KEYS each request of the shape has.
+local readShape = memo(function(text)
+  local mode, nothing
+  local n, shapeOps, locks, reads, keys = 0, {}, {}, false, 0
+  for part in string.gmatch(text, '[^|]+') do
+    if mode == nil then
+      mode = part
+    elseif nothing == nil then
+      nothing = part
+    else
+      n = n + 1
+      local op = readOp(part)
+      shapeOps[n], locks[n] = op, op.lockMs ~= 0
+      keys = keys + 1
+      if locks[n] then keys = keys + 2 end
       if op.readsOverride then
+        keys = keys + 1
         if not reads then
           reads = {}
           for k = 1, n do reads[k] = false end
         end
-        reads[i] = true
+        reads[n] = true
+      elseif reads then
+        reads[n] = false
       end
     end
-    local fixedNowMs = false
-    if ARGV[at] ~= SERVER_TIME then fixedNowMs = ARGV[at] + 0 end
-    shapes[j] = {
-      nowMs = fixedNowMs, mode = ARGV[at + 1], consumeNothing = ARGV[at + 2] == '1', n = n, ops = shapeOps,
-      locks = locks, reads = reads,
-    }
-    at = at + 4 + n
   end
+  local plain = mode == 'check' and nothing == '0' and not reads
+  for i = 1, n do
+    if locks[i] then plain = false end
+  end
+  return {
+    mode = mode, consumeNothing = nothing == '1', n = n, ops = shapeOps, locks = locks, reads = reads,
+    plain = plain, keys = keys,
+  }
+end)
 
-  local serverMs = nil
-  local reply = { 0 }
-  local b = 1
-  local keyAt = firstKey
-  local requests = ARGV[at] + 0
-  at = at + 1
-  for _ = 1, requests do
-    local shape = shapes[ARGV[at] + 0]
-    at = at + 1
-    local requestNowMs = shape.nowMs
-    if not requestNowMs then
-      if serverMs == nil then
-        serverMs = clockMs(SERVER_TIME)
-        reply[1] = serverMs
-      end
-      requestNowMs = serverMs
+-- Whether the request's n count keys are distinct (a key written optimistically is read by no other op).
+local function distinctKeys(n)
+  for i = 2, n do
+    for k = 1, i - 1 do
+      if countKeys[i] == countKeys[k] then return false end
     end
-    local n, locks, reads = shape.n, shape.locks, shape.reads
-    ops = shape.ops
+  end
+  return true
+end
+
+-- Appends the result r of an op to the reply at b (see the header); returns the new end.
+local function put(reply, b, r, override)
+  local retryAfterMs, lockedUntil = r.retryAfterMs, r.lockedUntil or 0
+  local head = LEVEL_UNIT * r.level
+  if override then head = head + OVERRIDDEN end
+  if r.allowed then head = head + ALLOWED end
+  if r.locked then head = head + LOCKED end
+  if r.lockedNow then head = head + LOCKED_NOW end
+  if retryAfterMs ~= 0 then head = head + RETRY_AFTER_FOLLOWS end
+  if lockedUntil ~= 0 then head = head + LOCKED_UNTIL_FOLLOWS end
+  reply[b + 1], reply[b + 2], reply[b + 3], reply[b + 4], reply[b + 5] =
+    head, r.remaining, r.resetMs, r.count, r.receipt
+  b = b + 5
+  if retryAfterMs ~= 0 then
+    b = b + 1
+    reply[b] = retryAfterMs
+  end
+  if lockedUntil ~= 0 then
+    b = b + 1
+    reply[b] = lockedUntil
+  end
+  if override then
+    b = b + 1
+    reply[b] = override.limit
+  end
+  return b
+end
+
+-- The one op of a plain request that may create its key, when the call holds only this request: no
+-- pcall (its error is the call's), and a created key answered at once.
+local function decideAlone(shape, key, requestNowMs, reply)
+  nowMs = requestNowMs
+  local op = shape.ops[1]
+  local alg = byType[op.type]
+  if op.cost > 0 and freshAdmits(op, alg, nowMs) then
+    local state = readOrCreate(op, alg, key, nowMs)
+    if state == true then
+      reply[2] = FRESH
+      return
+    end
+    local r = alg.evaluate(state, op, nowMs, false)
+    r.level = 0
+    if r.allowed then
+      alg.save(key, alg.apply(state, op, nowMs), op, nowMs)
+    else
+      r.receipt = 0
+    end
+    put(reply, 1, r, false)
+    return
+  end
+  ops, countKeys[1], created[1] = shape.ops, key, false
+  decidePlain(1, nowMs, true)
+  put(reply, 1, results[1], false)
+end
+
+-- Decides one request of `shape` at requestNowMs: its keys from KEYS[keyAt], its lockout identities
+-- from ARGV[at]; its results appended to the reply at b. Returns the next keyAt, at and b.
+local function decideRequest(shape, requestNowMs, KEYS, keyAt, ARGV, at, reply, b)
+  local n, locks, reads = shape.n, shape.locks, shape.reads
+  ops = shape.ops
+  local ok, err
+  if shape.plain then
+    for i = 1, n do
+      countKeys[i] = KEYS[keyAt]
+      keyAt = keyAt + 1
+      created[i] = false
+    end
+    ok, err = pcall(decidePlain, n, requestNowMs, n == 1 or distinctKeys(n))
+    if not ok then
+      -- A failed request leaves nothing: the keys it created were empty.
+      for i = 1, n do
+        if created[i] then redis.pcall('DEL', countKeys[i]) end
+        created[i] = false
+      end
+    end
+  else
     if reads then
       if decided == nil then decided, overrideKeys, overrides = {}, {}, {} end
       -- The shape's ops stay as sent: an override changes this request's copy.
@@ -229,43 +373,79 @@ return function(KEYS, ARGV, firstKey, firstArg)
       else
         lockKeys[i] = false
       end
+      created[i] = false
     end
-    local ok, err = pcall(decide, n, shape.mode, shape.consumeNothing, requestNowMs, reads)
-    if ok then
-      -- The results, as the header says.
-      for i = 1, n do
-        local r = results[i]
-        local retryAfterMs, lockedUntil = r.retryAfterMs, r.lockedUntil or 0
-        local override = reads and overrides[i]
-        local head = LEVEL_UNIT * r.level
-        if override then head = head + OVERRIDDEN end
-        if r.allowed then head = head + ALLOWED end
-        if r.locked then head = head + LOCKED end
-        if r.lockedNow then head = head + LOCKED_NOW end
-        if retryAfterMs ~= 0 then head = head + RETRY_AFTER_FOLLOWS end
-        if lockedUntil ~= 0 then head = head + LOCKED_UNTIL_FOLLOWS end
-        reply[b + 1], reply[b + 2], reply[b + 3], reply[b + 4], reply[b + 5] =
-          head, r.remaining, r.resetMs, r.count, r.receipt
-        b = b + 5
-        if retryAfterMs ~= 0 then
-          b = b + 1
-          reply[b] = retryAfterMs
-        end
-        if lockedUntil ~= 0 then
-          b = b + 1
-          reply[b] = lockedUntil
-        end
-        if override then
-          b = b + 1
-          reply[b] = override.limit
-        end
-      end
-    else
-      -- redis.call raises a table { err = message } in Redis 7, a string before.
-      if type(err) == 'table' then err = err.err end
+    ok, err = pcall(decide, n, shape.mode, shape.consumeNothing, requestNowMs, reads)
+  end
+  if not ok then
+    -- redis.call raises a table { err = message } in Redis 7, a string before.
+    if type(err) == 'table' then err = err.err end
+    b = b + 1
+    reply[b] = tostring(err)
+    return keyAt, at, b
+  end
+  for i = 1, n do
+    if created[i] then
       b = b + 1
-      reply[b] = tostring(err)
+      reply[b] = FRESH
+    else
+      b = put(reply, b, results[i], reads and overrides[i])
     end
+  end
+  return keyAt, at, b
+end
+
+-- firstKey, firstArg: where the keys and the arguments described above start (1, 1 unless cross-slot);
+-- keyCount: how many keys there are.
+return function(KEYS, ARGV, firstKey, firstArg, keyCount)
+  local reply = { 0, 0 }
+  local at = firstArg
+  local now = ARGV[at]
+  if now ~= SHAPES then
+    -- One shape, whose requests fill KEYS (the usual call).
+    local shape = readShape(ARGV[at + 1])
+    if now == SERVER_TIME then
+      now = clockMs(SERVER_TIME)
+      reply[1] = now
+    else
+      now = now + 0
+    end
+    if keyCount == shape.keys and shape.plain and shape.n == 1 then
+      decideAlone(shape, KEYS[firstKey], now, reply)
+      return reply
+    end
+    local b, keyAt, last = 1, firstKey, firstKey + keyCount - 1
+    at = at + 2
+    while keyAt <= last do
+      keyAt, at, b = decideRequest(shape, now, KEYS, keyAt, ARGV, at, reply, b)
+    end
+    return reply
+  end
+  local shapes, nows = {}, {}
+  local shapeCount = ARGV[at + 1] + 0
+  at = at + 2
+  for j = 1, shapeCount do
+    local fixedNowMs = false
+    if ARGV[at] ~= SERVER_TIME then fixedNowMs = ARGV[at] + 0 end
+    nows[j], shapes[j] = fixedNowMs, readShape(ARGV[at + 1])
+    at = at + 2
+  end
+  local serverMs = nil
+  local b, keyAt = 1, firstKey
+  local requests = ARGV[at] + 0
+  at = at + 1
+  for _ = 1, requests do
+    local j = ARGV[at] + 0
+    at = at + 1
+    local requestNowMs = nows[j]
+    if not requestNowMs then
+      if serverMs == nil then
+        serverMs = clockMs(SERVER_TIME)
+        reply[1] = serverMs
+      end
+      requestNowMs = serverMs
+    end
+    keyAt, at, b = decideRequest(shapes[j], requestNowMs, KEYS, keyAt, ARGV, at, reply, b)
   end
   return reply
 end

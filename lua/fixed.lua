@@ -1,8 +1,9 @@
 -- Fixed window (src/algorithms/fixed.ts): starts at the first counted hit, lasts sizeMs.
 -- A module (require('fixed')), not a script: no KEYS, no ARGV, no reply of its own. Its algorithm is
 -- called by the drivers (check.lua, refund.lua) with an op's count key (one of their KEYS) and the op
--- decoded from their ARGV (protocol.lua readOps); it returns Lua tables. Exports fixed, and the counter
--- calendar.lua shares, as fixed.ts does: evaluateCounter, refundCounter, loadCounter, saveCounter.
+-- decoded from their ARGV (protocol.lua readOp); it returns Lua tables. Exports fixed, and the counter
+-- calendar.lua shares, as fixed.ts does: evaluateCounter, refundCounter, and the counter's value:
+-- decodeCounter, encodeCounter, loadCounter, saveCounter.
 -- State: one string at the count key. Usually the integer endRel * 10^7 + count, where
 -- endRel = endMs - 1577836800000 (ms since 2020-01-01) and count < 10^7, so Redis stores it as an
 -- int-encoded string; when that does not fit (count >= 10^7, a fractional or far-away end),
@@ -14,10 +15,9 @@ local num, ttlMs = values.num, values.ttlMs
 local EPOCH_2020_MS = 1577836800000
 local PACK = 10000000
 
--- { count, endMs, packed }: `packed` when the value is the integer rel * 10^7 + count, which INCRBY
--- can add to (rel > 0: no sign, no leading zero).
-local function loadCounter(key)
-  local s = redis.call('GET', key)
+-- { count, endMs, packed } of a count key's value (nil: none). `packed` when the value is the integer
+-- rel * 10^7 + count, which INCRBY can add to (rel > 0: no sign, no leading zero).
+local function decodeCounter(s)
   if not s then return nil end
   local colon = string.find(s, ':', 1, true)
   if colon then
@@ -30,22 +30,19 @@ local function loadCounter(key)
   return { endMs = rel + EPOCH_2020_MS, count = tonumber(string.sub(s, -7)), packed = rel > 0 }
 end
 
--- `state.add`, set by apply when the stored value is packed and holds the same window: the units
--- added to it, as text (the op's costText). INCRBY then writes it in place, keeping the TTL the
--- window's first write set (the same instant a new PX would name); every other change rewrites value
--- and TTL.
-local function saveCounter(key, state, op, nowMs)
-  if state.add and state.count < PACK then
-    redis.call('INCRBY', key, state.add)
-    return
-  end
+local function loadCounter(key)
+  return decodeCounter(redis.call('GET', key))
+end
+
+-- The value and TTL (ms, as text or number) a state is written with.
+local function encodeCounter(state, op, nowMs)
   local rel = state.endMs - EPOCH_2020_MS
   local value
   if state.count < PACK and state.count == math.floor(state.count) and rel == math.floor(rel)
     and math.abs(rel) < 900000000000 then
     if rel >= 1000000 then
       -- In pieces below 10^6, which '%d' (a C long: 32 bits on some builds) prints exactly, in half
-      -- the time '%.0f' takes: every new window is written here.
+      -- the time '%.0f' takes.
       local high = math.floor(rel / 1000000)
       value = string.format('%d%06d%07d', high, rel - high * 1000000, state.count)
     else
@@ -57,6 +54,19 @@ local function saveCounter(key, state, op, nowMs)
   local ttl = ttlMs(state.endMs, nowMs)
   -- A window starting now lives the op's size: sent as received (see costText in protocol.lua).
   if ttl == op.sizeMs and op.sizeMsText then ttl = op.sizeMsText end
+  return value, ttl
+end
+
+-- `state.add`, set by apply when the stored value is packed and holds the same window: the units
+-- added to it, as text (the op's costText). INCRBY then writes it in place, keeping the TTL the
+-- window's first write set (the same instant a new PX would name); every other change rewrites value
+-- and TTL.
+local function saveCounter(key, state, op, nowMs)
+  if state.add and state.count < PACK then
+    redis.call('INCRBY', key, state.add)
+    return
+  end
+  local value, ttl = encodeCounter(state, op, nowMs)
   redis.call('SET', key, value, 'PX', ttl)
 end
 
@@ -91,6 +101,8 @@ end
 local fixed = {
   load = loadCounter,
   save = saveCounter,
+  decode = decodeCounter,
+  encode = encodeCounter,
   evaluate = function(state, op, nowMs, add)
     -- A missing or ended window reads as a fresh one starting now.
     if state ~= nil and nowMs < state.endMs then
@@ -117,6 +129,8 @@ return {
   fixed = fixed,
   evaluateCounter = evaluateCounter,
   refundCounter = refundCounter,
+  decodeCounter = decodeCounter,
+  encodeCounter = encodeCounter,
   loadCounter = loadCounter,
   saveCounter = saveCounter,
 }

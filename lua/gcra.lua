@@ -37,14 +37,26 @@ local function msUntil(backlog, units, op)
   return ms + ceilDiv((backlog - ms * 1000) * op.limit + units * op.sizeMs * 1000, op.limit * 1000)
 end
 
+-- The state of a count key's value (nil: none).
+local function decode(s)
+  if not s then return nil end
+  return { tatUs = tonumber(s) }
+end
+
+-- The value and TTL (ms) a state is written with.
+local function encode(state, _, nowMs)
+  return num(state.tatUs), ttlMs(math.ceil(state.tatUs / 1000), nowMs)
+end
+
 local gcra = {
+  decode = decode,
+  encode = encode,
   load = function(key)
-    local s = redis.call('GET', key)
-    if not s then return nil end
-    return { tatUs = tonumber(s) }
+    return decode(redis.call('GET', key))
   end,
-  save = function(key, state, _, nowMs)
-    redis.call('SET', key, num(state.tatUs), 'PX', ttlMs(math.ceil(state.tatUs / 1000), nowMs))
+  save = function(key, state, op, nowMs)
+    local value, ttl = encode(state, op, nowMs)
+    redis.call('SET', key, value, 'PX', ttl)
   end,
   evaluate = function(state, op, nowMs, add)
     local burst = op.burst

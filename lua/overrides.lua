@@ -24,6 +24,8 @@ local function withOverride(op, limit)
   local copy = {}
   for k, v in pairs(op) do copy[k] = v end
   copy.limit = limit
+  -- Not the original's fresh state (check.lua): that was for its limit.
+  copy.freshAtMs, copy.freshAllowed = nil, nil
   if op.burstFollows then copy.burst = limit end
   return copy
 end

@@ -3,7 +3,7 @@
 --
 -- KEYS[i]    count key of refund i: <prefix>:{<identity>}:<rule> (all in one slot); after the n count
 --            keys, the override key (<count key>:o) of each refund whose op reads its override, in order
--- ARGV[1]    m, number of distinct ops, then m x the 13 fields of an op (protocol.lua readOps)
+-- ARGV[1]    m, number of distinct ops, then the text of each (protocol.lua readOp)
 -- then       now, epoch ms ('server' for the server's TIME); n, number of refunds; then per refund: the
 --            index of its op among the m, and its receipt, as check.lua returned it
 -- Reply: flat array of integers, 3 per refund: remaining (units), resetMs, count (units): the state
@@ -20,7 +20,7 @@ return function(KEYS, ARGV)
   local reply = {}
   local overrideAt = n + 1
   for i = 1, n do
-    local op = ops[protocol.opIndex(ARGV[at])]
+    local op = ops[ARGV[at] + 0]
     local receipt = ARGV[at + 1] + 0
     at = at + 2
     -- Given back at the limit in force, as the memory store does.

@@ -25,6 +25,17 @@ local function clamp(state, nowMs)
 end
 
 local slidingLog = {
+  -- The state one op leaves on an empty key at nowMs (apply then save, for check.lua's empty keys):
+  -- its entry's score and member, and the TTL.
+  prepare = function(op, nowMs)
+    op.freshScore = num(nowMs)
+    op.freshMember = op.freshScore .. ':' .. num(op.cost)
+    op.freshTtl = ttlMs(nowMs + op.sizeMs, nowMs)
+  end,
+  create = function(key, op)
+    redis.call('ZADD', key, op.freshScore, op.freshMember)
+    redis.call('PEXPIRE', key, op.freshTtl)
+  end,
   load = function(key)
     local members = redis.call('ZRANGE', key, 0, -1)
     if #members == 0 then return nil end

@@ -39,6 +39,17 @@ local function expiryMs(index, op, nowMs)
 end
 
 local sliding = {
+  -- The state one op leaves on an empty key at nowMs (apply then save, for check.lua's empty keys):
+  -- its bucket's field and count, and the TTL.
+  prepare = function(op, nowMs)
+    local index = math.floor(nowMs / width(op))
+    op.freshField, op.freshCount = num(index), num(op.cost)
+    op.freshTtl = ttlMs(math.ceil((index + op.buckets + 1) * width(op)), nowMs)
+  end,
+  create = function(key, op)
+    redis.call('HSET', key, op.freshField, op.freshCount)
+    redis.call('PEXPIRE', key, op.freshTtl)
+  end,
   load = function(key)
     local flat = redis.call('HGETALL', key)
     if #flat == 0 then return nil end

@@ -30,16 +30,27 @@ local function expiresAt(state, op)
   return state.ts + ceilDiv(op.burst * op.sizeMs - state.scaled, op.limit)
 end
 
+-- The state of a count key's value (nil: none).
+local function decode(s)
+  if not s then return nil end
+  local colon = string.find(s, ':', 1, true)
+  return { scaled = tonumber(string.sub(s, 1, colon - 1)), ts = tonumber(string.sub(s, colon + 1)) }
+end
+
+-- The value and TTL (ms) a state is written with.
+local function encode(state, op, nowMs)
+  return num(state.scaled) .. ':' .. num(state.ts), ttlMs(expiresAt(state, op), nowMs)
+end
+
 local tokenBucket = {
+  decode = decode,
+  encode = encode,
   load = function(key)
-    local s = redis.call('GET', key)
-    if not s then return nil end
-    local colon = string.find(s, ':', 1, true)
-    return { scaled = tonumber(string.sub(s, 1, colon - 1)), ts = tonumber(string.sub(s, colon + 1)) }
+    return decode(redis.call('GET', key))
   end,
   save = function(key, state, op, nowMs)
-    local value = num(state.scaled) .. ':' .. num(state.ts)
-    redis.call('SET', key, value, 'PX', ttlMs(expiresAt(state, op), nowMs))
+    local value, ttl = encode(state, op, nowMs)
+    redis.call('SET', key, value, 'PX', ttl)
   end,
   evaluate = function(state, op, nowMs, add)
     local burst, limit, sizeMs = op.burst, op.limit, op.sizeMs

@@ -156,6 +156,7 @@ export class Batcher {
           reply,
           requests.length,
           (r) => (requests[r] as QueuedRequest).ops,
+          (r) => (requests[r] as QueuedRequest).time,
           (r, results, serverMs) => {
             const request = requests[r] as QueuedRequest;
             if (!(results instanceof Error))

@@ -1,5 +1,6 @@
 // The wire between the Redis store and its Lua scripts, in one place: key names, argument layouts,
 // result flags and reply decoding. lua/protocol.lua and lua/check.lua are the other side.
+import { algorithms } from '../algorithms/index.js';
 import { escapeIdentity, escapeRuleName, slotTag, tagSlot } from './redis-hash-tags.js';
 import type { EvalMode, OpResult, StoreOp, StoreRule } from './store.js';
 
@@ -108,32 +109,42 @@ export function timeArgument(time: ScriptTime): string {
 }
 
 /**
- * The first 10 of an op's 13 fields (readOps in lua/protocol.lua), its rule's (type, limit, sizeMs,
- * buckets, burst, dryRun, lockout durationMs (0: none), escalate, maxDurationMs, forgetAfterMs),
- * computed once per rule: rules are immutable once normalized. Limit and burst are placeholders here:
- * OpTable writes the op's own (a limit may differ per request).
+ * The first 10 of an op's 13 fields (readOp in lua/protocol.lua), its rule's (type, limit, sizeMs,
+ * buckets, burst, dryRun, lockout durationMs (0: none), escalate, maxDurationMs, forgetAfterMs), as
+ * the text before and after the limit and burst, computed once per rule: rules are immutable once
+ * normalized. The op's own limit and burst go between (a limit may differ per request).
  */
-const ruleFields = new WeakMap<StoreRule, readonly string[]>();
+interface RuleText {
+  /** `type,` */
+  readonly head: string;
+  /** `,sizeMs,buckets,` */
+  readonly size: string;
+  /** `,flags,lockout fields,` for an op whose override is not read, and for one whose override is. */
+  readonly tail: string;
+  readonly tailReadingOverride: string;
+}
 
-function fieldsOf(rule: StoreRule): readonly string[] {
-  let fields = ruleFields.get(rule);
-  if (fields === undefined) {
+const ruleTexts = new WeakMap<StoreRule, RuleText>();
+
+function textOf(rule: StoreRule): RuleText {
+  let text = ruleTexts.get(rule);
+  if (text === undefined) {
     const lockout = rule.lockout;
-    fields = [
-      rule.type,
-      '',
-      luaNumber(rule.sizeMs),
-      luaNumber(rule.buckets),
-      luaNumber(rule.burst),
-      rule.dryRun ? '1' : '0',
+    const lockFields = [
       luaNumber(lockout?.durationMs ?? 0),
       luaNumber(lockout?.escalate ?? 1),
       luaNumber(lockout?.maxDurationMs ?? 0),
       luaNumber(lockout?.forgetAfterMs ?? 0),
-    ];
-    ruleFields.set(rule, fields);
+    ].join(',');
+    text = {
+      head: `${rule.type},`,
+      size: `,${luaNumber(rule.sizeMs)},${luaNumber(rule.buckets)},`,
+      tail: `,${rule.dryRun ? '1' : '0'},${lockFields},`,
+      tailReadingOverride: `,${overrideFlags(rule)},${lockFields},`,
+    };
+    ruleTexts.set(rule, text);
   }
-  return fields;
+  return text;
 }
 
 /** Whether an op's uses send (and the scripts read) a lock key and a lock index: only rules with a lockout. */
@@ -142,71 +153,58 @@ export function hasLockout(rule: StoreRule): boolean {
 }
 
 /**
- * The flags field of an op whose override is read (readOps in lua/protocol.lua): 2, + 1 for a dry run,
+ * The flags field of an op whose override is read (readOp in lua/protocol.lua): 2, + 1 for a dry run,
  * + 4 when its burst follows the limit (the rule has none of its own). Other ops send '0' or '1'.
  */
 function overrideFlags(rule: StoreRule): string {
   return luaNumber(2 + (rule.dryRun ? 1 : 0) + (rule.burst === 0 ? 4 : 0));
 }
 
-/** A distinct op of one script call: what its uses send. */
-interface OpRef {
-  readonly cost: number;
-  readonly readsOverride: boolean;
-  readonly limit: number;
-  readonly periodEndMs: number;
-  readonly nextPeriodEndMs: number;
-  /** Its 1-based index among the call's distinct ops, as text. */
-  readonly index: string;
+/**
+ * An op as the scripts read it (readOp in lua/protocol.lua): its 13 fields joined by ','. The scripts
+ * keep what they read of each text, so an op seen before costs them a table lookup.
+ */
+export function opText(op: StoreOp, readsOverride: boolean): string {
+  const rule = op.rule;
+  const text = textOf(rule);
+  const limit = luaNumber(op.limit);
+  // The burst an op gives when its rule has none of its own (StoreRule.burst 0): its limit.
+  const burst = rule.burst === 0 ? limit : luaNumber(rule.burst);
+  return (
+    text.head +
+    limit +
+    text.size +
+    burst +
+    (readsOverride ? text.tailReadingOverride : text.tail) +
+    luaNumber(op.cost) +
+    (op.periodEndMs === undefined
+      ? ',0,0'
+      : `,${luaNumber(op.periodEndMs)},${luaNumber(op.nextPeriodEndMs ?? 0)}`)
+  );
 }
 
-/**
- * The distinct ops of one call of lua/check.lua or lua/refund.lua (rule, cost and calendar periods:
- * usually one per rule), each sent once with its 13 fields; every use of an op is then its index.
- */
+/** The distinct ops of one call of lua/refund.lua, each sent once as its text; every use is then its index. */
 export class OpTable {
-  readonly #refs = new Map<StoreRule, OpRef[]>();
-  /** m, then the fields of each distinct op. */
-  readonly #fields: string[] = ['0'];
-  #count = 0;
+  readonly #indexes = new Map<string, string>();
+  /** m, then the text of each distinct op. */
+  readonly #texts: string[] = ['0'];
 
   /** The op's index, as text; the op is added on its first use. `readsOverride`: see OverrideReads. */
   index(op: StoreOp, readsOverride = false): string {
-    const periodEndMs = op.periodEndMs ?? 0;
-    const nextPeriodEndMs = op.nextPeriodEndMs ?? 0;
-    let refs = this.#refs.get(op.rule);
-    if (refs === undefined) {
-      refs = [];
-      this.#refs.set(op.rule, refs);
+    const text = opText(op, readsOverride);
+    let index = this.#indexes.get(text);
+    if (index === undefined) {
+      this.#texts.push(text);
+      index = luaNumber(this.#texts.length - 1);
+      this.#indexes.set(text, index);
     }
-    for (let k = 0; k < refs.length; k++) {
-      const ref = refs[k] as OpRef;
-      if (
-        ref.cost === op.cost &&
-        ref.readsOverride === readsOverride &&
-        ref.periodEndMs === periodEndMs &&
-        ref.nextPeriodEndMs === nextPeriodEndMs
-      ) {
-        return ref.index;
-      }
-    }
-    const fields = fieldsOf(op.rule);
-    const at = this.#fields.length;
-    for (let k = 0; k < fields.length; k++) this.#fields.push(fields[k] as string);
-    // The op's limit, and the burst it gives when the rule has none of its own (StoreRule.burst 0).
-    this.#fields[at + 1] = luaNumber(op.limit);
-    this.#fields[at + 4] = luaNumber(op.rule.burst || op.limit);
-    if (readsOverride) this.#fields[at + 5] = overrideFlags(op.rule);
-    this.#fields.push(luaNumber(op.cost), luaNumber(periodEndMs), luaNumber(nextPeriodEndMs));
-    const index = luaNumber(++this.#count);
-    refs.push({ cost: op.cost, readsOverride, limit: op.limit, periodEndMs, nextPeriodEndMs, index });
     return index;
   }
 
-  /** m, then the 13 fields of each distinct op. */
+  /** m, then the text of each distinct op. */
   fields(): string[] {
-    this.#fields[0] = luaNumber(this.#count);
-    return this.#fields;
+    this.#texts[0] = luaNumber(this.#texts.length - 1);
+    return this.#texts;
   }
 }
 
@@ -233,16 +231,19 @@ function readsOverride(space: KeySpace | undefined, rule: StoreRule): boolean {
 /**
  * One call of lua/check.lua being filled: the KEYS and ARGV of several requests. Requests of the same
  * shape (time, mode, ops) are common (every request through one route has the same rules), so each
- * distinct shape is sent once and each request is its shape's index plus its keys.
+ * distinct shape is sent once and each request is its keys (and its shape's index, when the call has
+ * several).
  */
 export class CheckCall {
   readonly keys: string[] = [];
-  readonly #ops = new OpTable();
+  /** `now shape text` -> its 1-based index. */
   readonly #shapes = new Map<string, string>();
-  /** Per shape: now, mode, consume nothing, n, then n op indexes. */
+  /** Per shape: now, its text. */
   readonly #shapeFields: string[] = [];
   /** Per request: its shape's index, then the identity of each of its lockout ops. */
   readonly #requestFields: string[] = [];
+  /** Where each request's shape index is in #requestFields (left out when the call has one shape). */
+  readonly #indexAt: number[] = [];
   /** Requests and ops added so far. */
   requests = 0;
   ops = 0;
@@ -260,8 +261,8 @@ export class CheckCall {
     time: ScriptTime,
   ): void {
     const now = timeArgument(time);
-    let shape = `${mode} ${consumeNothing ? 'nothing' : 'consume'} ${now}`;
-    const shapeAt = this.#requestFields.length;
+    let shape = consumeNothing ? `${mode}|1` : `${mode}|0`;
+    this.#indexAt.push(this.#requestFields.length);
     this.#requestFields.push('');
     let identity: string | undefined;
     let tag = '';
@@ -280,28 +281,40 @@ export class CheckCall {
         this.keys.push(lockKey(count), lockIndexKey(space.prefix, op.rule.name, indexSlot(space, tag)));
         this.#requestFields.push(identity);
       }
-      shape += `,${this.#ops.index(op, reads)}`;
+      shape += `|${opText(op, reads)}`;
     }
-    let index = this.#shapes.get(shape);
+    const key = `${now} ${shape}`;
+    let index = this.#shapes.get(key);
     if (index === undefined) {
       index = luaNumber(this.#shapes.size + 1);
-      this.#shapes.set(shape, index);
-      this.#shapeFields.push(now, mode, consumeNothing ? '1' : '0', luaNumber(ops.length));
-      for (let i = 0; i < ops.length; i++) {
-        const op = ops[i] as StoreOp;
-        this.#shapeFields.push(this.#ops.index(op, readsOverride(space, op.rule)));
-      }
+      this.#shapes.set(key, index);
+      this.#shapeFields.push(now, shape);
     }
-    this.#requestFields[shapeAt] = index;
+    this.#requestFields[this.#indexAt[this.#indexAt.length - 1] as number] = index;
     this.requests++;
     this.ops += ops.length;
   }
 
   /** The ARGV (see lua/check.lua). */
   args(): string[] {
-    return this.#ops
-      .fields()
-      .concat(luaNumber(this.#shapes.size), this.#shapeFields, luaNumber(this.requests), this.#requestFields);
+    const fields = this.#requestFields;
+    if (this.#shapes.size > 1) {
+      return [
+        'shapes',
+        luaNumber(this.#shapes.size),
+        ...this.#shapeFields,
+        luaNumber(this.requests),
+        ...fields,
+      ];
+    }
+    // One shape: the number of requests and their shape's index go unsaid.
+    const args = this.#shapeFields.slice();
+    let next = 0;
+    for (let i = 0; i < fields.length; i++) {
+      if (i === this.#indexAt[next]) next++;
+      else args.push(fields[i] as string);
+    }
+    return args;
   }
 }
 
@@ -370,9 +383,11 @@ export const Flag = {
   LOCKED_UNTIL_FOLLOWS: 16,
   /** An override decided the limit, which follows (after retryAfterMs and lockedUntil). */
   OVERRIDDEN: 32,
+  /** Alone: the key was empty and the op counted; its result is its algorithm's on an empty state. */
+  FRESH: 64,
 } as const;
 /** The level counts in multiples of this, above the flags (LEVEL_UNIT in lua/check.lua). */
-export const LEVEL_UNIT = 64;
+export const LEVEL_UNIT = 128;
 
 /** The integers of a script reply (integer replies arrive as numbers). */
 export function integers(reply: unknown, expected: number, script: string): number[] {
@@ -396,6 +411,7 @@ export function decodeCheckReply(
   reply: unknown,
   requests: number,
   opsOf: (r: number) => readonly StoreOp[],
+  timeOf: (r: number) => ScriptTime,
   outcome: (r: number, results: OpResult[] | Error, serverMs: number) => void,
 ): void {
   if (!Array.isArray(reply) || typeof reply[0] !== 'number') {
@@ -414,7 +430,8 @@ export function decodeCheckReply(
     }
     const ops = opsOf(r);
     const results: OpResult[] = new Array(ops.length);
-    at = decodeResults(reply, at, ops, results);
+    const time = timeOf(r);
+    at = decodeResults(reply, at, ops, time === SERVER_TIME ? serverMs : time, results);
     if (at < 0) {
       // The reply has lost its shape: nothing after this point can be read either.
       const error = unexpected(reply, 'check');
@@ -426,17 +443,45 @@ export function decodeCheckReply(
 }
 
 /**
- * Reads the results of one request (its `ops`) from `reply`, starting at `at`, into `results`.
- * Returns the position after them, or -1 when the reply does not have that shape.
+ * The result of an op whose key was empty and which counted (Flag.FRESH): its algorithm's verdict on an
+ * empty state at `nowMs`, as lua/check.lua reached it.
+ */
+function freshResult(op: StoreOp, nowMs: number): OpResult {
+  const v = algorithms[op.rule.type].evaluate(undefined, op, nowMs, false);
+  return {
+    allowed: v.allowed,
+    limit: op.limit,
+    overridden: false,
+    remaining: v.remaining,
+    resetMs: v.resetMs,
+    retryAfterMs: v.retryAfterMs,
+    locked: false,
+    count: v.count,
+    receipt: v.receipt,
+    level: 0,
+    lockedUntil: 0,
+    lockedNow: false,
+  };
+}
+
+/**
+ * Reads the results of one request (its `ops`, decided at `nowMs`) from `reply`, starting at `at`, into
+ * `results`. Returns the position after them, or -1 when the reply does not have that shape.
  */
 function decodeResults(
   reply: readonly unknown[],
   at: number,
   ops: readonly StoreOp[],
+  nowMs: number,
   results: OpResult[],
 ): number {
   for (let k = 0; k < results.length; k++) {
     const head = reply[at];
+    if (head === Flag.FRESH) {
+      results[k] = freshResult(ops[k] as StoreOp, nowMs);
+      at++;
+      continue;
+    }
     const remaining = reply[at + 1];
     const resetMs = reply[at + 2];
     const count = reply[at + 3];

@@ -1,15 +1,29 @@
-// The Lua scripts of the Redis store: the lua/ files assembled into scripts, run by SHA.
+// The Lua scripts of the Redis store: the lua/ files assembled into one Redis function library (FCALL),
+// and into scripts run by SHA (EVALSHA) where a server has no functions.
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { RedisConnection } from './redis-connection.js';
 
-/** A script ready to run: its full source and the SHA1 Redis knows it by. */
+/** Every script as one Redis function library, loaded once per server (FUNCTION LOAD). */
+export interface RedisLibrary {
+  readonly name: string;
+  readonly source: string;
+}
+
+/**
+ * A script ready to run: as a function of the store's library (FCALL `fn`), or, where the server has
+ * no functions (Redis < 7, FUNCTION refused by ACL or renamed away), as a script of its own: `source`,
+ * run by its SHA1.
+ */
 export interface RedisScript {
   readonly name: string;
   readonly source: string;
   readonly sha: string;
+  /** Its function's name in `library`. */
+  readonly fn: string;
+  readonly library: RedisLibrary;
 }
 
 export interface RedisScripts {
@@ -37,12 +51,13 @@ export function findLuaDir(from: string = dirname(fileURLToPath(import.meta.url)
 }
 
 /**
- * Every lua/ file is a module: its body runs once, on its first `require(name)` in a call, and what it
- * returns is what `require` gives. A script is the modules `main` requires (and those they require,
- * named as literals), then `main`, the body that reads KEYS and ARGV. Each module has a scope of its
- * own, so its helpers keep the names of their TypeScript twins.
+ * The module loader and the modules `main` requires (and those they require, named as literals).
+ * Every lua/ file is a module: its body runs on its first `require(name)`, and what it returns is what
+ * `require` gives. Each module has a scope of its own, so its helpers keep the names of their
+ * TypeScript twins. In a function library the modules are built once, by the first call that needs
+ * them, and kept for the next calls; a script builds them again on every call.
  */
-export function assembleScript(main: string, dir: string = findLuaDir()): string {
+function assembleModules(main: string, dir: string): string {
   const sources = new Map<string, string>();
   const add = (code: string) => {
     for (const [, name] of code.matchAll(/require\('([\w-]+)'\)/g)) {
@@ -54,13 +69,11 @@ export function assembleScript(main: string, dir: string = findLuaDir()): string
   };
   add(main);
   const names = [...sources.keys()].sort();
-  // Both tables are built by one constructor each, sized once: every call builds them again, and
+  // Both tables are built by one constructor each, sized once: a script builds them on every call, and
   // filling empty tables key by key would grow (rehash) them several times.
   const modules = names.map((name) => `['${name}'] = function()\n${sources.get(name)}\nend,`);
   const unloaded = names.map((name) => `['${name}'] = false,`);
   return [
-    // Redis < 5 refuses writes after TIME unless effects are replicated; 5+ does so by default.
-    'if redis.replicate_commands then redis.replicate_commands() end',
     `local LOADED, MODULES = { ${unloaded.join(' ')} }, nil`,
     'local function require(name)',
     '  local exports = LOADED[name]',
@@ -74,12 +87,63 @@ export function assembleScript(main: string, dir: string = findLuaDir()): string
     'MODULES = {',
     ...modules,
     '}',
+  ].join('\n');
+}
+
+/** A script: the modules, then `main`, the body that reads KEYS and ARGV (run by EVAL/EVALSHA). */
+export function assembleScript(main: string, dir: string = findLuaDir()): string {
+  return [
+    // Redis < 5 refuses writes after TIME unless effects are replicated; 5+ does so by default.
+    'if redis.replicate_commands then redis.replicate_commands() end',
+    assembleModules(main, dir),
     main,
   ].join('\n');
 }
 
-export function makeScript(name: string, source: string): RedisScript {
-  return { name, source, sha: createHash('sha1').update(source).digest('hex') };
+function sha1(text: string): string {
+  return createHash('sha1').update(text).digest('hex');
+}
+
+/** How each script's function calls its driver: `call` reads KEYS and ARGV. */
+interface Driver {
+  readonly name: string;
+  readonly call: string;
+  readonly flags?: string;
+}
+
+const DRIVERS: readonly Driver[] = [
+  { name: 'check', call: "require('check')(KEYS, ARGV, 1, 1, #KEYS)" },
+  {
+    name: 'check_cross_slot',
+    call: "require('check')(ARGV, ARGV, 2, ARGV[1] + 2, ARGV[1] + 0)",
+    flags: 'allow-cross-slot-keys',
+  },
+  { name: 'refund', call: "require('refund')(KEYS, ARGV)" },
+  { name: 'reset', call: "require('reset')(KEYS, ARGV)" },
+  { name: 'override', call: "require('override')(KEYS, ARGV)" },
+];
+
+/**
+ * The library: the modules once, and one function per driver. Its name (and its functions') carries a
+ * hash of its code, so that processes running different versions of ratekeeper on one server each find
+ * their own.
+ */
+function assembleLibrary(dir: string): { library: RedisLibrary; names: Map<string, string> } {
+  const body = [
+    assembleModules(DRIVERS.map((d) => d.call).join('\n'), dir),
+    ...DRIVERS.map((d) => `-- ${d.name}: ${d.call} ${d.flags ?? ''}`),
+  ].join('\n');
+  const tag = sha1(body).slice(0, 16);
+  const names = new Map(DRIVERS.map((d) => [d.name, `ratekeeper_${tag}_${d.name}`]));
+  const register = DRIVERS.map((d) => {
+    const flags = d.flags === undefined ? '' : `'${d.flags}'`;
+    return (
+      `redis.register_function{ function_name = '${names.get(d.name)}', flags = { ${flags} },\n` +
+      `  callback = function(KEYS, ARGV) return ${d.call} end }`
+    );
+  });
+  const source = [`#!lua name=ratekeeper_${tag}`, body, ...register].join('\n');
+  return { library: { name: `ratekeeper_${tag}`, source }, names };
 }
 
 let loaded: RedisScripts | undefined;
@@ -88,14 +152,24 @@ let loaded: RedisScripts | undefined;
 export function loadScripts(): RedisScripts {
   if (loaded !== undefined) return loaded;
   const dir = findLuaDir();
-  const driver = (name: string, call = `require('${name}')(KEYS, ARGV)`) =>
-    makeScript(name, assembleScript(`return ${call}`, dir));
+  const { library, names } = assembleLibrary(dir);
+  const script = (driver: string, source: string): RedisScript => ({
+    name: driver,
+    source,
+    sha: sha1(source),
+    fn: names.get(driver) as string,
+    library,
+  });
+  const driver = (name: string) => {
+    const found = DRIVERS.find((d) => d.name === name) as Driver;
+    return script(name, assembleScript(`return ${found.call}`, dir));
+  };
   // A shebang must be the first line; Redis before 7 cannot compile it (redis-batches.ts then stops
   // using it).
-  const crossSlot = driver('check', "require('check')(ARGV, ARGV, 2, ARGV[1] + 2)");
+  const crossSlot = driver('check_cross_slot');
   loaded = {
-    check: driver('check', "require('check')(KEYS, ARGV, 1, 1)"),
-    checkCrossSlot: makeScript('check', `#!lua flags=allow-cross-slot-keys\n${crossSlot.source}`),
+    check: driver('check'),
+    checkCrossSlot: script('check_cross_slot', `#!lua flags=allow-cross-slot-keys\n${crossSlot.source}`),
     refund: driver('refund'),
     reset: driver('reset'),
     override: driver('override'),
@@ -103,14 +177,64 @@ export function loadScripts(): RedisScripts {
   return loaded;
 }
 
-function isNoScript(error: unknown): boolean {
-  return error instanceof Error && error.message.startsWith('NOSCRIPT');
+/** What a server without the library, or a script cache without the script, answers. */
+const NOT_LOADED = /^(NOSCRIPT|ERR Function not found)/;
+/** What a server without functions answers: Redis < 7, FUNCTION or FCALL refused (ACL) or renamed away. */
+const NO_FUNCTIONS = /^(ERR unknown command|NOPERM|ERR unknown subcommand)/i;
+
+/** Per connection: whether its servers run functions (until one says it does not), and a load under way. */
+interface FunctionState {
+  functions: boolean;
+  loading: Promise<void> | undefined;
+}
+
+const states = new WeakMap<RedisConnection, FunctionState>();
+
+function stateOf(connection: RedisConnection): FunctionState {
+  let state = states.get(connection);
+  if (state === undefined) {
+    state = { functions: true, loading: undefined };
+    states.set(connection, state);
+  }
+  return state;
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : '';
 }
 
 /**
- * EVALSHA, and EVAL (which also caches the script again) only when the server answers NOSCRIPT: its
- * script cache is empty after a restart, a failover or SCRIPT FLUSH. One round trip in the usual case.
- * On a Cluster every key must share a slot: the first one routes the call.
+ * Loads the library on every master (one server off a Cluster); a library already there, loaded by
+ * another process, is as good. Shared by the calls that found it missing at the same time.
+ */
+function loadLibrary(
+  connection: RedisConnection,
+  state: FunctionState,
+  library: RedisLibrary,
+): Promise<void> {
+  state.loading ??= connection
+    .eachMaster((node) =>
+      node.send('FUNCTION', ['LOAD', library.source]).catch((error: unknown) => {
+        if (!messageOf(error).includes('already exists')) throw error;
+      }),
+    )
+    .then(
+      () => {
+        state.loading = undefined;
+      },
+      (error: unknown) => {
+        state.loading = undefined;
+        throw error;
+      },
+    );
+  return state.loading;
+}
+
+/**
+ * Runs a script: FCALL of its function, the library loaded when the server answers that it has none (a
+ * new server, a restart, a failover to a node that never had it, FUNCTION FLUSH); where functions are
+ * refused, EVALSHA from then on, and EVAL (which also caches the script again) only on NOSCRIPT. One
+ * round trip in the usual case. On a Cluster every key must share a slot: the first one routes the call.
  */
 export function runScript(
   connection: RedisConnection,
@@ -133,27 +257,55 @@ export async function runScriptThen(
   args: readonly string[],
   next: (() => Promise<unknown>) | undefined,
 ): Promise<unknown> {
-  const argv = [script.sha, String(keys.length)];
+  const state = stateOf(connection);
+  const functions = state.functions;
+  const argv = [functions ? script.fn : script.sha, String(keys.length)];
   for (let i = 0; i < keys.length; i++) argv.push(keys[i] as string);
   for (let i = 0; i < args.length; i++) argv.push(args[i] as string);
-  const call = connection.send('EVALSHA', argv, keys[0]);
+  const call = connection.send(functions ? 'FCALL' : 'EVALSHA', argv, keys[0]);
   const followed = next?.();
   try {
     const reply = await call;
     await followed;
     return reply;
   } catch (error) {
-    if (!isNoScript(error)) {
+    const message = messageOf(error);
+    const refused = functions && NO_FUNCTIONS.test(message);
+    if (!NOT_LOADED.test(message) && !refused) {
       // The call failed (a timeout, a lost connection): the command behind it may fail the same way,
       // and nothing awaits it any more.
       followed?.catch(() => {});
       throw error;
     }
     await followed;
-    const again = argv.slice();
-    again[0] = script.source;
-    const reply = await connection.send('EVAL', again, keys[0]);
+    const reply = await runLoaded(connection, state, script, argv, functions && !refused, keys[0]);
     await next?.();
     return reply;
   }
+}
+
+/**
+ * The call again, after the first found its code missing: FCALL once the library is loaded, or, where
+ * the server refuses functions, EVAL (which caches the script for the EVALSHA calls that follow).
+ */
+async function runLoaded(
+  connection: RedisConnection,
+  state: FunctionState,
+  script: RedisScript,
+  argv: readonly string[],
+  functions: boolean,
+  routingKey: string | undefined,
+): Promise<unknown> {
+  if (functions) {
+    try {
+      await loadLibrary(connection, state, script.library);
+      return await connection.send('FCALL', argv, routingKey);
+    } catch (error) {
+      if (!NO_FUNCTIONS.test(messageOf(error))) throw error;
+    }
+  }
+  state.functions = false;
+  const again = argv.slice();
+  again[0] = script.source;
+  return connection.send('EVAL', again, routingKey);
 }

@@ -552,7 +552,9 @@ describe('Hostile input', function () {
       },
     ];
     const scriptCalls = async () =>
-      (await cluster.commandCount('evalsha')) + (await cluster.commandCount('eval'));
+      (await cluster.commandCount('fcall')) +
+      (await cluster.commandCount('evalsha')) +
+      (await cluster.commandCount('eval'));
 
     it('decides two rules of a brace identity in one script call, no CROSSSLOT, in the slot of its digest', async () => {
       const prefix = `rkh${prefixes++}`;

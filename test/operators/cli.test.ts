@@ -43,9 +43,9 @@ describe('ratekeeper command line', function () {
     const attempts = [];
     for (let i = 0; i < 3; i++) attempts.push(await app.hit('POST', '/login', 'alice'));
     expect(attempts).to.deep.equal([200, 200, 429]);
-    const scripts = await server.commandCount('evalsha');
+    const scripts = await server.commandCount('fcall');
     expect(await app.hit('POST', '/login', 'alice')).to.equal(429);
-    expect(await server.commandCount('evalsha'), 'the app answered from its deny cache').to.equal(scripts);
+    expect(await server.commandCount('fcall'), 'the app answered from its deny cache').to.equal(scripts);
 
     const listed = await cli(prefix, 'locked', 'login', '--json');
     expect(listed.code, listed.stderr).to.equal(0);

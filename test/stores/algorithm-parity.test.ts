@@ -10,9 +10,11 @@ import type { WindowType } from '../../src/types.js';
 import { type RedisServer, startRedis } from '../support/redis.js';
 
 const BASE_MS = 1_767_225_600_000; // 2026-01-01
-/** Cases per window type and step: 6 types x (300 decide + 150 refund) = 2,700 in all. */
+/** Cases per window type and step: 6 types x (300 decide + 150 refund + 200 create) = 3,900 in all. */
 const DECIDE_RUNS = 300;
 const REFUND_RUNS = 150;
+/** The Redis store's check of one op (lua/algorithms.lua readOrCreate): 200 cases per type. */
+const CREATE_RUNS = 200;
 
 /** A state as the numbers the driver script reads and writes (see its header), [] for none. */
 type Flat = number[];
@@ -159,6 +161,12 @@ function toFlat(type: WindowType, state: unknown): Flat {
   return s.buckets.flatMap((b) => [b.index, b.count]);
 }
 
+/**
+ * decide: evaluate then apply (the algorithms' own step); create: the Redis store's check of one op,
+ * through the path that creates an empty key with SET NX GET (string states); refund.
+ */
+type Step = 'decide' | 'create' | 'refund';
+
 interface StepOutcome {
   expiresAt: number | undefined;
   verdict: {
@@ -173,12 +181,19 @@ interface StepOutcome {
 }
 
 /** The TypeScript twin's step, as the memory store runs it. */
-function stepTs(c: Case, step: 'decide' | 'refund'): StepOutcome {
+function stepTs(c: Case, step: Step): StepOutcome {
   const alg = algorithms[c.type];
   let state = toState(c.type, c.state);
   const expiresAt = state === undefined ? undefined : alg.expiresAt(state, c.op);
   let v: ReturnType<typeof alg.evaluate>;
-  if (step === 'decide') {
+  if (step === 'create') {
+    // The Redis store's check: an ended state reads as none; an admitted op counts.
+    if (expiresAt !== undefined && expiresAt <= c.nowMs) state = undefined;
+    v = alg.evaluate(state, c.op, c.nowMs, false);
+    if (c.op.cost > 0 && v.allowed) state = alg.apply(state, c.op, c.nowMs);
+    // Read back as the store reads it (an ended state is none).
+    if (state !== undefined && alg.expiresAt(state, c.op) <= c.nowMs) state = undefined;
+  } else if (step === 'decide') {
     v = alg.evaluate(state, c.op, c.nowMs, c.add);
     if (c.op.cost > 0) state = alg.apply(state, c.op, c.nowMs);
   } else {
@@ -186,15 +201,16 @@ function stepTs(c: Case, step: 'decide' | 'refund'): StepOutcome {
     v = alg.evaluate(state, { ...c.op, cost: 0 }, c.nowMs, false);
   }
   const { allowed, remaining, resetMs, retryAfterMs, count, receipt } = v;
+  const after = toFlat(c.type, state);
   return {
     expiresAt,
     verdict: { allowed, remaining, resetMs, retryAfterMs, count, receipt },
-    after: toFlat(c.type, state),
+    after: step === 'create' ? counting(c, after) : after,
   };
 }
 
 /** The Lua twin's step, through the driver script. */
-async function stepLua(client: Redis, sha: string, c: Case, step: 'decide' | 'refund'): Promise<StepOutcome> {
+async function stepLua(client: Redis, sha: string, c: Case, step: Step): Promise<StepOutcome> {
   const { rule, op } = c;
   const args = [
     c.type,
@@ -228,8 +244,26 @@ async function stepLua(client: Redis, sha: string, c: Case, step: 'decide' | 're
       count: n[4],
       receipt: n[5],
     },
-    after: reply.slice(8).map(Number),
+    after: step === 'create' ? counting(c, reply.slice(8).map(Number)) : reply.slice(8).map(Number),
   };
+}
+
+/**
+ * A log's entries or a sliding window's buckets that still count at the case's time: the store writes a
+ * new entry beside ended ones, which no decision counts and the next write drops.
+ */
+function counting(c: Case, flat: Flat): Flat {
+  if (c.type !== 'sliding-log' && c.type !== 'sliding') return flat;
+  const width = c.rule.sizeMs / c.rule.buckets;
+  const counts = (first: number) =>
+    c.type === 'sliding-log'
+      ? first + c.rule.sizeMs > c.nowMs
+      : first >= Math.floor(c.nowMs / width) - c.rule.buckets;
+  const kept: Flat = [];
+  for (let i = 0; i < flat.length; i += 2) {
+    if (counts(flat[i] as number)) kept.push(flat[i] as number, flat[i + 1] as number);
+  }
+  return kept;
 }
 
 describe('TypeScript and Lua algorithms step for step (function-level parity)', function () {
@@ -253,13 +287,17 @@ describe('TypeScript and Lua algorithms step for step (function-level parity)', 
 
   const types: WindowType[] = ['fixed', 'calendar', 'sliding-log', 'sliding', 'token-bucket', 'gcra'];
   for (const type of types) {
-    for (const [step, numRuns] of [
-      ['decide', DECIDE_RUNS],
-      ['refund', REFUND_RUNS],
-    ] as const) {
-      it(`${type}: ${step === 'decide' ? 'evaluate then apply' : 'refund'} gives the same verdict and the same state, ${numRuns} random cases`, async () => {
+    const steps: Array<[Step, number, string]> = [
+      ['decide', DECIDE_RUNS, 'evaluate then apply'],
+      ['refund', REFUND_RUNS, 'refund'],
+    ];
+    steps.push(['create', CREATE_RUNS, "a check through the store's path for empty keys"]);
+    for (const [step, numRuns, what] of steps) {
+      it(`${type}: ${what} gives the same verdict and the same state, ${numRuns} random cases`, async () => {
         await fc.assert(
-          fc.asyncProperty(cases(type), async (c) => {
+          fc.asyncProperty(cases(type), async (drawn) => {
+            // The store's check never adds past the limit.
+            const c = step === 'create' ? { ...drawn, add: false } : drawn;
             compared++;
             expect(await stepLua(client, sha, c, step)).to.deep.equal(stepTs(c, step));
           }),

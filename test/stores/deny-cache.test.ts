@@ -45,7 +45,9 @@ describe('Deny cache', function () {
   });
 
   const scriptCalls = async () =>
-    (await server.commandCount('evalsha')) + (await server.commandCount('eval'));
+    (await server.commandCount('fcall')) +
+    (await server.commandCount('evalsha')) +
+    (await server.commandCount('eval'));
 
   function limiterOn(rules: Rule[], options: Partial<LimiterOptions> & { prefix?: string; on?: Redis } = {}) {
     const { prefix = `dc${prefixes++}`, on = client, ...rest } = options;

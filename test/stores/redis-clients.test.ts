@@ -147,16 +147,18 @@ describe('RedisStore through node-redis (the redis package)', function () {
       }
     });
 
-    it('falls back to EVAL once after SCRIPT FLUSH (NOSCRIPT as node-redis words it), then EVALSHA again', async () => {
+    it('loads its function library again, once, after FUNCTION FLUSH (as node-redis words the error), then FCALL alone', async () => {
       const limiter = createLimiter({ store: new RedisStore({ client, prefix: prefix() }), rules: RULES });
       try {
         expect((await limiter.consume('api', 'k')).remaining).to.equal(2);
-        await withConnection(server, (conn) => conn.script('FLUSH'));
-        const evals = await server.commandCount('eval');
+        await withConnection(server, (conn) => conn.call('FUNCTION', 'FLUSH'));
+        const loads = await server.commandCount('function|load');
         expect((await limiter.consume('api', 'k')).remaining).to.equal(1);
-        expect(await server.commandCount('eval')).to.equal(evals + 1);
+        expect(await server.commandCount('function|load')).to.equal(loads + 1);
+        const calls = await server.commandCount('fcall');
         expect((await limiter.consume('api', 'k')).remaining).to.equal(0);
-        expect(await server.commandCount('eval'), 'EVALSHA again once reloaded').to.equal(evals + 1);
+        expect(await server.commandCount('function|load'), 'loaded once').to.equal(loads + 1);
+        expect(await server.commandCount('fcall'), 'one FCALL').to.equal(calls + 1);
       } finally {
         await limiter.close();
       }
@@ -261,7 +263,7 @@ describe('RedisStore through node-redis (the redis package)', function () {
       await cluster.stop();
     });
 
-    it('routes by key, lists locks from every master, and falls back to EVAL on each after SCRIPT FLUSH', async () => {
+    it('routes by key, lists locks from every master, and loads its library on each again after FUNCTION FLUSH', async () => {
       const limiter = createLimiter({ store: new RedisStore({ client, prefix: prefix() }), rules: RULES });
       const keys = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'];
       try {
@@ -271,7 +273,9 @@ describe('RedisStore through node-redis (the redis package)', function () {
         const locked = await limiter.locked('api');
         expect(locked.map((lock) => lock.key).sort()).to.deep.equal(keys);
         const masters = cluster.nodes.filter((node) => node.role === 'master');
-        await Promise.all(masters.map((node) => withConnection(node, (conn) => conn.script('FLUSH'))));
+        await Promise.all(
+          masters.map((node) => withConnection(node, (conn) => conn.call('FUNCTION', 'FLUSH'))),
+        );
         for (const key of keys) expect((await limiter.consume('api', `${key}2`)).remaining).to.equal(2);
         expect((await limiter.status('api', 'a')).locked).to.equal(true);
       } finally {

@@ -39,7 +39,9 @@ describe('RedisStore on a 3-master Cluster: one script call per master for reque
   after(() => cluster.stop());
 
   const scriptCalls = async () =>
-    (await cluster.commandCount('evalsha')) + (await cluster.commandCount('eval'));
+    (await cluster.commandCount('fcall')) +
+    (await cluster.commandCount('evalsha')) +
+    (await cluster.commandCount('eval'));
   const decideAll = (store: RedisStore, identities: string[]) =>
     Promise.all(identities.map((identity) => store.evaluate([op(identity)], 'check')));
 

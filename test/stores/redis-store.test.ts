@@ -72,9 +72,10 @@ function prng(seed: number): () => number {
   };
 }
 
-/** Evaluations spent by the scripts on one server (EVALSHA and EVAL). */
+/** Script calls run by one server: FCALL (the library), and EVALSHA and EVAL (where functions are refused). */
 async function scriptCalls(server: { commandCount(cmd: string): Promise<number> }): Promise<number> {
-  return (await server.commandCount('evalsha')) + (await server.commandCount('eval'));
+  const counts = await Promise.all(['fcall', 'evalsha', 'eval'].map((cmd) => server.commandCount(cmd)));
+  return counts.reduce((a, b) => a + b, 0);
 }
 
 describe('RedisStore', function () {
@@ -206,18 +207,56 @@ describe('RedisStore', function () {
     expect(results.map((r) => r.allowed)).to.deep.equal([false, true, true]);
   });
 
-  it('recovers from SCRIPT FLUSH by falling back to EVAL once', async () => {
-    const store = track(new RedisStore({ client, prefix: uniquePrefix() }));
-    const [rule] = compile([{ name: 'r', limit: 3, window: WINDOWS.fixed as Rule['window'] }]);
-    const op = () => opOf(rule as CompiledRule, 'x', 1, store.now());
-    expect((await store.evaluate([op()], 'check')).results[0]?.remaining).to.equal(2);
-    await client.script('FLUSH');
-    const evalsBefore = await server.commandCount('eval');
-    expect((await store.evaluate([op()], 'check')).results[0]?.remaining).to.equal(1);
-    expect(await server.commandCount('eval')).to.equal(evalsBefore + 1);
-    const evalsAfter = await server.commandCount('eval');
-    expect((await store.evaluate([op()], 'check')).results[0]?.remaining).to.equal(0);
-    expect(await server.commandCount('eval'), 'EVALSHA again once reloaded').to.equal(evalsAfter);
+  it('loads its function library once; after FUNCTION FLUSH loads it again, once, and counts on', async () => {
+    const own = await startRedis();
+    try {
+      const ownClient = own.client();
+      const store = track(new RedisStore({ client: ownClient, prefix: uniquePrefix() }));
+      const [rule] = compile([{ name: 'r', limit: 4, window: WINDOWS.fixed as Rule['window'] }]);
+      const op = () => opOf(rule as CompiledRule, 'x', 1, store.now());
+      expect((await store.evaluate([op()], 'check')).results[0]?.remaining).to.equal(3);
+      expect(await own.commandCount('function|load'), 'loaded on first use').to.equal(1);
+      expect((await store.evaluate([op()], 'check')).results[0]?.remaining).to.equal(2);
+      expect(await own.commandCount('function|load')).to.equal(1);
+      await ownClient.call('FUNCTION', 'FLUSH');
+      const calls = await own.commandCount('fcall');
+      expect((await store.evaluate([op()], 'check')).results[0]?.remaining).to.equal(1);
+      expect(await own.commandCount('function|load'), 'loaded again').to.equal(2);
+      expect(
+        await own.commandCount('fcall'),
+        'the FCALL that found none, then the one that decided',
+      ).to.equal(calls + 2);
+      expect((await store.evaluate([op()], 'check')).results[0]?.remaining).to.equal(0);
+      expect(await own.commandCount('fcall')).to.equal(calls + 3);
+      expect(await own.commandCount('evalsha')).to.equal(0);
+    } finally {
+      await own.stop();
+    }
+  });
+
+  it('where FUNCTION is refused, runs its scripts by EVALSHA, and recovers from SCRIPT FLUSH through EVAL once', async () => {
+    const own = await startRedis();
+    try {
+      const admin = own.client();
+      await admin.call('ACL', 'SETUSER', 'nofunctions', 'on', '>secret', '~*', '&*', '+@all', '-function');
+      const limited = own.client({ username: 'nofunctions', password: 'secret' });
+      const store = track(new RedisStore({ client: limited, prefix: uniquePrefix() }));
+      const [rule] = compile([{ name: 'r', limit: 4, window: WINDOWS.fixed as Rule['window'] }]);
+      const op = () => opOf(rule as CompiledRule, 'x', 1, store.now());
+      expect((await store.evaluate([op()], 'check')).results[0]?.remaining).to.equal(3);
+      expect(await own.commandCount('eval'), 'EVAL once FUNCTION LOAD was refused').to.equal(1);
+      const evalshas = await own.commandCount('evalsha');
+      expect((await store.evaluate([op()], 'check')).results[0]?.remaining).to.equal(2);
+      expect(await own.commandCount('evalsha')).to.equal(evalshas + 1);
+      await admin.script('FLUSH');
+      expect((await store.evaluate([op()], 'check')).results[0]?.remaining).to.equal(1);
+      expect(await own.commandCount('eval'), 'EVAL after NOSCRIPT').to.equal(2);
+      expect((await store.evaluate([op()], 'check')).results[0]?.remaining).to.equal(0);
+      expect(await own.commandCount('eval'), 'EVALSHA again once reloaded').to.equal(2);
+      expect(await own.commandCount('fcall'), 'one FCALL, before FUNCTION LOAD was refused').to.equal(1);
+    } finally {
+      await own.stop();
+    }
   });
 
   it('keeps working after the Redis server restarts (empty script cache)', async () => {
