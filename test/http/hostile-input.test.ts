@@ -5,7 +5,6 @@ import http, { type RequestListener } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { expect } from 'chai';
 import express, { type NextFunction, type Request, type Response } from 'express';
-import type { Cluster } from 'ioredis';
 import Koa from 'koa';
 import request from 'supertest';
 import { rateLimit as expressRateLimit } from '../../adapters/express.js';
@@ -25,7 +24,7 @@ import {
 } from '../../src/index.js';
 import { escapeIdentity, tagSlot } from '../../src/stores/redis-hash-tags.js';
 import { opKeys } from '../../src/stores/redis-protocol.js';
-import { getRedis, type RedisCluster, startCluster } from '../support/redis.js';
+import { getRedis, useCluster } from '../support/redis.js';
 
 const HUGE = 'a'.repeat(1 << 20);
 /** The longest key material a rule still tells apart (MAX_KEY_LENGTH); anything longer shares '#oversized'. */
@@ -533,13 +532,7 @@ describe('Hostile input', function () {
   });
 
   describe('on a 3-master Redis Cluster: braces never choose the slot', () => {
-    let cluster: RedisCluster;
-    let cc: Cluster;
-    before(async () => {
-      cluster = await startCluster();
-      cc = cluster.client();
-    });
-    after(() => cluster.stop());
+    const cluster = useCluster();
 
     const rules: Rule[] = [
       { name: 'a', key: 'body.username', limit: 1, window: hour },
@@ -558,7 +551,7 @@ describe('Hostile input', function () {
 
     it('decides two rules of a brace identity in one script call, no CROSSSLOT, in the slot of its digest', async () => {
       const prefix = `rkh${prefixes++}`;
-      const limiter = createLimiter({ store: new RedisStore({ client: cc, prefix }), rules });
+      const limiter = createLimiter({ store: new RedisStore({ client: cluster.ioredis, prefix }), rules });
       limiters.push(limiter);
       const post = (username: string): RequestInfo => ({
         method: 'POST',
@@ -588,18 +581,21 @@ describe('Hostile input', function () {
         // The identity as the rule keyed on it (a 1 MB one is a digest by then).
         const keyed = first.rules[0]?.key as string;
         const keys = opKeys(prefix, 'a', keyed);
-        const slot = Number(await cc.cluster('KEYSLOT', keys.count));
+        const slot = Number(await cluster.ioredis.cluster('KEYSLOT', keys.count));
         expect(slot, label).to.equal(tagSlot(escapeIdentity(keyed)));
-        expect(Number(await cc.cluster('KEYSLOT', opKeys(prefix, 'b', keyed).lock)), label).to.equal(slot);
+        expect(
+          Number(await cluster.ioredis.cluster('KEYSLOT', opKeys(prefix, 'b', keyed).lock)),
+          label,
+        ).to.equal(slot);
         if (/[{}]/.test(identity))
           expect(keys.count, label).to.match(new RegExp(`^${prefix}:\\{#[\\w-]{43}\\}:a$`));
-        expect(await cc.exists(keys.count), `${label}: stored where computed`).to.equal(1);
+        expect(await cluster.ioredis.exists(keys.count), `${label}: stored where computed`).to.equal(1);
       }
     });
 
     it('Express on the Cluster: brace usernames get buckets of their own', async () => {
       const limiter = createLimiter({
-        store: new RedisStore({ client: cc, prefix: `rkh${prefixes++}` }),
+        store: new RedisStore({ client: cluster.ioredis, prefix: `rkh${prefixes++}` }),
         rules: [{ name: 'user', match: 'POST /login', key: 'body.username', limit: 1, window: hour }],
       });
       limiters.push(limiter);

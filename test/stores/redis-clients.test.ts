@@ -21,12 +21,12 @@ import {
 } from '../support/clients.js';
 import {
   getRedis,
-  type RedisCluster,
   type RedisServer,
   startCluster,
   startProxy,
   startRedis,
   startSentinel,
+  useCluster,
   withConnection,
 } from '../support/redis.js';
 import { conformanceSuite } from './conformance/suite.js';
@@ -252,16 +252,12 @@ describe('RedisStore through node-redis (the redis package)', function () {
   });
 
   describe('Cluster', () => {
-    let cluster: RedisCluster;
+    const cluster = useCluster();
     let client: AnyClient;
     before(async () => {
-      cluster = await startCluster();
       client = await NODE_REDIS_6.cluster(cluster.nodes);
     });
-    after(async () => {
-      await NODE_REDIS_6.close(client);
-      await cluster.stop();
-    });
+    after(() => NODE_REDIS_6.close(client));
 
     it('routes by key, lists locks from every master, and loads its library on each again after FUNCTION FLUSH', async () => {
       const limiter = createLimiter({ store: new RedisStore({ client, prefix: prefix() }), rules: RULES });

@@ -1,10 +1,10 @@
 // The conformance suite, unchanged, on RedisStore: a standalone server and a real 3-master Cluster, each
 // through ioredis and through node-redis (the `redis` package).
 import { randomBytes } from 'node:crypto';
-import type { Cluster, Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { RedisStore } from '../../src/index.js';
 import { type AnyClient, NODE_REDIS_6 } from '../support/clients.js';
-import { getRedis, type RedisCluster, startCluster } from '../support/redis.js';
+import { getRedis, useCluster } from '../support/redis.js';
 import { overrideSuite } from './conformance/overrides.js';
 import { conformanceSuite, type StoreUnderTest } from './conformance/suite.js';
 
@@ -39,24 +39,16 @@ describe('RedisStore (standalone)', () => {
 });
 
 describe('RedisStore (Cluster)', () => {
-  let cluster: RedisCluster;
-  let client: Cluster;
+  const cluster = useCluster();
   let nodeRedis: AnyClient;
-  before(async function () {
-    this.timeout(60_000);
-    cluster = await startCluster();
-    client = cluster.client();
+  before(async () => {
     nodeRedis = await NODE_REDIS_6.cluster(cluster.nodes);
   });
-  after(async () => {
-    client.disconnect();
-    await NODE_REDIS_6.close(nodeRedis);
-    await cluster.stop();
-  });
+  after(() => NODE_REDIS_6.close(nodeRedis));
   const targets: StoreUnderTest[] = [
     {
       name: 'RedisStore on a 3-master Cluster',
-      makeStore: (clock) => new RedisStore({ client, prefix: prefix(), clock }),
+      makeStore: (clock) => new RedisStore({ client: cluster.ioredis, prefix: prefix(), clock }),
     },
     {
       name: 'RedisStore on a 3-master Cluster through node-redis',

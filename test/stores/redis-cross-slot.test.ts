@@ -14,7 +14,7 @@ import {
   NODE_REDIS_5,
   NODE_REDIS_6,
 } from '../support/clients.js';
-import { type RedisCluster, startCluster, withConnection } from '../support/redis.js';
+import { useCluster, withConnection } from '../support/redis.js';
 
 const rule: StoreRule = {
   name: 'r',
@@ -32,11 +32,7 @@ type SlotRange = [number, number, [string, number]];
 
 describe('RedisStore on a 3-master Cluster: one script call per master for requests of many slots', function () {
   this.timeout(120_000);
-  let cluster: RedisCluster;
-  before(async () => {
-    cluster = await startCluster();
-  });
-  after(() => cluster.stop());
+  const cluster = useCluster();
 
   const scriptCalls = async () =>
     (await cluster.commandCount('fcall')) +

@@ -5,7 +5,7 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { expect } from 'chai';
-import type { Cluster, Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { allSlotTags, SLOTS, tagSlot } from '../../src/stores/redis-hash-tags.js';
 import { Flag, LEVEL_UNIT, lockIndexKey, opKeys, SERVER_TIME } from '../../src/stores/redis-protocol.js';
 import { RedisStore } from '../../src/stores/redis-store.js';
@@ -13,8 +13,8 @@ import { LOCK_RULE, lockingOps } from '../fixtures/lock-index-rule.js';
 import {
   type RedisCluster,
   type RedisServer,
-  startCluster,
   startRedis,
+  useCluster,
   withConnection,
 } from '../support/redis.js';
 
@@ -94,13 +94,7 @@ describe('Redis lock index (written by the script that places the lock)', functi
   });
 
   describe('on a 3-master Cluster', () => {
-    let cluster: RedisCluster;
-    let cc: Cluster;
-    before(async () => {
-      cluster = await startCluster();
-      cc = cluster.client();
-    });
-    after(() => cluster.stop());
+    const cluster = useCluster();
 
     it('has a slot tag for every slot that Redis hashes to that slot', async () => {
       const tags = allSlotTags();
@@ -116,13 +110,13 @@ describe('Redis lock index (written by the script that places the lock)', functi
 
     it('lists a lock placed by a process killed right after sending the request that placed it', async () => {
       const keyPrefix = prefix();
-      const store = new RedisStore({ client: cc, prefix: keyPrefix });
+      const store = new RedisStore({ client: cluster.ioredis, prefix: keyPrefix });
       try {
         const key = 'user {2}';
         expect((await store.evaluate(lockingOps(key), 'check')).results[0]?.allowed).to.equal(true);
         const target = cluster.nodes.map((node) => `${node.host}:${node.port}`).join(',');
         const child = await lockAndHang(target, keyPrefix, key);
-        await killOnceLocked(child, () => cc.exists(opKeys(keyPrefix, 'login', key).lock));
+        await killOnceLocked(child, () => cluster.ioredis.exists(opKeys(keyPrefix, 'login', key).lock));
         expect((await store.locked(LOCK_RULE, 10)).map((l) => [l.key, l.level])).to.deep.equal([[key, 1]]);
       } finally {
         await store.close();
@@ -134,23 +128,25 @@ describe('Redis lock index (written by the script that places the lock)', functi
       // Unescaped, the pattern would also match the indexes of the prefix `<base>x?`.
       const base = prefix();
       const keyPrefix = `${base}*[?]`;
-      await cc.zadd(`${base}x?:{a}:login:locks`, Date.now() + 60_000, '1:other-prefix');
+      await cluster.ioredis.zadd(`${base}x?:{a}:login:locks`, Date.now() + 60_000, '1:other-prefix');
       // A sorted set the pattern matches that is no lock index (its tag is not its slot's tag).
-      await cc.zadd(`${keyPrefix}:{zzz}:login:locks`, Date.now() + 60_000, '1:decoy');
+      await cluster.ioredis.zadd(`${keyPrefix}:{zzz}:login:locks`, Date.now() + 60_000, '1:decoy');
       let nowMs = Date.now();
-      const store = new RedisStore({ client: cc, prefix: keyPrefix, clock: () => nowMs });
+      const store = new RedisStore({ client: cluster.ioredis, prefix: keyPrefix, clock: () => nowMs });
       try {
         const keys = Array.from({ length: 12 }, (_, i) => `id-${i}`);
         for (const key of keys) {
           nowMs += 10;
           await store.evaluate(lockingOps(key), 'check');
           await store.evaluate(lockingOps(key), 'check');
-          const keySlot = Number(await cc.cluster('KEYSLOT', opKeys(keyPrefix, 'login', key).count));
+          const keySlot = Number(
+            await cluster.ioredis.cluster('KEYSLOT', opKeys(keyPrefix, 'login', key).count),
+          );
           const index = lockIndexKey(keyPrefix, 'login', keySlot);
-          expect(Number(await cc.cluster('KEYSLOT', index)), key).to.equal(keySlot);
-          expect(await cc.zscore(index, `1:${key}`), key).to.not.equal(null);
+          expect(Number(await cluster.ioredis.cluster('KEYSLOT', index)), key).to.equal(keySlot);
+          expect(await cluster.ioredis.zscore(index, `1:${key}`), key).to.not.equal(null);
         }
-        const masters = new Set(keys.map((key) => String(cc.slots[tagSlot(key)])));
+        const masters = new Set(keys.map((key) => String(cluster.ioredis.slots[tagSlot(key)])));
         expect(masters.size, 'the identities span the masters').to.be.greaterThan(1);
         expect((await store.locked(LOCK_RULE, Infinity)).map((l) => l.key)).to.deep.equal(keys);
         expect((await store.locked(LOCK_RULE, 5)).map((l) => l.key)).to.deep.equal(keys.slice(0, 5));

@@ -4,7 +4,7 @@ import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { createInterface } from 'node:readline';
 import { expect } from 'chai';
-import type { Cluster, Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { type CompiledRule, compileRules } from '../../src/rules/compile.js';
 import { MemoryStore } from '../../src/stores/memory-store.js';
 import { escapeIdentity, tagSlot } from '../../src/stores/redis-hash-tags.js';
@@ -12,14 +12,7 @@ import { opKeys } from '../../src/stores/redis-protocol.js';
 import { RedisStore } from '../../src/stores/redis-store.js';
 import type { EvalMode, Store, StoreOp } from '../../src/stores/store.js';
 import type { LockInfo, Rule } from '../../src/types.js';
-import {
-  getRedis,
-  type RedisCluster,
-  type RedisServer,
-  startCluster,
-  startRedis,
-  startSentinel,
-} from '../support/redis.js';
+import { getRedis, type RedisServer, startRedis, startSentinel, useCluster } from '../support/redis.js';
 
 const WINDOWS: Record<string, Rule['window']> = {
   fixed: { type: 'fixed', size: 1000 },
@@ -468,24 +461,22 @@ describe('RedisStore', function () {
   });
 
   describe('on a 3-master Redis Cluster', () => {
-    let cluster: RedisCluster;
-    let cc: Cluster;
-    before(async () => {
-      cluster = await startCluster();
-      cc = cluster.client();
-    });
-    after(() => cluster.stop());
+    const cluster = useCluster();
 
     it('computes the same slots as Redis does', async () => {
       for (const identity of ['1.2.3.4', 'user 42', 'a{b}c', '日本', 'x']) {
         const keys = opKeys('rk', 'r', identity);
-        expect(tagSlot(keys.tag), identity).to.equal(Number(await cc.cluster('KEYSLOT', keys.count)));
-        expect(tagSlot(keys.tag), identity).to.equal(Number(await cc.cluster('KEYSLOT', keys.lock)));
+        expect(tagSlot(keys.tag), identity).to.equal(
+          Number(await cluster.ioredis.cluster('KEYSLOT', keys.count)),
+        );
+        expect(tagSlot(keys.tag), identity).to.equal(
+          Number(await cluster.ioredis.cluster('KEYSLOT', keys.lock)),
+        );
       }
     });
 
     it('decides rules of odd identities in one slot each, without CROSSSLOT', async () => {
-      const store = track(new RedisStore({ client: cc, prefix: uniquePrefix() }));
+      const store = track(new RedisStore({ client: cluster.ioredis, prefix: uniquePrefix() }));
       const rules = compile([
         { name: 'a', limit: 1, window: { type: 'fixed', size: '1m' } },
         { name: 'b', limit: 1, window: { type: 'sliding-log', size: '1m' }, lockout: { duration: '1m' } },
@@ -506,7 +497,7 @@ describe('RedisStore', function () {
     });
 
     it('refunds an earlier slot group when a later group denies, and reports it unconsumed', async () => {
-      const store = track(new RedisStore({ client: cc, prefix: uniquePrefix() }));
+      const store = track(new RedisStore({ client: cluster.ioredis, prefix: uniquePrefix() }));
       const [perUser, perIp] = compile([
         { name: 'user', limit: 5, window: { type: 'token-bucket', size: '1m' } },
         { name: 'ip', limit: 1, window: { type: 'fixed', size: '1m' } },

@@ -2,6 +2,7 @@
 //   shared.ts      getRedis(): the server suites share (REDIS_URL, else testcontainers, else spawned)
 //   server.ts      startRedis(): a spawned server to kill, restart on its port, pause (SIGSTOP)
 //   cluster.ts     startCluster(): 3 masters, optionally a replica each, a master killed and failed over
+//   use-cluster.ts useCluster(): a describe block's Cluster, started before its tests and stopped after
 //   sentinel.ts    startSentinel(): master, replica and 3 sentinels, failover
 //   containers.ts  testcontainers, when a Docker engine answers
 //   proxy.ts       startProxy(): a TCP proxy in front of a node that can lose one reply on purpose
@@ -14,3 +15,4 @@ export { type RedisProxy, startProxy } from './redis/proxy.js';
 export { type SentinelSetup, startSentinel } from './redis/sentinel.js';
 export { type RedisServer, startRedis } from './redis/server.js';
 export { getRedis } from './redis/shared.js';
+export { type ClusterUnderTest, useCluster } from './redis/use-cluster.js';

@@ -7,7 +7,7 @@ import { expect } from 'chai';
 import ts from 'typescript';
 import { createAuthCodeService } from '../../examples/auth-code.js';
 import { createLimiter, limited, RateLimitExceededError } from '../../src/index.js';
-import { fakeClock } from '../stores/conformance/suite.js';
+import { fakeClock } from './conformance/suite.js';
 import { memoryStores, redisStores } from '../support/stores.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
