@@ -19,8 +19,17 @@ export const RULE_DEFAULTS = {
 export const LIMITER_DEFAULTS = {
   onStoreError: 'insurance',
   denyCache: true,
+  /** A store silent this long (no answer to any call in flight) has failed; 250 ms is far above a healthy round trip. */
   storeTimeoutMs: 250,
+  /**
+   * The longest a decision waits for a store that is answering (working through this process's calls)
+   * or making its first connection: long enough for a burst of thousands of decisions on cores shared
+   * with other busy processes, short enough that an overloaded store is not a hung request.
+   */
+  storeMaxWaitMs: 5000,
   storeRetryIntervalMs: 1000,
+  /** The insurance store admits the whole limit in each process: exact for one process, N x limit for N. */
+  insuranceShare: 1,
   denyCacheMaxKeys: 10_000,
   /** express-rate-limit's default too: an IPv6 user often holds a /56, so /64 keys gave each of them 256 buckets. */
   ipv6Subnet: 56,

@@ -57,6 +57,7 @@ export type {
   OpResult,
   Refund,
   Store,
+  StoreLiveness,
   StoreLockout,
   StoreOp,
   StoreRule,

@@ -1,43 +1,78 @@
-// Store-call deadlines: one shared, unref'd ticker instead of a timer per call.
+// Store-call deadlines: one shared, unref'd ticker instead of a timer per call, and the rule that tells a
+// slow store from a failed one.
 import { performance } from 'node:perf_hooks';
+import type { StoreLiveness } from '../stores/store.js';
 
 /** How often pending calls are checked: a call fails at most this long (plus event-loop lag) after its deadline. */
 export const DEADLINE_TICK_MS = 10;
 
+/**
+ * The most a store's silence grows between two checks. Checks come every `DEADLINE_TICK_MS` while this
+ * process gets the CPU; when they come later, the cores are oversubscribed (or this process is busy),
+ * and a store on the same cores is held up alike: its silence then grows on this process's own pace.
+ */
+const MAX_SILENCE_STEP_MS = 2 * DEADLINE_TICK_MS;
+
 /** A call in flight, linked into the pending list (oldest first). */
 interface TimedCall {
-  readonly atMs: number;
+  readonly startMs: number;
   readonly reject: (error: Error) => void;
   prev: TimedCall | undefined;
   next: TimedCall | undefined;
   listed: boolean;
 }
 
+/** The errors a late call is rejected with. */
+export interface LateErrors {
+  /** The store answered nothing for `silentMs` (without liveness: did not answer this call). */
+  silent(silentMs: number): Error;
+  /** The store kept answering other calls (or was still connecting: `connecting`), but not this one within `maxWaitMs`. */
+  slow(maxWaitMs: number, connecting: boolean): Error;
+}
+
 /**
- * Races store calls against a fixed time limit. Calls are checked every `DEADLINE_TICK_MS` by one
- * timer, started when the first call is pending and stopped once none is; the timer never holds the
- * process open. Every call has the same limit, so the pending list is in deadline order and a check
- * stops at the first call still in time. A linked list, not a Set: adding and removing a call
- * allocate nothing and hash nothing.
+ * Races store calls against two limits. A call fails once it has waited `silentMs` while the store has
+ * been silent that long too: calls were outstanding and none was answered (a stopped server, a dead
+ * connection). A store that keeps answering is working through this process's calls, so a call behind
+ * them waits its turn, up to `maxWaitMs`; so does a call waiting for the store's first connection. A
+ * call still inside this process (in a batch not yet sent) is never the store's silence. Without
+ * liveness every call fails `silentMs` after it was made.
+ *
+ * Calls are checked every `DEADLINE_TICK_MS` by one timer, started when the first call is pending and
+ * stopped once none is; the timer never holds the process open. The check itself runs once the event
+ * loop has read the sockets (setImmediate), so that replies that arrived while this process was busy
+ * count before any call is given up on. Both limits grow with a call's age, so the pending list is in
+ * deadline order and a check stops at the first call still in time. A linked list, not a Set: adding
+ * and removing a call allocate nothing and hash nothing.
  */
 export class Deadlines {
-  readonly #limitMs: number;
-  readonly #timeout: (limitMs: number) => Error;
+  readonly #silentMs: number;
+  readonly #maxWaitMs: number;
+  readonly #liveness: StoreLiveness | undefined;
+  readonly #errors: LateErrors;
   #head: TimedCall | undefined;
   #tail: TimedCall | undefined;
   #timer: NodeJS.Timeout | undefined;
+  #checkQueued = false;
+  /** performance.now() of the last check. */
+  #checkedMs = 0;
+  /** What `liveness.silentSinceMs()` said at the last check: a change starts a new silence. */
+  #silenceFrom: number | undefined;
+  /** How long the store has been silent, grown check by check by at most MAX_SILENCE_STEP_MS. */
+  #silenceMs = 0;
 
-  /** `timeout` builds the error a late call is rejected with. */
-  constructor(limitMs: number, timeout: (limitMs: number) => Error) {
-    this.#limitMs = limitMs;
-    this.#timeout = timeout;
+  constructor(silentMs: number, maxWaitMs: number, liveness: StoreLiveness | undefined, errors: LateErrors) {
+    this.#silentMs = silentMs;
+    this.#maxWaitMs = Math.max(maxWaitMs, silentMs);
+    this.#liveness = liveness;
+    this.#errors = errors;
   }
 
-  /** Settles as `promise` does, or rejects once the time limit has passed. */
+  /** Settles as `promise` does, or rejects once the store was silent, or this call waited, too long. */
   race<T>(promise: Promise<T>): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       const call: TimedCall = {
-        atMs: performance.now() + this.#limitMs,
+        startMs: performance.now(),
         reject,
         prev: this.#tail,
         next: undefined,
@@ -47,7 +82,7 @@ export class Deadlines {
       else this.#tail.next = call;
       this.#tail = call;
       if (this.#timer === undefined) {
-        this.#timer = setInterval(() => this.#check(), DEADLINE_TICK_MS);
+        this.#timer = setInterval(this.#queueCheck, DEADLINE_TICK_MS);
         this.#timer.unref();
       }
       promise.then(
@@ -74,23 +109,59 @@ export class Deadlines {
     call.next = undefined;
   }
 
-  #check(): void {
+  /**
+   * The check runs after the timers due now and after the sockets were read: a store's own timeout
+   * (ioredis's commandTimeout) answers first with its own error, and replies this process had not read
+   * yet settle their calls (and show the store alive) before any call is given up on.
+   */
+  readonly #queueCheck = (): void => {
+    if (this.#checkQueued) return;
+    this.#checkQueued = true;
+    setImmediate(this.#check);
+  };
+
+  readonly #check = (): void => {
+    this.#checkQueued = false;
     if (this.#head === undefined) {
       clearInterval(this.#timer);
       this.#timer = undefined;
       return;
     }
     const nowMs = performance.now();
-    const late: TimedCall[] = [];
-    for (let call = this.#head; call !== undefined && call.atMs <= nowMs; call = this.#head) {
+    const liveness = this.#liveness;
+    const silent = liveness === undefined || this.#silence(liveness, nowMs) >= this.#silentMs;
+    const connecting = liveness?.connecting() !== undefined;
+    const late: Array<{ call: TimedCall; error: Error }> = [];
+    for (let call = this.#head; call !== undefined; call = this.#head) {
+      const waitedMs = nowMs - call.startMs;
+      let error: Error;
+      if (silent && waitedMs >= this.#silentMs) error = this.#errors.silent(this.#silentMs);
+      else if (waitedMs >= this.#maxWaitMs) error = this.#errors.slow(this.#maxWaitMs, connecting);
+      else break;
       this.#unlink(call);
-      late.push(call);
+      late.push({ call, error });
     }
-    if (late.length === 0) return;
-    // Rejected after the other timers due now: a store's own timeout of the same length (ioredis's
-    // commandTimeout) then answers first, with its own error; a call it settled ignores this one.
-    setImmediate(() => {
-      for (const call of late) call.reject(this.#timeout(this.#limitMs));
-    });
+    for (const { call, error } of late) call.reject(error);
+  };
+
+  /**
+   * How long the store has been silent as of this check: 0 while it makes its first connection or has
+   * nothing outstanding; else the time since its last answer, grown by at most MAX_SILENCE_STEP_MS per
+   * check, so that the silence of a store starved of CPU with this process is not read as a failure.
+   */
+  #silence(liveness: StoreLiveness, nowMs: number): number {
+    const sinceMs = liveness.connecting() === undefined ? liveness.silentSinceMs() : undefined;
+    const stepMs = Math.min(nowMs - this.#checkedMs, MAX_SILENCE_STEP_MS);
+    this.#checkedMs = nowMs;
+    if (sinceMs === undefined) {
+      this.#silenceFrom = undefined;
+      this.#silenceMs = 0;
+    } else if (sinceMs !== this.#silenceFrom) {
+      this.#silenceFrom = sinceMs;
+      this.#silenceMs = Math.min(nowMs - sinceMs, stepMs);
+    } else {
+      this.#silenceMs += stepMs;
+    }
+    return this.#silenceMs;
   }
 }

@@ -86,7 +86,7 @@ export class Decider {
       const startedMs = observers.storeCalls ? performance.now() : -1;
       let result: EvalResult | undefined;
       try {
-        result = await policy.timed(store.evaluate(ops, mode));
+        result = await policy.timed(() => store.evaluate(ops, mode));
       } catch (error) {
         policy.decisionFailed(error);
         if (startedMs >= 0) observers.storeCall(mode, startedMs, error);
@@ -99,7 +99,7 @@ export class Decider {
       }
     }
     const fallback = policy.fallback(ops, mode);
-    return this.#conclude(ops, mode, fallback.store, fallback.result, fallback.source, 0);
+    return this.#conclude(fallback.ops, mode, fallback.store, fallback.result, fallback.source, 0);
   }
 
   /**

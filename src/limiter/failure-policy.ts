@@ -1,9 +1,10 @@
-// Failure policy: a shared store's calls under `storeTimeout`, the window in which a failed store is skipped,
-// and the answer while it is: the insurance store, or 'allow' / 'deny' outright. Keeps the store's health.
+// Failure policy: a shared store's calls under `storeTimeout` and `storeMaxWait` (a slow store is waited for,
+// a silent or failed one is not), the window in which a failed store is skipped, and the answer while it
+// is: the insurance store (its share of each limit), or 'allow' / 'deny' outright. Keeps the store's health.
 import { performance } from 'node:perf_hooks';
 import { StoreTimeoutError } from '../errors.js';
 import { MemoryStore } from '../stores/memory-store.js';
-import type { EvalMode, EvalResult, OpResult, Store, StoreOp } from '../stores/store.js';
+import type { EvalMode, EvalResult, OpResult, Store, StoreOp, StoreRule } from '../stores/store.js';
 import { Deadlines } from './deadlines.js';
 import type { DecisionSource, Observers } from './observers.js';
 import type { StoreErrorPolicy } from './options.js';
@@ -12,12 +13,27 @@ import { HealthState, type StoreHealth } from './store-health.js';
 /** Where a store's answer came from (see `DecisionSource`; the deny cache answers before any store). */
 export type AnswerSource = Exclude<DecisionSource, 'deny_cache'>;
 
-/** The failure policy's answer for a request: what decided it and with which figures. */
-export interface FallbackAnswer {
+/** The failure policy's answer for a request: what decided it, on which ops, with which figures. */
+export interface FallbackAnswer<O extends StoreOp> {
   store: Store;
+  /** The ops as decided: on the insurance store, each limit cut to its share. */
+  ops: O[];
   result: EvalResult;
   source: Exclude<AnswerSource, 'store'>;
 }
+
+/** The limiter's figures the policy runs on (see `ResolvedLimiterOptions`). */
+export interface PolicySettings {
+  policy: StoreErrorPolicy;
+  storeTimeoutMs: number;
+  storeMaxWaitMs: number;
+  storeRetryIntervalMs: number;
+  /** The share of each limit the insurance store admits in this process, in (0, 1]. */
+  insuranceShare: number;
+}
+
+/** A decision that waited for the first connection and was given up on: it is never sent. */
+const GIVEN_UP = new Error('given up before the first connection was ready');
 
 export class FailurePolicy {
   readonly policy: StoreErrorPolicy;
@@ -25,27 +41,33 @@ export class FailurePolicy {
   readonly health = new HealthState();
   readonly #store: Store;
   readonly #observers: Observers;
-  /** `storeTimeout` for a shared store's calls; undefined for a local store. */
+  /** `storeTimeout` and `storeMaxWait` for a shared store's calls; undefined for a local store. */
   readonly #deadlines: Deadlines | undefined;
   readonly #retryMs: number;
+  readonly #share: number;
+  /** Rules with an explicit burst, as the insurance store sees them: the burst cut to the share. */
+  readonly #sharedRules = new WeakMap<StoreRule, StoreRule>();
   #insurance: MemoryStore | undefined;
   /** Date.now() before which decisions skip the store (it failed less than `storeRetryInterval` ago). */
   #skipUntil = 0;
 
-  constructor(
-    store: Store,
-    policy: StoreErrorPolicy,
-    timeoutMs: number,
-    retryMs: number,
-    observers: Observers,
-  ) {
+  constructor(store: Store, settings: PolicySettings, observers: Observers) {
     this.#store = store;
     this.#observers = observers;
-    this.policy = policy;
-    this.#retryMs = retryMs;
+    this.policy = settings.policy;
+    this.#retryMs = settings.storeRetryIntervalMs;
+    this.#share = settings.insuranceShare;
     this.#deadlines = store.local
       ? undefined
-      : new Deadlines(timeoutMs, (ms) => new StoreTimeoutError(`store did not answer within ${ms} ms`));
+      : new Deadlines(settings.storeTimeoutMs, settings.storeMaxWaitMs, store.liveness, {
+          silent: (ms) => new StoreTimeoutError(`store did not answer within ${ms} ms`),
+          slow: (ms, connecting) =>
+            new StoreTimeoutError(
+              connecting
+                ? `store's first connection was not ready within ${ms} ms`
+                : `store answered other calls but not this one within ${ms} ms`,
+            ),
+        });
   }
 
   /** The insurance store, once the policy has started one. */
@@ -59,11 +81,22 @@ export class FailurePolicy {
   }
 
   /**
-   * A shared store's call under `storeTimeout`; the memory store answers in the same turn anyway. The
-   * decision path's: it reports the outcome itself (`decisionFailed`, `health.succeeded`).
+   * A shared store's call, made by `send`, under the deadlines; the memory store answers in the same turn
+   * anyway. While the store's first connection is being made the call waits for it (within
+   * `storeMaxWait`) and is sent once it is ready, never after the decision was given up on. The decision
+   * path's: it reports the outcome itself (`decisionFailed`, `health.succeeded`).
    */
-  timed<T>(promise: Promise<T>): Promise<T> {
-    return this.#deadlines === undefined ? promise : this.#deadlines.race(promise);
+  timed<T>(send: () => Promise<T>): Promise<T> {
+    const deadlines = this.#deadlines;
+    if (deadlines === undefined) return send();
+    const connecting = this.#store.liveness?.connecting();
+    if (connecting === undefined) return deadlines.race(send());
+    let givenUp = false;
+    const call = deadlines.race(connecting.then(() => (givenUp ? Promise.reject(GIVEN_UP) : send())));
+    call.catch(() => {
+      givenUp = true;
+    });
+    return call;
   }
 
   /** Any other store call (`report`, `reset`, `status` ...): timed, its outcome kept in `health` and told to observers. */
@@ -106,10 +139,12 @@ export class FailurePolicy {
   }
 
   /** The answer while the shared store is failing. */
-  fallback(ops: readonly StoreOp[], mode: EvalMode): FallbackAnswer {
+  fallback<O extends StoreOp>(ops: readonly O[], mode: EvalMode): FallbackAnswer<O> {
     if (this.policy === 'insurance') {
       this.#insurance ??= new MemoryStore();
-      return { store: this.#insurance, result: this.#insurance.evaluateSync(ops, mode), source: 'insurance' };
+      const shared = this.#share === 1 ? (ops as O[]) : ops.map((op) => this.#shareOf(op));
+      const result = this.#insurance.evaluateSync(shared, mode);
+      return { store: this.#insurance, ops: shared, result, source: 'insurance' };
     }
     const allowed = this.policy === 'allow';
     const results = ops.map(
@@ -128,10 +163,30 @@ export class FailurePolicy {
         lockedNow: false,
       }),
     );
-    return { store: this.#store, result: { nowMs: Date.now(), results }, source: 'policy' };
+    return { store: this.#store, ops: ops as O[], result: { nowMs: Date.now(), results }, source: 'policy' };
+  }
+
+  /** An op as the insurance store decides it: its limit, and an explicit burst, cut to the share (at least 1). */
+  #shareOf<O extends StoreOp>(op: O): O {
+    let rule = op.rule;
+    if (rule.burst > 0) {
+      let cut = this.#sharedRules.get(rule);
+      if (cut === undefined) {
+        cut = { ...rule, burst: shareOf(rule.burst, this.#share) };
+        this.#sharedRules.set(rule, cut);
+      }
+      rule = cut;
+    }
+    return { ...op, rule, limit: shareOf(op.limit, this.#share) };
   }
 
   async close(): Promise<void> {
     await this.#insurance?.close();
   }
+}
+
+/** `share` of `limit`, rounded down, at least 1: N processes then admit at most N x that during an outage. */
+export function shareOf(limit: number, share: number): number {
+  // The epsilon keeps 100 x 0.29 at 29, not 28.999999999999996 rounded down.
+  return Math.max(1, Math.floor(limit * share + 1e-9));
 }

@@ -51,13 +51,7 @@ export class Limiter extends EventEmitter<LimiterEvents> {
     this.#ops = new OpBuilder(resolved.rules, () => store.now(), probe);
     this.#definitions = Object.freeze([...options.rules]);
     this.#needsOutcomes = resolved.rules.some((r) => r.countOn !== 'all' || r.resetOnSuccess);
-    this.#policy = new FailurePolicy(
-      store,
-      resolved.onStoreError,
-      resolved.storeTimeoutMs,
-      resolved.storeRetryIntervalMs,
-      this.#observers,
-    );
+    this.#policy = new FailurePolicy(store, { ...resolved, policy: resolved.onStoreError }, this.#observers);
     if (resolved.denyCacheMaxKeys !== undefined) {
       const cache = new DenyCache(resolved.denyCacheMaxKeys);
       this.#denyCache = cache;

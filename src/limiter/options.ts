@@ -21,8 +21,18 @@ export interface LimiterOptions {
    * @default 'insurance'
    */
   onStoreError?: 'allow' | 'deny' | 'insurance';
-  /** After this long a store call counts as failed. Not applied to the memory store. @default 250 */
+  /**
+   * A shared store that has answered none of the calls in flight for this long has failed: its decisions
+   * go to `onStoreError`. Time a call spends in this process (queued behind its other calls, or waiting
+   * for the first connection) does not count. Not applied to the memory store. @default 250
+   */
   storeTimeout?: Duration;
+  /**
+   * The longest a decision waits for a shared store that is alive but slow (answering other calls of
+   * this process first) or still making its first connection; then it goes to `onStoreError`. At least
+   * `storeTimeout`. @default 5000
+   */
+  storeMaxWait?: Duration;
   /** After a store failure, decisions skip the store for this long before trying it again. @default 1000 */
   storeRetryInterval?: Duration;
   /**
@@ -30,6 +40,12 @@ export interface LimiterOptions {
    * they could pass. Not used with the memory store. @default true ({ maxKeys: 10000 })
    */
   denyCache?: boolean | { maxKeys?: number };
+  /**
+   * The insurance store (`onStoreError: 'insurance'`): `share` is the part of each limit (and explicit
+   * burst) it admits in this process while the shared store fails, rounded down, at least 1. With N
+   * processes, `share: 1 / N` keeps the fleet near the limit during an outage. @default { share: 1 }
+   */
+  insurance?: { share?: number };
   /** IPv6 addresses are keyed by this prefix length (48-128): users are commonly given a /56 or a /48. @default 56 */
   ipv6Subnet?: number;
   /** Log decisions and store failures: `true` writes to stderr, a function receives each line. Also `RATEKEEPER_DEBUG=1`. @default false */
@@ -41,8 +57,10 @@ const LIMITER_FIELDS = fieldsOf<LimiterOptions>({
   rules: true,
   onStoreError: true,
   storeTimeout: true,
+  storeMaxWait: true,
   storeRetryInterval: true,
   denyCache: true,
+  insurance: true,
   ipv6Subnet: true,
   debug: true,
 });
@@ -55,7 +73,9 @@ export interface ResolvedLimiterOptions {
   store: Store;
   onStoreError: StoreErrorPolicy;
   storeTimeoutMs: number;
+  storeMaxWaitMs: number;
   storeRetryIntervalMs: number;
+  insuranceShare: number;
   /** Undefined: no deny cache (turned off, or a local store, which needs none). */
   denyCacheMaxKeys: number | undefined;
   /** Where debug lines go; undefined when debugging is off. */
@@ -83,6 +103,19 @@ export function resolveLimiterOptions(options: LimiterOptions): ResolvedLimiterO
     refuse('ERR_OPTION', undefined, mustBe('onStoreError', `'allow', 'deny' or 'insurance'`, onStoreError));
   }
   const storeTimeoutMs = optionMs('storeTimeout', options.storeTimeout, LIMITER_DEFAULTS.storeTimeoutMs);
+  const storeMaxWaitMs = optionMs(
+    'storeMaxWait',
+    options.storeMaxWait,
+    Math.max(LIMITER_DEFAULTS.storeMaxWaitMs, storeTimeoutMs),
+  );
+  if (storeMaxWaitMs < storeTimeoutMs) {
+    refuse(
+      'ERR_OPTION',
+      undefined,
+      mustBe('storeMaxWait', `at least storeTimeout (${storeTimeoutMs} ms)`, options.storeMaxWait),
+    );
+  }
+  const insuranceShare = resolveInsurance(options.insurance, onStoreError);
   const storeRetryIntervalMs = optionMs(
     'storeRetryInterval',
     options.storeRetryInterval,
@@ -104,7 +137,47 @@ export function resolveLimiterOptions(options: LimiterOptions): ResolvedLimiterO
   const debug = options.debug ?? process.env.RATEKEEPER_DEBUG === '1';
   const log =
     debug === true ? (line: string) => process.stderr.write(`ratekeeper ${line}\n`) : debug || undefined;
-  return { rules, store, onStoreError, storeTimeoutMs, storeRetryIntervalMs, denyCacheMaxKeys, log };
+  return {
+    rules,
+    store,
+    onStoreError,
+    storeTimeoutMs,
+    storeMaxWaitMs,
+    storeRetryIntervalMs,
+    insuranceShare,
+    denyCacheMaxKeys,
+    log,
+  };
+}
+
+/** `insurance.share`: a number in (0, 1], and only where there is an insurance store to apply it to. */
+function resolveInsurance(insurance: LimiterOptions['insurance'], policy: StoreErrorPolicy): number {
+  if (insurance === undefined) return LIMITER_DEFAULTS.insuranceShare;
+  if (insurance === null || typeof insurance !== 'object' || Array.isArray(insurance)) {
+    refuse('ERR_OPTION', undefined, mustBe('insurance', 'an object such as { share: 0.25 }', insurance));
+  }
+  assertKnownFields(insurance, ['share'], 'createLimiter', 'insurance');
+  if (policy !== 'insurance') {
+    refuse(
+      'ERR_OPTION',
+      undefined,
+      `insurance applies with onStoreError 'insurance' only, got onStoreError ${describe(policy)}`,
+    );
+  }
+  const share = insurance.share ?? LIMITER_DEFAULTS.insuranceShare;
+  if (typeof share !== 'number' || !Number.isFinite(share) || share <= 0 || share > 1) {
+    refuse(
+      'ERR_OPTION',
+      undefined,
+      mustBe(
+        'insurance.share',
+        'a number above 0 and at most 1 (the part of each limit one process admits during an outage, ' +
+          'e.g. 0.25 for 4 processes)',
+        share,
+      ),
+    );
+  }
+  return share;
 }
 
 function optionMs(name: string, value: Duration | undefined, fallback: number): number {

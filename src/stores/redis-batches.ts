@@ -35,6 +35,15 @@ const MAX_BATCH_REQUESTS = 32;
 const MAX_BATCH_OPS = 256;
 
 /**
+ * Batches of one slot (or master) in Redis at once; further full batches wait here and go out as
+ * replies come back. Redis writes its replies once it has run all it read from a connection, so an
+ * unbounded pipeline (a burst of thousands of decisions) keeps it silent for the whole burst, which on
+ * starved cores looks like a stopped server to the failure policy. Two keep Redis busy (it runs one
+ * while this process reads the other's reply) and bound its silence to about two batches' work.
+ */
+const MAX_BATCHES_IN_FLIGHT = 2;
+
+/**
  * What a Cluster node answers, inside the script, for a key of a slot it does not serve (the slot map
  * was stale, or the slot is being migrated): the request failed before writing anything.
  */
@@ -60,10 +69,15 @@ export class Batcher {
   #crossSlot: boolean;
   /** Batches being filled, by slot (a number) or by master (its address). */
   readonly #open = new Map<number | string, Batch>();
+  /** Batches sent and not answered yet, by the key of `#open`. */
+  readonly #inFlight = new Map<number | string, number>();
+  /** Full batches waiting for one of their key's batches in flight to be answered, oldest first. */
+  readonly #waiting = new Map<number | string, Batch[]>();
   #flushScheduled = false;
   readonly #flushOpen = () => {
     this.#flushScheduled = false;
-    this.flush();
+    for (const [key, batch] of this.#open) this.#dispatch(key, batch);
+    this.#open.clear();
   };
 
   constructor(
@@ -97,7 +111,7 @@ export class Batcher {
     batch.call.add(this.#space, ops, mode, false, time);
     if (batch.call.requests >= MAX_BATCH_REQUESTS || batch.call.ops >= MAX_BATCH_OPS) {
       this.#open.delete(key);
-      this.#send(batch);
+      this.#dispatch(key, batch);
     }
     return promise;
   }
@@ -122,9 +136,34 @@ export class Batcher {
    * order they were asked for (a reset right after a check applies after it, as without batching).
    */
   flush(): void {
+    for (const [key, waiting] of this.#waiting) {
+      this.#waiting.delete(key);
+      for (const batch of waiting) this.#send(batch);
+    }
     if (this.#open.size === 0) return;
     for (const batch of this.#open.values()) this.#send(batch);
     this.#open.clear();
+  }
+
+  /** Sends `batch` now when fewer than MAX_BATCHES_IN_FLIGHT of its key are in Redis, else after them. */
+  #dispatch(key: number | string, batch: Batch): void {
+    const inFlight = this.#inFlight.get(key) ?? 0;
+    if (inFlight >= MAX_BATCHES_IN_FLIGHT) {
+      const waiting = this.#waiting.get(key);
+      if (waiting === undefined) this.#waiting.set(key, [batch]);
+      else waiting.push(batch);
+      return;
+    }
+    this.#inFlight.set(key, inFlight + 1);
+    this.#send(batch, () => {
+      const left = (this.#inFlight.get(key) ?? 1) - 1;
+      if (left === 0) this.#inFlight.delete(key);
+      else this.#inFlight.set(key, left);
+      const waiting = this.#waiting.get(key);
+      const next = waiting?.shift();
+      if (waiting?.length === 0) this.#waiting.delete(key);
+      if (next !== undefined) this.#dispatch(key, next);
+    });
   }
 
   /** Stops the slot map's pending read. */
@@ -143,13 +182,18 @@ export class Batcher {
     return this.#slots.masterOf(slot) ?? slot;
   }
 
-  /** One script call for the whole batch; a failed call rejects every request in it. */
-  #send(batch: Batch): void {
+  /**
+   * One script call for the whole batch; a failed call rejects every request in it. `answered` runs
+   * as the reply (or the failure) comes back, before the requests are settled, so that the next batch
+   * is on its way to Redis while this one's decisions are made.
+   */
+  #send(batch: Batch, answered?: () => void): void {
     const { requests, call } = batch;
     const crossSlot = batch.crossSlot;
     const reply = crossSlot
       ? runScript(this.#connection, this.#crossSlotScript, call.keys.slice(0, 1), crossSlotArgs(call))
       : runScript(this.#connection, this.#script, call.keys, call.args());
+    if (answered !== undefined) reply.then(answered, answered);
     reply.then(
       (reply) => {
         decodeCheckReply(

@@ -12,6 +12,11 @@ const watched = new WeakMap<object, ConnectionFaults>();
 /** Error classes of a reply from Redis (ioredis, iovalkey; node-redis): the server's own message, kept as is. */
 const REPLY_ERRORS = new Set(['ReplyError', 'ErrorReply', 'SimpleError', 'BlobError', 'MultiErrorReply']);
 
+/** True for an error reply from Redis (the server answered), false for a client's own refusal or a lost connection. */
+export function isReply(error: unknown): boolean {
+  return error instanceof Error && (REPLY_ERRORS.has(error.name) || REPLY_ERRORS.has(error.constructor.name));
+}
+
 /**
  * Keeps the last connection error a client emitted (refused, unknown host, wrong password) until it is
  * ready again. A command the client refuses meanwhile ("Stream isn't writeable ...", "The client is
@@ -55,7 +60,7 @@ export class ConnectionFaults {
    */
   explain(error: unknown): unknown {
     if (!(error instanceof Error)) return error;
-    if (REPLY_ERRORS.has(error.name) || REPLY_ERRORS.has(error.constructor.name)) {
+    if (isReply(error)) {
       // Redis's reply names its code first ("NOAUTH Authentication required."): as `code`, like a Node error's.
       const reply = error as Error & { code?: unknown };
       if (reply.code === undefined) reply.code = errorCode(error);

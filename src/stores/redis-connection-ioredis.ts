@@ -1,8 +1,10 @@
 // RedisConnection over ioredis (5 and 6) and its fork iovalkey: `Redis` (standalone or Sentinel) and `Cluster`.
 
 import type { RedisConnection, RedisNode, RedisSubscription } from './redis-connection.js';
-import { type ClientEvents, ConnectionFaults } from './redis-connection-faults.js';
+import { type ClientEvents, ConnectionFaults, isReply } from './redis-connection-faults.js';
+import { ClientLiveness } from './redis-connection-liveness.js';
 import { resp2 } from './redis-connection-replies.js';
+import { keySlot } from './redis-hash-tags.js';
 
 /** The part of an ioredis or iovalkey `Redis` the store uses; a `Cluster` adds `isCluster` and `nodes`. */
 interface IoredisClient extends ClientEvents {
@@ -14,6 +16,8 @@ interface IoredisClient extends ClientEvents {
   readonly status: string;
   readonly isCluster?: boolean;
   nodes?(role: 'master'): IoredisClient[];
+  /** A Cluster's slot map: the node keys ("host:port", the master first) serving each slot. */
+  readonly slots?: ReadonlyArray<readonly string[] | undefined>;
 }
 
 /** An ioredis or iovalkey client behind a RedisConnection, or undefined when `client` is not one. */
@@ -27,22 +31,40 @@ class IoredisConnection implements RedisConnection {
   readonly cluster: boolean;
   readonly #client: IoredisClient;
   readonly #faults: ConnectionFaults;
+  readonly liveness: ClientLiveness;
 
   constructor(client: IoredisClient) {
     this.#client = client;
     this.cluster = client.isCluster === true;
     // A Cluster tells its nodes' faults as 'node error'; 'ready' is the client (or Cluster) usable again.
     this.#faults = ConnectionFaults.of(client, this.cluster ? ['error', 'node error'] : ['error'], ['ready']);
+    this.liveness = ClientLiveness.of(
+      client,
+      {
+        errors: ['error', 'end'],
+        ready: ['ready'],
+        // 'connecting' (a Sentinel asking for its master too) and 'connect' (authenticating, selecting
+        // the database, checking the server is loaded): the first connection is underway. 'wait'
+        // (lazyConnect) connects on the first command, so that one is sent.
+        connecting: () => client.status === 'connecting' || client.status === 'connect',
+        isReady: () => client.status === 'ready',
+      },
+      (error) => this.#faults.explain(error),
+    );
   }
 
-  send(command: string, args: readonly string[]): Promise<unknown> {
-    // ioredis finds the keys of every command it knows, and routes on them by itself.
-    return this.#sendTo(this.#client, command, args);
+  send(command: string, args: readonly string[], routingKey?: string): Promise<unknown> {
+    // ioredis finds the keys of every command it knows, and routes on them by itself; the routing key
+    // only names the master the call goes to, for the liveness of each.
+    const node =
+      this.cluster && routingKey !== undefined ? this.#client.slots?.[keySlot(routingKey)]?.[0] : undefined;
+    return this.#sendTo(this.#client, command, args, node);
   }
 
   /** ioredis 6 speaks RESP3 by default: its WITHSCORES replies are pairs, and with replyMapping 'resp3' doubles are numbers. */
-  #sendTo(client: IoredisClient, command: string, args: readonly string[]): Promise<unknown> {
-    return this.#faults.guard(client.call(command, args as string[])).then((reply) => resp2(reply, args));
+  #sendTo(client: IoredisClient, command: string, args: readonly string[], node?: string): Promise<unknown> {
+    const call = this.liveness.track(client.call(command, args as string[]), isReply, node);
+    return this.#faults.guard(call).then((reply) => resp2(reply, args));
   }
 
   async eachMaster<T>(action: (node: RedisNode) => Promise<T>): Promise<T[]> {
@@ -79,6 +101,12 @@ class IoredisConnection implements RedisConnection {
   }
 
   #nodeOf(client: IoredisClient): RedisNode {
-    return { send: (command, args) => this.#sendTo(client, command, args) };
+    return { send: (command, args) => this.#sendTo(client, command, args, nodeKey(client)) };
   }
+}
+
+/** A Cluster node's key as the slot map names it ("host:port"). */
+function nodeKey(client: IoredisClient): string | undefined {
+  const options = (client as { options?: { host?: unknown; port?: unknown } }).options;
+  return options?.host === undefined ? undefined : `${String(options.host)}:${String(options.port)}`;
 }

@@ -1,8 +1,10 @@
 // RedisConnection over node-redis (the `redis` package, 5 and 6): createClient, createCluster and createSentinel.
 
 import type { RedisConnection, RedisNode, RedisSubscription } from './redis-connection.js';
-import { type ClientEvents, ConnectionFaults } from './redis-connection-faults.js';
+import { type ClientEvents, ConnectionFaults, isReply } from './redis-connection-faults.js';
+import { ClientLiveness } from './redis-connection-liveness.js';
 import { resp2 } from './redis-connection-replies.js';
+import { keySlot } from './redis-hash-tags.js';
 
 type Listener = (message: string) => void;
 
@@ -20,6 +22,8 @@ interface NodeRedisClient extends ClientEvents {
 interface NodeRedisCluster extends ClientEvents {
   sendCommand(firstKey: string | undefined, isReadonly: boolean, args: string[]): Promise<unknown>;
   readonly masters: readonly unknown[];
+  /** The shard serving each slot, its master first. */
+  readonly slots?: ReadonlyArray<{ master?: unknown } | undefined>;
   nodeClient(node: unknown): NodeRedisClient | Promise<NodeRedisClient>;
   subscribe(channel: string, listener: Listener): Promise<unknown>;
   unsubscribe(channel: string, listener: Listener): Promise<unknown>;
@@ -82,11 +86,24 @@ interface Readiness {
 abstract class NodeRedisConnection implements RedisConnection {
   abstract readonly cluster: boolean;
   protected readonly faults: ConnectionFaults;
+  readonly liveness: ClientLiveness;
   readonly #client: Readiness;
 
-  constructor(client: ClientEvents & Readiness, errors: string[], ready: string[]) {
+  /** `ready`: the events of the client usable again; `connected`: the one that ends its first connection. */
+  constructor(client: ClientEvents & Readiness, errors: string[], ready: string[], connected: string) {
     this.#client = client;
     this.faults = ConnectionFaults.of(client, errors, ready);
+    this.liveness = ClientLiveness.of(
+      client,
+      {
+        errors: ['error', 'end'],
+        ready: [connected],
+        // connect() called (without being awaited) and not ready yet: the first connection is underway.
+        connecting: () => client.isOpen && client.isReady === false,
+        isReady: () => client.isOpen && client.isReady !== false,
+      },
+      (error) => this.faults.explain(error),
+    );
   }
 
   send(command: string, args: readonly string[], routingKey?: string): Promise<unknown> {
@@ -94,10 +111,17 @@ abstract class NodeRedisConnection implements RedisConnection {
     if (!client.isOpen) return Promise.reject(this.faults.explain(closedError()));
     if (client.isReady === false) return Promise.reject(this.faults.explain(offlineError()));
     const argv = [command, ...args];
-    return this.faults.guard(this.sendArgs(argv, routingKey)).then((reply) => resp2(reply, argv));
+    return this.faults
+      .guard(this.liveness.track(this.sendArgs(argv, routingKey), isReply, this.nodeOf(routingKey)))
+      .then((reply) => resp2(reply, argv));
   }
 
   protected abstract sendArgs(argv: string[], routingKey: string | undefined): Promise<unknown>;
+
+  /** The node a call with this routing key goes to, where it matters (a Cluster's master). */
+  protected nodeOf(_routingKey: string | undefined): string | undefined {
+    return undefined;
+  }
 
   async eachMaster<T>(action: (node: RedisNode) => Promise<T>): Promise<T[]> {
     return [await action({ send: (command, args) => this.send(command, args) })];
@@ -115,7 +139,7 @@ class NodeRedisClientConnection extends NodeRedisConnection {
   readonly #client: NodeRedisClient;
 
   constructor(client: NodeRedisClient) {
-    super(client, ['error'], ['ready']);
+    super(client, ['error'], ['ready'], 'ready');
     this.#client = client;
   }
 
@@ -157,13 +181,21 @@ class NodeRedisClusterConnection extends NodeRedisConnection {
   readonly #client: NodeRedisCluster;
 
   constructor(client: NodeRedisCluster) {
-    super(client, ['error', 'node-error'], ['node-ready']);
+    // The Cluster is 'connect'ed once it has read the slot map from a node: it can route then.
+    super(client, ['error', 'node-error'], ['node-ready'], 'connect');
     this.#client = client;
   }
 
   protected sendArgs(argv: string[], routingKey: string | undefined): Promise<unknown> {
     // Never readonly: a decision reads and writes, and must not land on a replica.
     return this.#client.sendCommand(routingKey, false, argv);
+  }
+
+  protected override nodeOf(routingKey: string | undefined): string | undefined {
+    if (routingKey === undefined) return undefined;
+    const slot = keySlot(routingKey);
+    const master = this.#client.slots?.[slot]?.master as { address?: unknown } | undefined;
+    return typeof master?.address === 'string' ? master.address : String(slot);
   }
 
   override async eachMaster<T>(action: (node: RedisNode) => Promise<T>): Promise<T[]> {
@@ -205,7 +237,7 @@ class NodeRedisSentinelConnection extends NodeRedisConnection {
   readonly #client: NodeRedisSentinel;
 
   constructor(client: NodeRedisSentinel) {
-    super(client, ['error'], ['ready']);
+    super(client, ['error'], ['ready'], 'ready');
     this.#client = client;
   }
 

@@ -2,6 +2,7 @@
 import { RateLimitConfigError } from '../errors.js';
 import { ioredisConnection } from './redis-connection-ioredis.js';
 import { nodeRedisConnection } from './redis-connection-node-redis.js';
+import type { StoreLiveness } from './store.js';
 
 /** A subscription made by `RedisConnection.subscribe`. */
 export interface RedisSubscription {
@@ -25,6 +26,8 @@ export interface RedisNode {
 export interface RedisConnection {
   /** True for a Redis Cluster: the keys of one command must share a slot, and they pick the node. */
   readonly cluster: boolean;
+  /** The client's first connection and how long its calls have waited unanswered (see `ClientLiveness`). */
+  readonly liveness: StoreLiveness;
   /**
    * Sends one command. `routingKey`, one of the command's keys, picks the node on a Cluster; without
    * one the client chooses (commands without keys).

@@ -63,6 +63,16 @@ export function tagSlot(tag: string): number {
   return crc % SLOTS;
 }
 
+/** The Cluster slot of a key: of its hash tag (the first `{...}` with something inside), else of the whole key. */
+export function keySlot(key: string): number {
+  const open = key.indexOf('{');
+  if (open >= 0) {
+    const close = key.indexOf('}', open + 1);
+    if (close > open + 1) return tagSlot(key.slice(open + 1, close));
+  }
+  return tagSlot(key);
+}
+
 /** Characters of slot tags: no braces (they end a hash tag) and nothing a glob or redis-cli would mangle. */
 const TAG_ALPHABET = 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789';
 

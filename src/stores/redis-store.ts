@@ -13,7 +13,7 @@ import { Overrides } from './redis-overrides.js';
 import { type KeySpace, opKeys } from './redis-protocol.js';
 import { Resets } from './redis-resets.js';
 import { loadScripts } from './redis-scripts.js';
-import type { EvalMode, EvalResult, Refund, Store, StoreOp, StoreRule } from './store.js';
+import type { EvalMode, EvalResult, Refund, Store, StoreLiveness, StoreOp, StoreRule } from './store.js';
 
 export interface RedisStoreOptions {
   /**
@@ -44,6 +44,8 @@ export interface RedisStoreOptions {
  */
 export class RedisStore implements Store {
   readonly local = false;
+  /** The client's first connection and how long its calls have waited unanswered: see the failure policy. */
+  readonly liveness: StoreLiveness;
   readonly #connection: RedisConnection;
   readonly #space: KeySpace;
   readonly #clock: RedisClock;
@@ -64,6 +66,7 @@ export class RedisStore implements Store {
     }
     const scripts = loadScripts();
     this.#connection = connection;
+    this.liveness = connection.liveness;
     const space = { prefix, cluster: connection.cluster };
     this.#resets = new Resets(connection, scripts.reset, space);
     this.#overrides = new Overrides(connection, scripts.override, space, this.#resets);

@@ -23,6 +23,24 @@ export interface Refund {
   readonly receipt: number;
 }
 
+/**
+ * What a shared store tells the failure policy about its connection, so that a store that is slow (or
+ * still connecting) is waited for and only one that failed is given up on.
+ */
+export interface StoreLiveness {
+  /**
+   * While the store's first connection is being made and has not failed: a promise that resolves once
+   * it is ready and rejects with its fault. Undefined otherwise (connected, or the first attempt failed).
+   */
+  connecting(): Promise<void> | undefined;
+  /**
+   * `performance.now()` since which the calls sent to the store have waited without an answer to any of
+   * them: the last answer, or the first call sent while none was outstanding. Undefined while no call
+   * is outstanding.
+   */
+  silentSinceMs(): number | undefined;
+}
+
 export interface Store {
   /** True for stores inside this process (no deny cache or insurance needed in front of them). */
   readonly local: boolean;
@@ -57,5 +75,10 @@ export interface Store {
    * cannot. `limiter.health()` calls it, under `storeTimeout`.
    */
   ping?(): Promise<void>;
+  /**
+   * Shared stores: their connection's liveness. Without it a call counts as failed `storeTimeout` after
+   * it was made, however busy the store or this process.
+   */
+  readonly liveness?: StoreLiveness;
   close(): Promise<void>;
 }

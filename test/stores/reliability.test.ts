@@ -523,8 +523,10 @@ describe('Reliability: Redis faults with requests in flight', function () {
   describe('failure policy details', () => {
     it("'allow' consumes nothing when it admits, so reporting that request later refunds nothing in Redis (regression)", async () => {
       const server = await own(startRedis());
-      // Not connected yet: the first request fails at once and 'allow' admits it.
-      const client = server.client({ ...RECOMMENDED_REDIS_OPTIONS, lazyConnect: true });
+      process.kill(server.pid, 'SIGKILL');
+      await refused(server.port);
+      // Redis down: the first request fails and 'allow' admits it.
+      const client = server.client(RECOMMENDED_REDIS_OPTIONS);
       const rules: Rule[] = [
         { name: 'api', key: 'ip', limit: 2, window: { type: 'gcra', size: '1h' }, countOn: 'failure' },
       ];
@@ -532,6 +534,7 @@ describe('Reliability: Redis faults with requests in flight', function () {
       const admittedByPolicy = await limiter.consume('api', 'user');
       expect(admittedByPolicy.allowed).to.equal(true);
       expect(storeErrors.length).to.equal(1);
+      await server.restart();
       await ready(client);
       await sleep(RETRY_MS + 50);
       for (let i = 0; i < 2; i++) {

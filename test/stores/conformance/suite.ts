@@ -335,6 +335,33 @@ export function conformanceSuite(target: StoreUnderTest): void {
         expect(events).to.deep.equal([15 * 60_000, 30 * 60_000]);
       });
 
+      it('a dry-run rule with a lockout never locks: past its limit it reports denials, admits, and lists no lock', async () => {
+        const l = await limiter([{ ...loginRule, mode: 'dry-run' }]);
+        const lockouts: string[] = [];
+        l.on('lockout', (e) => lockouts.push(e.key));
+        const decisions = [];
+        for (let i = 0; i < 10; i++) decisions.push(await l.check(attempt()));
+        expect(decisions.map((d) => d.allowed)).to.deep.equal(Array(10).fill(true));
+        expect(decisions.map((d) => d.locked)).to.deep.equal(Array(10).fill(false));
+        // Past the limit the rule says it would have denied, never that it would have locked.
+        expect(decisions.map((d) => d.rules[0]?.allowed)).to.deep.equal([
+          ...Array(3).fill(true),
+          ...Array(7).fill(false),
+        ]);
+        expect(decisions.every((d) => d.rules[0]?.locked === false)).to.equal(true);
+        expect(lockouts).to.deep.equal([]);
+        expect(await l.locked('login')).to.deep.equal([]);
+        expect(await l.status('login', 'bob')).to.include({ locked: false, level: 0 });
+        // An enforced rule beside it still locks: the dry run changed nothing of its own key.
+        const enforced = await limiter([
+          { ...loginRule, mode: 'dry-run' },
+          { ...loginRule, name: 'login-enforced' },
+        ]);
+        for (let i = 0; i < 4; i++) await enforced.check(attempt());
+        expect((await enforced.locked('login-enforced')).map((x) => x.key)).to.deep.equal(['bob']);
+        expect(await enforced.locked('login')).to.deep.equal([]);
+      });
+
       it('reset unlocks, forgets the level, and emits unlock', async () => {
         const l = await limiter([loginRule]);
         const unlocked: string[] = [];
