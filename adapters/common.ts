@@ -235,13 +235,24 @@ export function pathOf(url: string): string {
   }
 }
 
+/** The parts of a Node socket that tell whether its client is still there. */
+export interface ClientSocket {
+  readonly destroyed?: boolean;
+  readonly remoteAddress?: string | undefined;
+  readonly localPort?: number | undefined;
+}
+
 /**
  * True when the client's connection is closed already. Its handler must not run: nothing can be sent
  * back, and a client that writes a whole request and resets the connection would otherwise have it
- * served (an SMS sent, a password checked), with no address left to key it on.
+ * served (an SMS sent, a password checked), with no address left to key it on. Node marks such a
+ * socket destroyed only once it reads the reset, after the request was dispatched; the peer address is
+ * gone at once (the kernel answers no peer name for a reset connection), so a TCP socket (one with a
+ * local port) without a remote address is gone too. A Unix socket has neither and is not.
  */
-export function clientGone(socket: { readonly destroyed?: boolean } | null | undefined): boolean {
-  return socket?.destroyed === true;
+export function clientGone(socket: ClientSocket | null | undefined): boolean {
+  if (socket === null || socket === undefined) return false;
+  return socket.destroyed === true || (socket.remoteAddress === undefined && socket.localPort !== undefined);
 }
 
 /** The status an error thrown through Koa ends in: its `status` or `statusCode` when it is 4xx/5xx, else 500. */

@@ -1,7 +1,7 @@
 // The request sequence every HTTP adapter runs, written once; an adapter maps its framework to `HttpExchange`.
 import { LIST_FIELDS } from '../src/headers.js';
 import type { Decision, RequestInfo } from '../src/index.js';
-import { clientGone, type Setup } from './common.js';
+import { type ClientSocket, clientGone, type Setup } from './common.js';
 import type { WiringCheck } from './wiring.js';
 
 /**
@@ -10,7 +10,7 @@ import type { WiringCheck } from './wiring.js';
  */
 export interface HttpExchange {
   /** The client's connection, to tell whether it is gone; undefined where the runtime shows none. */
-  socket(): { readonly destroyed?: boolean } | null | undefined;
+  socket(): ClientSocket | null | undefined;
   /** The warning's words for the framework's proxy setting when it believes every `X-Forwarded-For` entry. */
   spoofable(): string | undefined;
   /** The request as the core sees it. */

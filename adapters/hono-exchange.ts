@@ -50,6 +50,7 @@ export function nodeSocket(c: Context): NodeSocket | undefined {
 }
 interface NodeSocket {
   remoteAddress?: string;
+  localPort?: number;
   destroyed?: boolean;
 }
 interface NodeRequest {

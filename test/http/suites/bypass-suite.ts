@@ -58,7 +58,7 @@ export function bypassSuite(framework: BypassFramework, stores: StoreFactory): v
       return { ...app, ...server, sent, settle };
     }
 
-    it('a client that resets the connection after writing each request gets no more codes than the per-IP limit', async () => {
+    it('a client that resets the connection right after writing its request never reaches the handler', async () => {
       const app = await example();
       let arrived = 0;
       app.server.prependListener('request', () => arrived++);
@@ -68,9 +68,9 @@ export function bypassSuite(framework: BypassFramework, stores: StoreFactory): v
       );
       await app.settle();
       expect(arrived, 'requests the server read').to.be.greaterThan(20);
-      expect(app.sent.length, 'codes sent').to.be.at.most(20);
+      expect(app.sent, 'codes sent').to.deep.equal([]);
       for (const key of ['127.0.0.1', '#unresolved-ip'])
-        expect((await app.limiter.status('sms-ip', key)).count, key).to.be.at.most(20);
+        expect((await app.limiter.status('sms-ip', key)).count, key).to.equal(0);
     });
 
     it('a Unix socket (no client address) shares one bucket per rule, with one warning naming the rule', async () => {
