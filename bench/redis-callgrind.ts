@@ -44,9 +44,25 @@ for i = 1, #KEYS do
 end
 return out
 `;
+/**
+ * What a decision on the server's clock that creates its key needs at the least: TIME, then one SET NX
+ * GET PX per key (the value formatted once per call), and a reply of the time and one integer per key.
+ * KEYS: the keys of every decision; ARGV[1]: keys per decision.
+ */
+const FLOOR_CLOCKED = `
+local t = redis.call('TIME')
+local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local value = string.format('%d%07d', ms + 60000, 1)
+local out = { ms }
+for i = 1, #KEYS do
+  if redis.call('SET', KEYS[i], value, 'NX', 'GET', 'PX', '60000') then out[i + 1] = 0 else out[i + 1] = 64 end
+end
+return out
+`;
 const FLOOR_LIBRARY = `#!lua name=rkbenchfloor
 redis.register_function('rkbench_floor_one', function(KEYS, ARGV)${FLOOR_ONE}end)
 redis.register_function('rkbench_floor_many', function(KEYS, ARGV)${FLOOR_MANY}end)
+redis.register_function('rkbench_floor_clocked', function(KEYS, ARGV)${FLOOR_CLOCKED}end)
 `;
 
 const LIMIT = 1_000_000;
@@ -165,6 +181,23 @@ function floorCase(
       const batch = keys;
       keys = [];
       return send(batch);
+    },
+  };
+}
+
+/** The clocked bound (FLOOR_CLOCKED): `perCall` decisions of `keysEach` keys per FCALL. */
+function clockedCase(client: Redis, id: string, name: string, perCall: number, keysEach: number): Case {
+  let keys: string[] = [];
+  return {
+    id,
+    name,
+    inFlight: perCall,
+    decide(key) {
+      for (let k = 1; k <= keysEach; k++) keys.push(`bound:{${key}}:${k}`);
+      if (keys.length < perCall * keysEach) return Promise.resolve();
+      const batch = keys;
+      keys = [];
+      return client.call('FCALL', 'rkbench_floor_clocked', String(batch.length), ...batch);
     },
   };
 }
@@ -325,7 +358,7 @@ export async function runRedisCallgrind(
     );
     closers.push(express.close, flexible.close);
     const fixed = [storeRule('r1', 'fixed'), storeRule('r2', 'fixed'), storeRule('r3', 'fixed')];
-    const floors = new Set(['a', 'b', 'c', 'd']);
+    const floors = new Set(['a', 'b', 'c', 'd', 'e', 'f', 'g']);
     const cases: Case[] = [
       floorCase(
         client,
@@ -337,6 +370,9 @@ export async function runRedisCallgrind(
       floorCase(client, 'b', '(b) the same as a Redis function (FCALL)', { fn: 'rkbench_floor_one' }, 1),
       floorCase(client, 'c', '(c) batched floor: one EVALSHA deciding 32 keys', { sha: manySha }, 32),
       floorCase(client, 'd', '(d) the same as a Redis function (FCALL)', { fn: 'rkbench_floor_many' }, 32),
+      clockedCase(client, 'e', '(e) bound: FCALL with TIME and SET NX GET PX, 1 per call', 1, 1),
+      clockedCase(client, 'f', '(f) bound: the same, 32 per call', 32, 1),
+      clockedCase(client, 'g', '(g) bound: the same with 3 keys per decision, 32 per call', 32, 3),
       express.case,
       flexible.case,
       storeCase(store, 'fixed 1', 'ratekeeper fixed, 1 in flight', fixed.slice(0, 1), 1),

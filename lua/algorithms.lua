@@ -102,4 +102,5 @@ end
 
 return {
   byType = byType, loadLive = loadLive, withCost = withCost, freshAdmits = freshAdmits, readOrCreate = readOrCreate,
+  SET_NX_GET = SET_NX_GET,
 }

@@ -51,6 +51,8 @@ local SHAPES = 'shapes'
 local num, ttlMs = values.num, values.ttlMs
 local byType, loadLive, withCost = algorithms.byType, algorithms.loadLive, algorithms.withCost
 local freshAdmits, readOrCreate = algorithms.freshAdmits, algorithms.readOrCreate
+-- SET with both NX and GET: Redis 7.0 and later (algorithms.lua readOrCreate uses GET then SET before).
+local SET_NX_GET = algorithms.SET_NX_GET
 
 -- The bits of a reply head (Flag in src/stores/redis-protocol.ts: the same names and values).
 local Flag = {
@@ -70,8 +72,11 @@ local OVERRIDDEN, FRESH = Flag.OVERRIDDEN, Flag.FRESH
 -- request's shape has ops that read one (`reads`).
 local mode, nowMs, denied
 local ops, countKeys, lockKeys, indexKeys, identities, states, results = {}, {}, {}, {}, {}, {}, {}
--- decidePlain: per op, whether it created its key (its result is then its fresh state's).
-local created = {}
+-- decidePlain: per op, whether it created its key (its result is then its fresh state's), and what
+-- createAll's SET NX GET found in a key it could not create (its value, or an error).
+local created, held = {}, {}
+-- In `held`: the key held no live state.
+local NONE = {}
 -- Made by the first request that reads an override: a call without one pays nothing for them.
 local decided, overrideKeys, overrides
 
@@ -188,7 +193,25 @@ local function decidePlain(n, requestNowMs, optimistic)
     local op, key = ops[i], countKeys[i]
     local alg = byType[op.type]
     local state
-    if optimistic and op.cost > 0 and freshAdmits(op, alg, nowMs) then
+    local h = held[i]
+    if created[i] then
+      -- Created by the fast loop (createAll).
+      state = true
+    elseif h ~= nil then
+      -- What a fast loop found: the value SET NX GET returned, or the state readOrCreate read (false:
+      -- none), or an error.
+      held[i] = nil
+      if type(h) == 'string' then
+        state = alg.decode(h)
+        if alg.expiresAt(state, op) <= nowMs then state = nil end
+      elseif h == NONE then
+        state = nil
+      elseif h.err then
+        error(h)
+      else
+        state = h
+      end
+    elseif optimistic and op.cost > 0 and freshAdmits(op, alg, nowMs) then
       state = readOrCreate(op, alg, key, nowMs)
     else
       state = loadLive(alg, key, op, nowMs)
@@ -305,31 +328,33 @@ local function put(reply, b, r, override)
   return b
 end
 
--- The one op of a plain request that may create its key, when the call holds only this request: no
--- pcall (its error is the call's), and a created key answered at once.
-local function decideAlone(shape, key, requestNowMs, reply)
-  nowMs = requestNowMs
-  local op = shape.ops[1]
-  local alg = byType[op.type]
-  if op.cost > 0 and freshAdmits(op, alg, nowMs) then
-    local state = readOrCreate(op, alg, key, nowMs)
-    if state == true then
-      reply[2] = FRESH
-      return
-    end
-    local r = alg.evaluate(state, op, nowMs, false)
-    r.level = 0
-    if r.allowed then
-      alg.save(key, alg.apply(state, op, nowMs), op, nowMs)
-    else
-      r.receipt = 0
-    end
-    put(reply, 1, r, false)
-    return
+-- Whether every op of a plain shape creates an empty key with SET NX GET at nowMs (string states whose
+-- fresh state admits); kept on the shape for the time it was made for.
+local function createsAll(shape)
+  if shape.createsAtMs == nowMs then return shape.creates end
+  local creates = SET_NX_GET
+  for i = 1, shape.n do
+    local op = shape.ops[i]
+    local alg = byType[op.type]
+    if not (alg.encode and op.cost > 0 and freshAdmits(op, alg, nowMs)) then creates = false end
   end
-  ops, countKeys[1], created[1] = shape.ops, key, false
-  decidePlain(1, nowMs, true)
-  put(reply, 1, results[1], false)
+  shape.createsAtMs, shape.creates = nowMs, creates
+  return creates
+end
+
+-- The fast loop of a request whose ops all create (createsAll), keys distinct: SET NX GET per op until
+-- one finds its key held (or fails). Returns whether every key was empty (now created).
+local function createAll(n)
+  for i = 1, n do
+    local op = ops[i]
+    local old = redis.pcall('SET', countKeys[i], op.freshValue, 'NX', 'GET', 'PX', op.freshTtl)
+    if old then
+      held[i] = old
+      return false
+    end
+    created[i] = true
+  end
+  return true
 end
 
 -- Decides one request of `shape` at requestNowMs: its keys from KEYS[keyAt], its lockout identities
@@ -344,12 +369,22 @@ local function decideRequest(shape, requestNowMs, KEYS, keyAt, ARGV, at, reply, 
       keyAt = keyAt + 1
       created[i] = false
     end
-    ok, err = pcall(decidePlain, n, requestNowMs, n == 1 or distinctKeys(n))
+    nowMs = requestNowMs
+    local distinct = n == 1 or distinctKeys(n)
+    if held[1] == nil and distinct and createsAll(shape) and createAll(n) then
+      -- Every key was empty: each op's result is its fresh state's.
+      for i = 1, n do
+        b = b + 1
+        reply[b] = FRESH
+      end
+      return keyAt, at, b
+    end
+    ok, err = pcall(decidePlain, n, requestNowMs, distinct)
     if not ok then
       -- A failed request leaves nothing: the keys it created were empty.
       for i = 1, n do
         if created[i] then redis.pcall('DEL', countKeys[i]) end
-        created[i] = false
+        created[i], held[i] = false, nil
       end
     end
   else
@@ -410,12 +445,43 @@ return function(KEYS, ARGV, firstKey, firstArg, keyCount)
     else
       now = now + 0
     end
-    if keyCount == shape.keys and shape.plain and shape.n == 1 then
-      decideAlone(shape, KEYS[firstKey], now, reply)
-      return reply
-    end
     local b, keyAt, last = 1, firstKey, firstKey + keyCount - 1
     at = at + 2
+    nowMs = now
+    if shape.plain and shape.n == 1 then
+      -- One op per request, no lock, no override: each key created at once when empty, the others
+      -- decided in full with what was read.
+      local op = shape.ops[1]
+      local alg = byType[op.type]
+      if op.cost > 0 and freshAdmits(op, alg, now) then
+        local encodes, value, ttl = SET_NX_GET and alg.encode, op.freshValue, op.freshTtl
+        while keyAt <= last do
+          -- false: the key was empty and now holds the op's fresh state; else what decidePlain reads
+          -- in `held` (see there).
+          local found
+          if encodes then
+            found = redis.pcall('SET', KEYS[keyAt], value, 'NX', 'GET', 'PX', ttl)
+          else
+            local ok, state = pcall(readOrCreate, op, alg, KEYS[keyAt], now)
+            if not ok then
+              found = type(state) == 'table' and state or { err = tostring(state) }
+            elseif state == true then
+              found = false
+            else
+              found = state or NONE
+            end
+          end
+          if found == false then
+            keyAt, b = keyAt + 1, b + 1
+            reply[b] = FRESH
+          else
+            held[1] = found
+            keyAt, at, b = decideRequest(shape, now, KEYS, keyAt, ARGV, at, reply, b)
+          end
+        end
+        return reply
+      end
+    end
     while keyAt <= last do
       keyAt, at, b = decideRequest(shape, now, KEYS, keyAt, ARGV, at, reply, b)
     end

@@ -200,6 +200,36 @@ describe('RedisStore', function () {
     expect(results.map((r) => r.allowed)).to.deep.equal([false, true, true]);
   });
 
+  it('a request whose key cannot be read fails alone: its batch is decided, and the keys its other rules created are deleted', async () => {
+    const prefix = uniquePrefix();
+    const store = track(new RedisStore({ client, prefix }));
+    const rules = compile([
+      { name: 'one', limit: 5, window: { type: 'fixed', size: '1m' } },
+      { name: 'two', limit: 5, window: { type: 'sliding-log', size: '1m' } },
+      { name: 'three', limit: 5, window: { type: 'gcra', size: '1m' } },
+    ]);
+    const [one] = rules as [CompiledRule];
+    await client.hset(opKeys(prefix, 'one', 'broken').count, 'x', '1');
+    await client.set(opKeys(prefix, 'three', 'broken3').count, 'not a number');
+    const now = store.now();
+    // Made in one turn of the event loop: one script call.
+    const [before, broken, after, multi] = await Promise.allSettled([
+      store.evaluate([opOf(one, 'fine-1', 1, now)], 'check'),
+      store.evaluate([opOf(one, 'broken', 1, now)], 'check'),
+      store.evaluate([opOf(one, 'fine-2', 1, now)], 'check'),
+      store.evaluate(
+        rules.map((rule) => opOf(rule, 'broken3', 1, now)),
+        'check',
+      ),
+    ]);
+    expect(before.status === 'fulfilled' && before.value.results[0]?.remaining).to.equal(4);
+    expect(after.status === 'fulfilled' && after.value.results[0]?.remaining).to.equal(4);
+    expect(broken.status === 'rejected' && String(broken.reason)).to.match(/WRONGTYPE/);
+    expect(multi.status, 'gcra cannot read its key').to.equal('rejected');
+    expect(await client.exists(opKeys(prefix, 'one', 'broken3').count), 'nothing written').to.equal(0);
+    expect(await client.exists(opKeys(prefix, 'two', 'broken3').count), 'nothing written').to.equal(0);
+  });
+
   it('loads its function library once; after FUNCTION FLUSH loads it again, once, and counts on', async () => {
     const own = await startRedis();
     try {
