@@ -1,7 +1,6 @@
 // Fastify plugin: a hook on every route of the instance runs the request sequence (adapters/exchange.ts), the
 // outcome judged when the response finishes.
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
-import fp from 'fastify-plugin';
 import { assertKnownFields, fieldsOf } from '../src/config/known-fields.js';
 import { describe } from '../src/errors.js';
 import { createLimiter, type Decision, type Limiter, RateLimitConfigError, type Rule } from '../src/index.js';
@@ -148,6 +147,14 @@ const ratekeeperPlugin: FastifyPluginAsync<FastifyRateLimitOptions> = async (fas
   });
 };
 
-/** The plugin; `fastify.register(rateLimit, { rules | limiter, ...options })`. */
-export const rateLimit = fp(ratekeeperPlugin, { fastify: '5.x', name: 'ratekeeper' });
+/**
+ * The plugin; `fastify.register(rateLimit, { rules | limiter, ...options })`. Marked as fastify-plugin marks
+ * plugins (Fastify reads these symbols): not encapsulated, so its hook covers the routes of the instance it
+ * is registered on; named; for Fastify 5.
+ */
+export const rateLimit: FastifyPluginAsync<FastifyRateLimitOptions> = Object.assign(ratekeeperPlugin, {
+  [Symbol.for('skip-override')]: true,
+  [Symbol.for('fastify.display-name')]: 'ratekeeper',
+  [Symbol.for('plugin-meta')]: { fastify: '5.x', name: 'ratekeeper' },
+});
 export default rateLimit;

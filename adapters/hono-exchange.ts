@@ -1,17 +1,15 @@
 // Hono's context as the core sees it (the client address through connection info and trusted proxies, the
 // body), and as the request sequence maps it.
-import proxyAddr from '@fastify/proxy-addr';
 import type { Context, Next } from 'hono';
 import type { GetConnInfo } from 'hono/conninfo';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import type { Decision, Limiter, RequestInfo } from '../src/index.js';
 import type { HttpExchange } from './exchange.js';
+import { clientAddress, compileTrustList, type Trust } from './proxy-trust.js';
 import type { WiringCheck } from './wiring.js';
 
 /** Which proxies' `X-Forwarded-For` entries are believed (Express's `trust proxy` forms). */
 export type TrustProxy = boolean | number | string | string[] | ((address: string, hop: number) => boolean);
-
-type Trust = (address: string, hop: number) => boolean;
 
 /** The trust function of a `trustProxy` setting, as Express and Fastify compile theirs; none for false. */
 export function compileTrust(trust: TrustProxy | undefined): Trust | undefined {
@@ -19,7 +17,7 @@ export function compileTrust(trust: TrustProxy | undefined): Trust | undefined {
   if (trust === true) return () => true;
   if (typeof trust === 'number') return (_address, hop) => hop < trust;
   if (typeof trust === 'function') return trust;
-  return proxyAddr.compile(typeof trust === 'string' ? trust.split(',').map((s) => s.trim()) : trust);
+  return compileTrustList(typeof trust === 'string' ? trust.split(',').map((s) => s.trim()) : trust);
 }
 
 /**
@@ -101,9 +99,7 @@ export class HonoRequestInfo implements RequestInfo {
       : nodeSocket(this.#c)?.remoteAddress;
     if (peer === undefined || this.#trust === undefined) this.#ip = peer;
     else {
-      const forwarded = this.#c.req.header('x-forwarded-for');
-      const req = { headers: { 'x-forwarded-for': forwarded }, socket: { remoteAddress: peer } };
-      this.#ip = proxyAddr(req as unknown as Parameters<typeof proxyAddr>[0], this.#trust);
+      this.#ip = clientAddress(peer, this.#c.req.header('x-forwarded-for'), this.#trust);
     }
     return this.#ip;
   }

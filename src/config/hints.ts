@@ -46,7 +46,7 @@ export function explainPathError(message: string): string | undefined {
   return undefined;
 }
 
-/** Predefined schedules cron-parser takes instead of fields ('@daily', '@hourly' ...). */
+/** Predefined schedules croner takes instead of fields ('@daily', '@hourly' ...). */
 const CRON_ALIAS = /^@\w+$/;
 
 /** What a cron expression needs, for messages. */
@@ -55,7 +55,7 @@ export const CRON_FIELDS =
 
 /**
  * How many fields a cron expression has when that is wrong ('4 fields'), or undefined when it has 5
- * or 6 (or is an alias such as '@daily'): cron-parser would read 4 fields as something else and
+ * or 6 (or is an alias such as '@daily'): a cron parser would read 4 fields as something else and
  * report a confusing range error ("got value 0 expected range 1-31").
  */
 export function cronFieldCount(expression: string): string | undefined {

@@ -1,12 +1,27 @@
 // The HTTP, example, plans and attack suites on NestJS, on the Express and the Fastify platform: through
 // @nestjs/testing apps driven by supertest, and the attack suite on a listening server.
-import '../support/nest-decorators.js';
+import { readFileSync } from 'node:fs';
+import { expect } from 'chai';
+import { NEST_MAJOR } from '../support/nest-decorators.js';
 import { memoryStores, redisStores } from '../support/stores.js';
 import { attackSuite } from './suites/attack-suite.js';
 import { bypassSuite } from './suites/bypass-suite.js';
 import { exampleSuite, httpSuite } from './suites/http-suite.js';
 import { planSuite } from './suites/plans-suite.js';
 import { wiringSuite } from './suites/wiring-suite.js';
+
+describe(`NestJS ${NEST_MAJOR}`, () => {
+  it('is the major these tests run on, for the guard as for the app (RATEKEEPER_NEST=11 for NestJS 11)', () => {
+    for (const name of ['@nestjs/common', '@nestjs/core', '@nestjs/testing']) {
+      const entry = new URL(import.meta.resolve(name));
+      const manifest = new URL(
+        `${entry.href.slice(0, entry.href.lastIndexOf(name) + name.length)}/package.json`,
+      );
+      const { version } = JSON.parse(readFileSync(manifest, 'utf8')) as { version: string };
+      expect(Number(version.split('.')[0]), name).to.equal(NEST_MAJOR);
+    }
+  });
+});
 
 // After the hooks are registered: the Nest files compile with legacy decorators.
 const { nestFramework, nestHarness } = await import('./suites/nest-harness.js');

@@ -1,6 +1,6 @@
 // The package as users get it: `npm pack`, unpacked into node_modules, imported from ESM and CommonJS.
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect } from 'chai';
 
@@ -62,6 +62,35 @@ describe('the packed package', function () {
       'README.md',
     ]);
     expect(files.some((f) => f.startsWith('test') || f.startsWith('src'))).to.equal(false);
+  });
+
+  it('installs in at most 3 MB with its runtime dependencies, and no framework helper among them', () => {
+    const manifest = JSON.parse(readFileSync(join(installed, 'package.json'), 'utf8')) as {
+      dependencies: Record<string, string>;
+    };
+    const lock = JSON.parse(readFileSync(join(root, 'package-lock.json'), 'utf8')) as {
+      packages: Record<string, { dependencies?: Record<string, string> }>;
+    };
+    // Every package an install of ratekeeper brings, through the lock's dependency graph.
+    const brought = new Set<string>();
+    const visit = (name: string) => {
+      if (brought.has(name)) return;
+      brought.add(name);
+      for (const dependency of Object.keys(lock.packages[`node_modules/${name}`]?.dependencies ?? {}))
+        visit(dependency);
+    };
+    for (const name of Object.keys(manifest.dependencies)) visit(name);
+    expect([...brought].filter((name) => /fastify|nestjs|hono|express|koa|luxon/.test(name))).to.deep.equal(
+      [],
+    );
+    const bytes = (dir: string) =>
+      (readdirSync(dir, { recursive: true }) as string[])
+        .map((file) => statSync(join(dir, file)))
+        .filter((stat) => stat.isFile())
+        .reduce((sum, stat) => sum + stat.size, 0);
+    const total =
+      bytes(installed) + [...brought].reduce((sum, name) => sum + bytes(join(root, 'node_modules', name)), 0);
+    expect(total).to.be.at.most(3_000_000);
   });
 
   const program = (load: string) => `${load}
@@ -153,6 +182,40 @@ describe('the packed package', function () {
       ]);
     });
   }
+
+  it('limits a NestJS 11 app through ratekeeper/nest from ESM and from CommonJS (the peer range is ^11 || ^12)', () => {
+    // Unpacked beside test/nest11's node_modules, so '@nestjs/*' resolves to NestJS 11 for the app and the package.
+    const nest11 = join(root, 'test', 'nest11', '.pkgtest');
+    rmSync(nest11, { recursive: true, force: true });
+    mkdirSync(join(nest11, 'node_modules'), { recursive: true });
+    cpSync(installed, join(nest11, 'node_modules', 'ratekeeper'), { recursive: true });
+    const nest = frameworks.find((f) => f.entry === 'ratekeeper/nest') as (typeof frameworks)[number];
+    const body = `const rules = [{ name: 'r', key: () => 'all', limit: 1, window: { type: 'fixed', size: '1m' } }];
+      ${nest.app}
+      const { version } = require('@nestjs/core/package.json');
+      console.log(JSON.stringify([version.split('.')[0], ...statuses]));`;
+    const runThere = (file: string, code: string) => {
+      writeFileSync(join(nest11, file), code);
+      return JSON.parse(
+        execFileSync(process.execPath, [join(nest11, file)], {
+          cwd: nest11,
+          encoding: 'utf8',
+          timeout: 30_000,
+        }),
+      );
+    };
+    try {
+      const esm = `import { createRequire } from 'node:module'; const require = createRequire(import.meta.url);\n${nest.esm}`;
+      expect(runThere('nest.mjs', `${esm}\n${body}`)).to.deep.equal(['11', 200, 429]);
+      expect(runThere('nest.cjs', `${nest.cjs}\n(async () => {\n${body}\n})();`)).to.deep.equal([
+        '11',
+        200,
+        429,
+      ]);
+    } finally {
+      rmSync(nest11, { recursive: true, force: true });
+    }
+  });
 
   it('serves the operator console through ratekeeper/console from ESM and from CommonJS', () => {
     const body = `const limiter = createLimiter({ rules: [{ name: 'login', key: 'ip', limit: 1, window: { type: 'fixed', size: '1m' }, lockout: { duration: '1m' } }] });

@@ -2,20 +2,21 @@
 import { readFileSync } from 'node:fs';
 import { RateLimitConfigError } from '../../errors.js';
 import { type CliArgs, parseCli, USAGE } from './args.js';
-import { locked, override, rules, status, unlock } from './commands.js';
 import { OperatorError } from './connect.js';
-import { createOutput, type Output } from './output.js';
-import { openTargets, type Targets } from './targets.js';
-import { watch } from './watch.js';
+import type { Output } from './output.js';
+import type { Targets } from './targets.js';
 
-const COMMANDS: Record<string, (t: Targets, a: CliArgs, o: Output) => Promise<void>> = {
-  status,
-  locked,
-  unlock,
-  override,
-  rules,
-  watch,
-};
+type Command = (t: Targets, a: CliArgs, o: Output) => Promise<void>;
+
+/**
+ * The commands, loaded when one is run: `--version` and `--help` load none of them, and none loads the
+ * limiter, the Redis store or a Redis client until it needs one (each command starts well within a second).
+ */
+async function loadCommand(name: string): Promise<Command> {
+  if (name === 'watch') return (await import('./watch.js')).watch;
+  const commands: Record<string, Command> = await import('./commands.js');
+  return commands[name] as Command;
+}
 
 export interface CliIo {
   stdout: (text: string) => void;
@@ -48,9 +49,13 @@ export async function runCli(
     io.stdout(`${version()}\n`);
     return 0;
   }
-  const command = COMMANDS[args.command] as (t: Targets, a: CliArgs, o: Output) => Promise<void>;
   let targets: Targets | undefined;
   try {
+    const [command, { openTargets }, { createOutput }] = await Promise.all([
+      loadCommand(args.command),
+      import('./targets.js'),
+      import('./output.js'),
+    ]);
     const rule = args.command === 'rules' || args.command === 'watch' ? undefined : args.positionals[0];
     const store = args.command !== 'rules' && args.command !== 'watch';
     targets = await openTargets(args, cwd, { redis: args.command === 'watch', store, rule });

@@ -1,7 +1,6 @@
 // Which limiter answers for each rule the command line is asked about, and what to close afterwards.
 import type { Redis } from 'ioredis';
-import { createLimiter, type Limiter } from '../../limiter/limiter.js';
-import { RedisStore } from '../../stores/redis-store.js';
+import type { Limiter } from '../../limiter/limiter.js';
 import type { Rule } from '../../types.js';
 import type { CliArgs } from './args.js';
 import { connectRedis, OperatorError } from './connect.js';
@@ -69,6 +68,11 @@ export async function openTargets(
     const ownStore = needs.store && rules.length > 0;
     if (needs.redis || ownStore) redis = await connectRedis(args.redis);
     if (ownStore && redis !== undefined) {
+      // Loaded here: listing rules or looking at a module's own limiters needs neither.
+      const [{ createLimiter }, { RedisStore }] = await Promise.all([
+        import('../../limiter/limiter.js'),
+        import('../../stores/redis-store.js'),
+      ]);
       // Operator calls: no deny cache (no subscriber needed) and a patient timeout; they never use the
       // failure policy, so a Redis fault is reported, not papered over.
       const store = new RedisStore({ client: redis, prefix: args.prefix });
