@@ -1,8 +1,8 @@
 // Login recipe: the four rules that throttle password guessing per OWASP and NIST SP 800-63B §5.2.2.
 
 import { assertKnownFields, fieldsOf } from '../config/known-fields.js';
+import { mustBe, refuse } from '../config/refuse.js';
 import { LIMITER_DEFAULTS } from '../defaults.js';
-import { describe, RateLimitConfigError } from '../errors.js';
 import { createExtractor, normalizeIdentity } from '../keys/extractors.js';
 import type { Duration, KeyExtractor, LockoutSpec, MatchSpec, RequestInfo, Rule } from '../types.js';
 
@@ -142,24 +142,27 @@ export function loginRules(options: LoginRulesOptions = {}): Rule[] {
     o.accountCap < 1 ||
     o.accountCap > NIST_MAX_CONSECUTIVE_FAILURES
   ) {
-    throw new RateLimitConfigError(
+    refuse(
       'ERR_OPTION',
-      `loginRules: accountCap must be an integer from 1 to ${NIST_MAX_CONSECUTIVE_FAILURES} (NIST SP 800-63B §5.2.2), got ${describe(o.accountCap)}`,
+      'loginRules',
+      mustBe(
+        'accountCap',
+        `an integer from 1 to ${NIST_MAX_CONSECUTIVE_FAILURES} (NIST SP 800-63B §5.2.2)`,
+        o.accountCap,
+      ),
     );
   }
   const trusted = options.isTrustedDevice ?? (() => false);
   if (typeof trusted !== 'function') {
-    throw new RateLimitConfigError(
+    refuse(
       'ERR_OPTION',
-      `loginRules: isTrustedDevice must be a function (req, username) => boolean, got ${describe(trusted)}`,
+      'loginRules',
+      mustBe('isTrustedDevice', 'a function (req, username) => boolean', trusted),
     );
   }
   const skipsCap = options.trustedDeviceSkipsCap ?? false;
   if (typeof skipsCap !== 'boolean') {
-    throw new RateLimitConfigError(
-      'ERR_OPTION',
-      `loginRules: trustedDeviceSkipsCap must be true or false, got ${describe(skipsCap)}`,
-    );
+    refuse('ERR_OPTION', 'loginRules', mustBe('trustedDeviceSkipsCap', 'true or false', skipsCap));
   }
   const usernameKey = o.username as Rule['key'];
   let username: (req: RequestInfo) => string | undefined;
@@ -169,9 +172,10 @@ export function loginRules(options: LoginRulesOptions = {}): Rule[] {
       normalize: normalizeIdentity,
     });
   } catch (error) {
-    throw new RateLimitConfigError(
+    refuse(
       'ERR_KEY',
-      `loginRules: username must be a key form such as 'body.username' (${(error as Error).message}), got ${describe(o.username)}`,
+      'loginRules',
+      mustBe('username', `a key form such as 'body.username' (${(error as Error).message})`, o.username),
     );
   }
   const match = o.match === null ? {} : { match: o.match };
