@@ -21,22 +21,22 @@ export function compileTrust(trust: TrustProxy | undefined): Trust | undefined {
 }
 
 /**
- * The parsed body when it is JSON or a form, read through Hono's own cached readers: JSON as text (so the
- * handler's `c.req.text()` gets the exact bytes, and `c.req.json()` parses that), a form by `parseBody()`.
- * Anything else (no body, another type, a body that does not parse) is undefined.
+ * The body as the handler will read it, through Hono's own cached readers. A form (`urlencoded`,
+ * `multipart`) by `parseBody()`: once it is read so, `c.req.json()` fails on it, so the form is all a
+ * handler gets. Anything else is what `c.req.json()` parses, whatever the content type says (`text/plain`,
+ * none, `application/x-json`): Hono's `json()` does not look at it. It is read as bytes, so `text()`,
+ * `json()` and `arrayBuffer()` in the handler get them exactly. An empty body is undefined; one that is
+ * neither a form nor JSON too, and the core then counts it on the shared `'#unparsed-body'` key.
  */
 export async function readBody(c: Context): Promise<unknown> {
-  const type = c.req.header('content-type');
-  if (type === undefined) return undefined;
+  const type = c.req.header('content-type') ?? '';
   try {
-    if (/^application\/(.+\+)?json\b/i.test(type)) {
-      const text = await c.req.text();
-      return text === '' ? undefined : JSON.parse(text);
-    }
     if (/^(application\/x-www-form-urlencoded|multipart\/form-data)\b/i.test(type))
       return await c.req.parseBody();
+    const bytes = await c.req.arrayBuffer();
+    return bytes.byteLength === 0 ? undefined : JSON.parse(new TextDecoder().decode(bytes));
   } catch {
-    // A malformed body is the handler's to refuse; no rule finds a key in it.
+    // Not JSON (or a malformed form): the handler's json() fails on it as well.
   }
   return undefined;
 }

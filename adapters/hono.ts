@@ -38,7 +38,8 @@ export interface HonoRateLimitOptions extends RateLimitOptions<Context> {
    */
   handler?: (c: Context, decision: Decision) => Response | Promise<Response>;
   /**
-   * Read a JSON or form body before the decision (through Hono's parsers, which cache it for the handler).
+   * Read the body before the decision, as the handler will (through Hono's parsers, which cache it for the
+   * handler): a form by `parseBody()`, anything else as `c.req.json()` parses it, whatever its content type.
    * Only when needed by default: a handler that reads the raw stream, or verifies a signature over the raw
    * text, keeps it untouched unless a rule keys on it. @default true when a rule's key reads `body.*`
    */
@@ -62,8 +63,10 @@ const HONO_FIELDS = fieldsOf<Omit<HonoRateLimitOptions, keyof RateLimitOptions<u
  * - Client address: the peer of `getConnInfo` (or of the Node server's socket), then `X-Forwarded-For` as far
  *   as `trustProxy` allows. Without either (an edge runtime given no `getConnInfo`) `'ip'` rules cannot tell
  *   clients apart: they share the `'#unresolved-ip'` bucket of each rule, with a one-time warning.
- * - When a rule keys on `body.*`, a JSON or form body is read before the decision (Hono caches it for
- *   `c.req.json()`, `text()` and `parseBody()` in the handler): put `bodyLimit` in front for large bodies.
+ * - When a rule keys on `body.*`, the body is read before the decision as the handler will read it: a form
+ *   by `parseBody()`, anything else as `c.req.json()` parses it (Hono's `json()` ignores the content type,
+ *   so `text/plain` or no type is still JSON to the handler). Hono caches it for `c.req.json()`, `text()`,
+ *   `arrayBuffer()` and `parseBody()` in the handler: put `bodyLimit` in front for large bodies.
  * - Admitted requests are judged after `await next()` by `isFailure(c.res.status)`; an error the handler
  *   threw is judged by the response `app.onError` made of it; a redirect is neither outcome (see
  *   `isFailure`). A client gone (on Node) before or during the decision never reaches the handler.

@@ -170,6 +170,7 @@ export function loginRules(options: LoginRulesOptions = {}): Rule[] {
     username = createExtractor(usernameKey, {
       ipv6Subnet: LIMITER_DEFAULTS.ipv6Subnet,
       normalize: normalizeIdentity,
+      rule: `${o.prefix}-account`,
     });
   } catch (error) {
     refuse(

@@ -114,6 +114,50 @@ describe('Hono middleware', () => {
     expect([raw.status, await raw.text()]).to.deep.equal([200, 'x']);
   });
 
+  it('keys a JSON body sent as text/plain, without a content type or as application/x-json as c.req.json() reads it', async () => {
+    const byUser: Rule[] = [{ name: 'user', key: 'body.username', limit: 1, window: fixed('1m') }];
+    const app = new Hono();
+    app.use(rateLimit(byUser));
+    app.post('/login', async (c) => {
+      const { username } = (await c.req.json()) as { username: string };
+      return c.json({ username, key: c.get('rateLimit')?.rules[0]?.key ?? null });
+    });
+    app.post('/upload', async (c) => c.body(new Uint8Array(await c.req.arrayBuffer())));
+    app.post('/form', async (c) => c.json(await c.req.parseBody()));
+    const login = (name: string, type?: string) =>
+      app.request('/login', {
+        method: 'POST',
+        headers: type === undefined ? {} : { 'content-type': type },
+        body: new TextEncoder().encode(JSON.stringify({ username: name })),
+      });
+    for (const [name, type] of [
+      ['ann', 'text/plain'],
+      ['bob', undefined],
+      ['cy', 'application/x-json'],
+    ] as const) {
+      const first = await login(name, type);
+      expect([first.status, await first.json()], String(type)).to.deep.equal([
+        200,
+        { username: name, key: name },
+      ]);
+      expect((await login(name, 'text/plain;charset=utf-8')).status, `${type}, again`).to.equal(429);
+    }
+    // Bytes that are not UTF-8 text stay exact for the handler; a multipart form is still a form.
+    const bytes = new Uint8Array([0xff, 0x00, 0xfe, 0x80, 0x7b]);
+    const upload = await app.request('/upload', {
+      method: 'POST',
+      headers: { 'content-type': 'application/octet-stream' },
+      body: bytes,
+    });
+    expect(new Uint8Array(await upload.arrayBuffer())).to.deep.equal(bytes);
+    const form = new FormData();
+    form.set('username', 'dee');
+    form.set('file', new Blob([bytes]), 'f.bin');
+    const posted = await app.request('/form', { method: 'POST', body: form });
+    expect(posted.status).to.equal(200);
+    expect(((await posted.json()) as { username: string }).username).to.equal('dee');
+  });
+
   it('reads no body unless a rule keys on it, and keeps the exact text for the handler when it does', async () => {
     const webhook = (rules: Rule[]) => {
       const app = new Hono();

@@ -90,5 +90,19 @@ export function codeAttacks(ctx: AttackContext): void {
       expect(refused.headers.ratelimit).to.match(/"sms-global";r=0;/);
       await code(app, bot(9999), { email: 'new@example.com' }, '/email/code').expect(200);
     });
+
+    it('one number from 60 IPs in a minute, sent as text/plain or with no content type: at most one code', async () => {
+      const sent: string[] = [];
+      const app = await boot({ sendCode: (to) => void sent.push(to) });
+      const statuses: number[] = [];
+      for (let i = 0; i < 60; i++) {
+        const res = await ctx.typed(app, '/sms/code', bot(i), i % 2 === 0 ? 'text/plain' : null, {
+          phone: '+447700900123',
+        });
+        statuses.push(res.status);
+      }
+      expect(sent.length, 'codes sent').to.be.at.most(1);
+      expect(statuses.filter((s) => s === 200).length).to.equal(sent.length);
+    });
   });
 }

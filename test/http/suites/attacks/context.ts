@@ -96,11 +96,21 @@ export function attackContext(framework: Framework, stores: StoreFactory) {
     await app.settle();
     return (setCookie?.[0] ?? '').split(';')[0] as string;
   }
+  /**
+   * A JSON body sent with another content type (`null`: none), as a handler that parses any body as JSON
+   * (Hono's `c.req.json()`) still reads it.
+   */
+  function typed(app: App, path: string, ip: string, type: string | null, body: Record<string, unknown>) {
+    const req = request(app.url).post(path).set('x-forwarded-for', ip);
+    const text = JSON.stringify(body);
+    if (type === null) return req.unset('content-type').send(Buffer.from(text));
+    return req.set('content-type', type).send(text);
+  }
   function code(app: App, ip: string, body: Record<string, unknown>, path = '/sms/code') {
     return request(app.url).post(path).set('x-forwarded-for', ip).send(body);
   }
 
-  return { time, boot, login, deviceOf, code };
+  return { time, boot, login, deviceOf, code, typed };
 }
 
 export type AttackContext = ReturnType<typeof attackContext>;

@@ -241,5 +241,25 @@ export function loginGuessing(ctx: AttackContext): void {
         cookie: `${cookie}x`,
       }).expect(429);
     });
+
+    it('counts a login sent as text/plain, with no content type or as application/x-json: 5 of 40 guesses reach the password check', async () => {
+      const app = await boot();
+      const ip = '198.51.100.20';
+      const types = ['text/plain', null, 'application/x-json'];
+      const statuses: number[] = [];
+      for (let i = 0; i < 40; i++)
+        statuses.push(
+          (await ctx.typed(app, '/login', ip, types[i % 3] ?? null, { username: 'alice', password: 'x' }))
+            .status,
+        );
+      // 401: the handler checked a password; 415: the framework refused the type before any handler.
+      expect(statuses.filter((s) => s === 401).length, 'reached the password check').to.be.at.most(5);
+      expect(
+        statuses.filter((s) => s !== 401 && s !== 429 && s !== 415),
+        'other answers',
+      ).to.deep.equal([]);
+      const right = await ctx.typed(app, '/login', ip, 'text/plain', { username: 'alice', password: RIGHT });
+      expect(right.status, 'the right password as the 41st guess').to.be.oneOf([415, 429]);
+    });
   });
 }
