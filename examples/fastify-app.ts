@@ -40,6 +40,7 @@ export function createFastifyApp(options: ExampleAppOptions = {}): ExampleApp<Fa
 
   // Verification codes by SMS and by e-mail, and the API: one limiter, every rate-limit header, every route.
   const limiter = createLimiter({
+    ...options.limiterOptions,
     store,
     rules: [
       ...verificationCodeRules({ prefix: 'sms', match: 'POST /sms/code', timeZone }),
@@ -59,6 +60,7 @@ export function createFastifyApp(options: ExampleAppOptions = {}): ExampleApp<Fa
   // owner last logged in. A 429 has Retry-After.
   const devices = deviceCookies({ secret: options.deviceSecret, clock });
   const loginLimiter = createLimiter({
+    ...options.limiterOptions,
     store,
     rules: loginRules({
       match: LOGIN_ROUTES,

@@ -42,6 +42,7 @@ export function createHonoApp(options: ExampleAppOptions = {}): ExampleApp<Hono>
 
   // Verification codes by SMS and by e-mail, and the API: one limiter, every rate-limit header.
   const limiter = createLimiter({
+    ...options.limiterOptions,
     store,
     rules: [
       ...verificationCodeRules({ prefix: 'sms', match: 'POST /sms/code', timeZone }),
@@ -60,6 +61,7 @@ export function createHonoApp(options: ExampleAppOptions = {}): ExampleApp<Hono>
   // remaining count would tell anyone who asks when its owner last logged in. A 429 has Retry-After.
   const devices = deviceCookies({ secret: options.deviceSecret, clock });
   const loginLimiter = createLimiter({
+    ...options.limiterOptions,
     store,
     rules: loginRules({
       match: LOGIN_ROUTES,

@@ -40,6 +40,7 @@ export function createKoaApp(options: ExampleAppOptions = {}): ExampleApp<Koa> {
 
   // Verification codes by SMS and by e-mail, and the API: one limiter, every rate-limit header.
   const limiter = createLimiter({
+    ...options.limiterOptions,
     store,
     rules: [
       ...verificationCodeRules({ prefix: 'sms', match: 'POST /sms/code', timeZone }),
@@ -58,6 +59,7 @@ export function createKoaApp(options: ExampleAppOptions = {}): ExampleApp<Koa> {
   // remaining count would tell anyone who asks when its owner last logged in. A 429 has Retry-After.
   const devices = deviceCookies({ secret: options.deviceSecret, clock });
   const loginLimiter = createLimiter({
+    ...options.limiterOptions,
     store,
     rules: loginRules({
       match: LOGIN_ROUTES,

@@ -162,6 +162,7 @@ export function nestExample(options: ExampleAppOptions = {}): ExampleApp<Dynamic
   const devices = deviceCookies({ secret: options.deviceSecret, clock });
   // Verification codes by SMS and by e-mail, and the API: one limiter, every rate-limit header, every route.
   const limiter = createLimiter({
+    ...options.limiterOptions,
     store,
     rules: [
       ...verificationCodeRules({ prefix: 'sms', match: 'POST /sms/code', timeZone }),
@@ -175,6 +176,7 @@ export function nestExample(options: ExampleAppOptions = {}): ExampleApp<Dynamic
     ],
   });
   const loginLimiter = createLimiter({
+    ...options.limiterOptions,
     store,
     rules: loginRules({
       match: LOGIN_ROUTES,

@@ -2,6 +2,7 @@
 import { randomBytes, scrypt, timingSafeEqual } from 'node:crypto';
 import {
   type Limiter,
+  type LimiterOptions,
   MAX_KEY_LENGTH,
   type MatchSpec,
   normalizeIdentity,
@@ -31,6 +32,8 @@ export interface ExampleAppOptions extends ExampleRuleOptions {
   deviceSecret?: Buffer | string;
   /** scrypt cost (N) of the fake password hashes; production: see the OWASP Password Storage Cheat Sheet. @default 16384 */
   scryptCost?: number;
+  /** Further options of both limiters, such as `storeTimeout` or `onStoreError`. @default {} */
+  limiterOptions?: Omit<LimiterOptions, 'store' | 'rules'>;
 }
 
 /** An example app with its two limiters: `loginLimiter` for the login rules, `limiter` for the rest. */

@@ -25,6 +25,7 @@ import {
 import { escapeIdentity, tagSlot } from '../../src/stores/redis-hash-tags.js';
 import { opKeys } from '../../src/stores/redis-protocol.js';
 import { getRedis, useCluster } from '../support/redis.js';
+import { PATIENT } from '../support/settle.js';
 
 const HUGE = 'a'.repeat(1 << 20);
 /** The longest key material a rule still tells apart (MAX_KEY_LENGTH); anything longer shares '#oversized'. */
@@ -109,7 +110,7 @@ describe('Hostile input', function () {
   const protoBefore = prototypeKeys();
 
   async function limiterOn(kind: StoreKind, rules: Rule[]): Promise<Limiter> {
-    const limiter = createLimiter({ store: await kind.make(), rules });
+    const limiter = createLimiter({ ...PATIENT, store: await kind.make(), rules });
     limiters.push(limiter);
     return limiter;
   }
@@ -551,7 +552,7 @@ describe('Hostile input', function () {
 
     it('decides two rules of a brace identity in one script call, no CROSSSLOT, in the slot of its digest', async () => {
       const prefix = `rkh${prefixes++}`;
-      const limiter = createLimiter({ store: new RedisStore({ client: cluster.ioredis, prefix }), rules });
+      const limiter = createLimiter({ ...PATIENT, store: new RedisStore({ client: cluster.ioredis, prefix }), rules });
       limiters.push(limiter);
       const post = (username: string): RequestInfo => ({
         method: 'POST',
@@ -595,6 +596,7 @@ describe('Hostile input', function () {
 
     it('Express on the Cluster: brace usernames get buckets of their own', async () => {
       const limiter = createLimiter({
+        ...PATIENT,
         store: new RedisStore({ client: cluster.ioredis, prefix: `rkh${prefixes++}` }),
         rules: [{ name: 'user', match: 'POST /login', key: 'body.username', limit: 1, window: hour }],
       });

@@ -15,6 +15,7 @@ import {
 import { prometheusMetrics } from '../../src/operators/prometheus.js';
 import { RECOMMENDED_REDIS_OPTIONS } from '../fixtures/redis-options.js';
 import { getRedis, type RedisServer, startRedis } from '../support/redis.js';
+import { PATIENT } from '../support/settle.js';
 
 const LOGIN: Rule = {
   name: 'login',
@@ -233,7 +234,12 @@ describe('ratekeeper/prometheus', () => {
 
   describe('on a spawned Redis', () => {
     async function redisClient(server?: RedisServer): Promise<Redis> {
-      const client = (server ?? (await getRedis())).client(RECOMMENDED_REDIS_OPTIONS);
+      // The recommended settings, without a commandTimeout a busy machine could reach: every count below
+      // is of calls that Redis answered, or that failed at once because it was stopped.
+      const client = (server ?? (await getRedis())).client({
+        ...RECOMMENDED_REDIS_OPTIONS,
+        commandTimeout: PATIENT.storeTimeout,
+      });
       cleanups.push(() => client.disconnect());
       await ready(client);
       return client;
@@ -242,6 +248,7 @@ describe('ratekeeper/prometheus', () => {
     it('store and deny-cache decisions, one timed store call each (check, report, reset, status, locked), lockouts', async () => {
       const client = await redisClient();
       const limiter = limiterOf({
+        ...PATIENT,
         rules: [LOGIN, { ...API, countOn: 'failure' }],
         store: new RedisStore({ client, prefix: prefix() }),
       });
@@ -285,6 +292,7 @@ describe('ratekeeper/prometheus', () => {
     it('the deny cache as a source: a known denial answered without a store call', async () => {
       const client = await redisClient();
       const limiter = limiterOf({
+        ...PATIENT,
         rules: [{ ...API, limit: 1, window: { type: 'fixed', size: '10m' } }],
         store: new RedisStore({ client, prefix: prefix() }),
         denyCache: true,
@@ -313,6 +321,7 @@ describe('ratekeeper/prometheus', () => {
         cleanups.push(() => server.stop());
         const client = await redisClient(server);
         const limiter = limiterOf({
+          ...PATIENT,
           rules: [API],
           store: new RedisStore({ client, prefix: prefix() }),
           onStoreError,

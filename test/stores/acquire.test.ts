@@ -9,6 +9,7 @@ import {
   RateLimitRequestError,
   type Rule,
 } from '../../src/index.js';
+import { PATIENT } from '../support/settle.js';
 import { memoryStores, redisStores } from '../support/stores.js';
 
 /** Timers alive in this process (the `Timeout` resources). */
@@ -28,6 +29,7 @@ for (const stores of [memoryStores, redisStores]) {
     });
     async function limiter(rule: Partial<Rule> = {}): Promise<Limiter> {
       const l = createLimiter({
+        ...PATIENT,
         store: await stores.makeStore(Date.now),
         rules: [
           { name: 'api', key: 'ip', limit: 3, window: { type: 'sliding-log', size: '300ms' }, ...rule },

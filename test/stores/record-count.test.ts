@@ -1,6 +1,7 @@
 // record() is counting: its decisions carry each rule's windowed count, past the limit too, on every store.
 import { expect } from 'chai';
 import { createLimiter, type Limiter, type Rule } from '../../src/index.js';
+import { PATIENT } from '../support/settle.js';
 import { memoryStores, redisStores, type StoreFactory } from '../support/stores.js';
 
 const START = Date.parse('2026-05-04T10:00:00.000Z');
@@ -15,7 +16,7 @@ for (const factory of [memoryStores, redisStores] satisfies StoreFactory[]) {
     });
     async function limiterFor(rules: Rule[]): Promise<Limiter> {
       now = START;
-      const limiter = createLimiter({ store: await factory.makeStore(clock), rules });
+      const limiter = createLimiter({ ...PATIENT, store: await factory.makeStore(clock), rules });
       limiters.push(limiter);
       return limiter;
     }

@@ -29,6 +29,7 @@ import {
   useCluster,
   withConnection,
 } from '../support/redis.js';
+import { PATIENT } from '../support/settle.js';
 import { conformanceSuite } from './conformance/suite.js';
 
 const prefix = () => `rkn${randomBytes(4).toString('hex')}`;
@@ -56,7 +57,11 @@ async function subscribers(server: { host: string; port: number }, on: string): 
 
 /** A limiter through `client` on a frozen clock: the same calls give the same figures on every client. */
 function frozenLimiter(client: AnyClient, on = prefix()): Limiter {
-  return createLimiter({ store: new RedisStore({ client, prefix: on, clock: () => START }), rules: RULES });
+  return createLimiter({
+    ...PATIENT,
+    store: new RedisStore({ client, prefix: on, clock: () => START }),
+    rules: RULES,
+  });
 }
 
 /** Every figure a client's replies reach: decisions, status, a lock listed, a reset; then closes the limiter. */
@@ -148,7 +153,11 @@ describe('RedisStore through node-redis (the redis package)', function () {
     });
 
     it('loads its function library again, once, after FUNCTION FLUSH (as node-redis words the error), then FCALL alone', async () => {
-      const limiter = createLimiter({ store: new RedisStore({ client, prefix: prefix() }), rules: RULES });
+      const limiter = createLimiter({
+        ...PATIENT,
+        store: new RedisStore({ client, prefix: prefix() }),
+        rules: RULES,
+      });
       try {
         expect((await limiter.consume('api', 'k')).remaining).to.equal(2);
         await withConnection(server, (conn) => conn.call('FUNCTION', 'FLUSH'));
@@ -233,6 +242,7 @@ describe('RedisStore through node-redis (the redis package)', function () {
 
     it('keeps deciding after the server restarts (empty script cache), and health() says ok again', async () => {
       const limiter = createLimiter({
+        ...PATIENT,
         store: new RedisStore({ client, prefix: 'restart' }),
         rules: RULES,
         storeRetryInterval: 1,
@@ -260,7 +270,11 @@ describe('RedisStore through node-redis (the redis package)', function () {
     after(() => NODE_REDIS_6.close(client));
 
     it('routes by key, lists locks from every master, and loads its library on each again after FUNCTION FLUSH', async () => {
-      const limiter = createLimiter({ store: new RedisStore({ client, prefix: prefix() }), rules: RULES });
+      const limiter = createLimiter({
+        ...PATIENT,
+        store: new RedisStore({ client, prefix: prefix() }),
+        rules: RULES,
+      });
       const keys = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'];
       try {
         for (const key of keys) {
@@ -330,8 +344,16 @@ describe('RedisStore through node-redis (the redis package)', function () {
     const valkey = new Valkey({ sentinels: sentinel.sentinels, name: sentinel.masterName });
     valkey.on('error', () => {});
     const on = prefix();
-    const limiter = createLimiter({ store: new RedisStore({ client, prefix: on }), rules: RULES });
-    const viaValkey = createLimiter({ store: new RedisStore({ client: valkey, prefix: on }), rules: RULES });
+    const limiter = createLimiter({
+      ...PATIENT,
+      store: new RedisStore({ client, prefix: on }),
+      rules: RULES,
+    });
+    const viaValkey = createLimiter({
+      ...PATIENT,
+      store: new RedisStore({ client: valkey, prefix: on }),
+      rules: RULES,
+    });
     try {
       expect((await limiter.consume('api', 'k')).remaining).to.equal(2);
       expect((await limiter.status('api', 'k')).count).to.equal(1);

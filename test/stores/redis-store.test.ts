@@ -8,11 +8,12 @@ import type { Redis } from 'ioredis';
 import { type CompiledRule, compileRules } from '../../src/rules/compile.js';
 import { MemoryStore } from '../../src/stores/memory-store.js';
 import { escapeIdentity, tagSlot } from '../../src/stores/redis-hash-tags.js';
-import { opKeys } from '../../src/stores/redis-protocol.js';
+import { opKeys, resetChannel } from '../../src/stores/redis-protocol.js';
 import { RedisStore } from '../../src/stores/redis-store.js';
 import type { EvalMode, Store, StoreOp } from '../../src/stores/store.js';
 import type { LockInfo, Rule } from '../../src/types.js';
 import { getRedis, type RedisServer, startRedis, startSentinel, useCluster } from '../support/redis.js';
+import { until } from '../support/settle.js';
 
 const WINDOWS: Record<string, Rule['window']> = {
   fixed: { type: 'fixed', size: 1000 },
@@ -174,8 +175,12 @@ describe('RedisStore', function () {
         b.onReset((rule, key) => resolve([rule, key])),
       );
       const [rule] = compile([{ name: 'login', limit: 1, window: { type: 'fixed', size: '1m' } }]);
-      // The subscription is made lazily; give it a moment to be in place before publishing.
-      await new Promise((resolve) => setTimeout(resolve, 200));
+      // The subscription is made lazily, on a connection of its own: publish once Redis counts it.
+      const channel = resetChannel(prefix);
+      await until('the reset subscription is in place', async () => {
+        const [, count] = (await other.call('PUBSUB', 'NUMSUB', channel)) as [string, number];
+        return Number(count) === 1;
+      });
       expect(await a.reset((rule as CompiledRule).store, 'user {1}')).to.equal(false);
       expect(await heard).to.deep.equal(['login', 'user {1}']);
       await b.close();

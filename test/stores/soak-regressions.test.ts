@@ -4,6 +4,7 @@ import { expect } from 'chai';
 import { createLimiter, RedisStore, type Rule } from '../../src/index.js';
 import { RECOMMENDED_REDIS_OPTIONS } from '../fixtures/redis-options.js';
 import { type RedisServer, startRedis } from '../support/redis.js';
+import { PATIENT } from '../support/settle.js';
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
@@ -37,7 +38,11 @@ describe('Soak regressions', function () {
         lockout: { duration: '1m' },
       },
     ];
-    const limiter = createLimiter({ store: new RedisStore({ client, prefix: 'soak-reg' }), rules });
+    const limiter = createLimiter({
+      ...PATIENT,
+      store: new RedisStore({ client, prefix: 'soak-reg' }),
+      rules,
+    });
     try {
       await limiter.consume('guard', 'u');
       expect((await limiter.consume('guard', 'u')).allowed).to.equal(false);
@@ -51,11 +56,13 @@ describe('Soak regressions', function () {
             failure = error;
           },
         );
-        // Both commands time out (commandTimeout); give the second's rejection time to surface.
-        await sleep(RECOMMENDED_REDIS_OPTIONS.commandTimeout + 100);
       } finally {
         server.resume();
       }
+      // Both commands timed out (commandTimeout). The PUBLISH has settled once a command sent after it on
+      // the same connection is answered; a rejection nobody handled is reported before the next turn.
+      await client.ping();
+      await new Promise((resolve) => setImmediate(resolve));
       expect(String(failure), 'the reset itself reports the failure').to.match(/timed out/i);
       expect(unhandled.map(String)).to.deep.equal([]);
     } finally {
@@ -82,7 +89,8 @@ describe('Soak regressions', function () {
       await sleep(300);
       server.resume();
       await client.ping(); // answered after the TIME
-      await sleep(20); // the store's own continuation has run: it has its offset
+      // The TIME reply came first: the store's own continuation, all microtasks, has run by the next turn.
+      await new Promise((resolve) => setImmediate(resolve));
       for (let i = 0; i < 20; i++) {
         const estimate = store.now();
         expect(estimate, `sample ${i}`).to.be.at.most(await serverNow());

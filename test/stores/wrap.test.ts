@@ -8,6 +8,7 @@ import {
   RateLimitRequestError,
   type Rule,
 } from '../../src/index.js';
+import { PATIENT } from '../support/settle.js';
 import { memoryStores, redisStores } from '../support/stores.js';
 import { fakeClock } from './conformance/suite.js';
 
@@ -31,7 +32,7 @@ for (const stores of [memoryStores, redisStores]) {
       await Promise.all(limiters.splice(0).map((l) => l.close()));
     });
     async function limiter(rules: Rule[]): Promise<Limiter> {
-      const l = createLimiter({ store: await stores.makeStore(clock.read), rules });
+      const l = createLimiter({ ...PATIENT, store: await stores.makeStore(clock.read), rules });
       limiters.push(l);
       return l;
     }

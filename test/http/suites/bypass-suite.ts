@@ -17,6 +17,7 @@ import {
 } from '../../../src/index.js';
 import type { BypassFramework } from '../../fixtures/bypass-apps.js';
 import { json, postThenReset, recordWarnings, send, serve } from '../../fixtures/bypass-client.js';
+import { PATIENT, trackStore, until } from '../../support/settle.js';
 import type { StoreFactory } from '../../support/stores.js';
 
 const START = Date.parse('2026-03-02T00:00:00Z');
@@ -41,20 +42,25 @@ export function bypassSuite(framework: BypassFramework, stores: StoreFactory): v
 
     /** The example app (login, codes, API) on a fresh store; `sent` lists the codes it sent. */
     async function example(options: ExampleAppOptions = {}, socketPath?: string) {
-      const store = options.store ?? (await stores.makeStore(clock));
+      const tracked = trackStore(options.store ?? (await stores.makeStore(clock)));
       const sent: string[] = [];
       const app = framework.example({
-        store,
         clock,
         trustProxy: 1,
         scryptCost: 1024,
         deviceSecret: 'a test secret of at least thirty-two bytes',
         sendCode: (to) => void sent.push(to),
+        limiterOptions: PATIENT, // every figure asserted is the store's
         ...options,
+        store: tracked.store,
       });
       const server = await serve(app.listener, socketPath);
       cleanup.push(() => Promise.all([app.limiter.close(), app.loginLimiter.close()]), server.close);
-      const settle = () => new Promise((resolve) => setTimeout(resolve, store.local ? 0 : 100));
+      /** Waits for the outcomes of the requests answered so far to reach the store. */
+      const settle = async () => {
+        await server.responsesClosed();
+        await tracked.idle();
+      };
       return { ...app, ...server, sent, settle };
     }
 
@@ -66,6 +72,12 @@ export function bypassSuite(framework: BypassFramework, stores: StoreFactory): v
       await Promise.all(
         Array.from({ length: 30 }, (_, i) => postThenReset(app.port, '/sms/code', { phone: phone(100 + i) })),
       );
+      // Every request the server will ever read has been read once it has seen every connection end.
+      const connections = () =>
+        new Promise<number>((resolve, reject) =>
+          app.server.getConnections((error, count) => (error ? reject(error) : resolve(count))),
+        );
+      await until('the server saw every connection end', async () => (await connections()) === 0);
       await app.settle();
       expect(arrived, 'requests the server read').to.be.greaterThan(20);
       expect(app.sent, 'codes sent').to.deep.equal([]);
@@ -113,7 +125,7 @@ export function bypassSuite(framework: BypassFramework, stores: StoreFactory): v
 
     it('a 100,000-mark username neither stalls the event loop nor escapes the limits', async () => {
       const store = await stores.makeStore(clock);
-      const limiter = createLimiter({ store, rules: loginRules() });
+      const limiter = createLimiter({ ...PATIENT, store, rules: loginRules() });
       const server = await serve(framework.wired('login', limiter));
       cleanup.push(() => limiter.close(), server.close);
       const marks = (n: number) => `a${'\u0316\u0301'.repeat(n / 2)}`;

@@ -7,6 +7,7 @@ import request from 'supertest';
 import { SPOOFABLE_IP_WARNING } from '../../../adapters/common.js';
 import type { ExampleAppOptions } from '../../../examples/rules.js';
 import { createLimiter, type Decision, type Limiter, type Rule, type Store } from '../../../src/index.js';
+import { PATIENT } from '../../support/settle.js';
 
 /** A store to run the suite on: `makeStore` gives a fresh, empty store on the given clock. */
 export interface StoreFactory {
@@ -72,7 +73,7 @@ export function httpSuite(harness: Harness, stores: StoreFactory): void {
     });
 
     async function limiterFor(rules: Rule[]): Promise<Limiter> {
-      const limiter = createLimiter({ store: await stores.makeStore(clock), rules });
+      const limiter = createLimiter({ ...PATIENT, store: await stores.makeStore(clock), rules });
       limiters.push(limiter);
       return limiter;
     }
@@ -561,6 +562,7 @@ export function exampleSuite(harness: Harness, stores: StoreFactory): void {
         clock,
         trustProxy: 1,
         scryptCost: 1024, // fast fake password hashes
+        limiterOptions: PATIENT,
         ...options,
       });
       limiter = built.limiter;

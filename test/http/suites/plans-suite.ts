@@ -3,6 +3,7 @@
 import { expect } from 'chai';
 import request from 'supertest';
 import { createLimiter, type Limiter, type LimitFunction, type RequestInfo } from '../../../src/index.js';
+import { PATIENT } from '../../support/settle.js';
 import type { Harness, StoreFactory } from './http-suite.js';
 
 /** The plan a request says it is on (`x-plan`), as an app would read it from its user. */
@@ -38,6 +39,7 @@ export function planSuite(harness: Harness, stores: StoreFactory): void {
 
     async function appFor(limit: LimitFunction) {
       const limiter = createLimiter({
+        ...PATIENT,
         store: await stores.makeStore(Date.now),
         rules: [
           { name: 'api', match: 'GET /echo', key: 'user', limit, window: { type: 'fixed', size: '1h' } },

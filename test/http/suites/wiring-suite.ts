@@ -14,6 +14,7 @@ import {
 } from '../../../src/index.js';
 import { type BypassFramework, held, type Wiring } from '../../fixtures/bypass-apps.js';
 import { json, recordWarnings, send, serve } from '../../fixtures/bypass-client.js';
+import { PATIENT, trackStore } from '../../support/settle.js';
 import type { StoreFactory } from '../../support/stores.js';
 
 const form = (body: string) => ({ headers: { 'content-type': 'application/x-www-form-urlencoded' }, body });
@@ -24,8 +25,11 @@ export function wiringSuite(framework: BypassFramework, stores: StoreFactory): v
     this.timeout(60_000);
     const cleanup: Array<() => unknown> = [];
     let warnings: ReturnType<typeof recordWarnings>;
+    /** What settle() waits for: the test's servers' responses, then its stores' calls. */
+    let waits: Array<() => Promise<void>> = [];
     beforeEach(() => {
       warnings = recordWarnings();
+      waits = [];
     });
     afterEach(async () => {
       warnings.stop();
@@ -33,16 +37,22 @@ export function wiringSuite(framework: BypassFramework, stores: StoreFactory): v
     });
 
     async function limiterOf(rules: Rule[]): Promise<Limiter> {
-      const limiter = createLimiter({ store: await stores.makeStore(Date.now), rules });
+      const tracked = trackStore(await stores.makeStore(Date.now));
+      const limiter = createLimiter({ ...PATIENT, store: tracked.store, rules });
       cleanup.push(() => limiter.close());
+      waits.push(tracked.idle);
       return limiter;
     }
     async function start(listener: Parameters<typeof serve>[0]) {
       const server = await serve(listener);
       cleanup.push(server.close);
+      waits.unshift(server.responsesClosed);
       return server;
     }
-    const settle = () => new Promise((resolve) => setTimeout(resolve, 100));
+    /** Waits for the outcomes of the requests answered so far to reach the store. */
+    const settle = async () => {
+      for (const wait of waits) await wait();
+    };
 
     describe('a login that answers with redirects (Passport failureRedirect)', () => {
       const rules = loginRules({ match: 'POST /login', username: 'body.username' });

@@ -8,6 +8,7 @@ import {
   type RequestInfo,
   type Rule,
 } from '../../../src/index.js';
+import { PATIENT } from '../../support/settle.js';
 import { type FakeClock, fakeClock, type StoreUnderTest, WINDOWS } from './suite.js';
 
 /** Limiters on fresh stores of `target`, on a fake clock reset before each test, closed after it. */
@@ -27,7 +28,7 @@ export function useLimiters(target: StoreUnderTest): {
     clock: () => clock,
     async limiter(rules, options = {}) {
       const store = await target.makeStore(clock.read);
-      const l = createLimiter({ store, rules, ...options });
+      const l = createLimiter({ store, rules, ...PATIENT, ...options });
       limiters.push(l);
       return l;
     },

@@ -8,6 +8,7 @@ import {
   type Rule,
   type Store,
 } from '../../../src/index.js';
+import { PATIENT } from '../../support/settle.js';
 import { limitSuite } from './limits.js';
 
 export interface FakeClock {
@@ -61,7 +62,7 @@ export function conformanceSuite(target: StoreUnderTest): void {
 
     async function limiter(rules: Rule[], options: Partial<LimiterOptions> = {}): Promise<Limiter> {
       const store = await target.makeStore(clock.read);
-      const l = createLimiter({ store, rules, ...options });
+      const l = createLimiter({ store, rules, ...PATIENT, ...options });
       limiters.push(l);
       return l;
     }

@@ -6,6 +6,7 @@ import { expect } from 'chai';
 import request from 'supertest';
 import type { ExampleAppOptions } from '../../../../examples/rules.js';
 import type { Limiter } from '../../../../src/index.js';
+import { PATIENT, trackResponses, trackStore } from '../../../support/settle.js';
 import type { StoreFactory } from '../../../support/stores.js';
 
 /** A framework's example app as a request listener, with its two limiters. */
@@ -54,25 +55,30 @@ export function attackContext(framework: Framework, stores: StoreFactory) {
 
   /** Boots the example app on a fresh store, listening on a free port. */
   async function boot(options: ExampleAppOptions = {}) {
-    const store = await stores.makeStore(clock);
+    const tracked = trackStore(await stores.makeStore(clock));
     const built = framework.create({
-      store,
+      store: tracked.store,
       clock,
       trustProxy: 1,
       scryptCost: 1024, // fast fake password hashes
       deviceSecret: 'a test secret of at least thirty-two bytes',
+      limiterOptions: PATIENT, // every figure asserted is the store's
       ...options,
     });
-    const server = http.createServer(built.listener).listen(0, '127.0.0.1');
+    const server = http.createServer(built.listener);
+    const responsesClosed = trackResponses(server);
+    server.listen(0, '127.0.0.1');
     await new Promise((resolve) => server.once('listening', resolve));
     open.push({ server, limiters: [built.limiter, built.loginLimiter] });
     const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
     /**
-     * Waits for the outcome of the last answered request to reach the store: the adapters report it
-     * as the response goes out, which on a shared store lands a round trip or two after the client has it.
+     * Waits for the outcome of every answered request to reach the store: the adapters report it as the
+     * response goes out, which on a shared store lands a round trip or two after the client has it.
      */
-    const settle = (): Promise<void> =>
-      store.local ? Promise.resolve() : new Promise((resolve) => setTimeout(resolve, 100));
+    const settle = async (): Promise<void> => {
+      await responsesClosed();
+      await tracked.idle();
+    };
     return { ...built, url, settle };
   }
 
