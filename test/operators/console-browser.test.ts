@@ -25,7 +25,8 @@ const HOSTILE = '<img src=x onerror=alert(1)>';
 describe('operator console in a headless browser', function () {
   this.timeout(90_000);
   let app: AppProcess;
-  let profile: string;
+  /** Unset when `before` failed first (no Chromium): then there is nothing to remove. */
+  let profile: string | undefined;
   let context: BrowserContext;
   let page: Page;
   const dialogs: string[] = [];
@@ -57,7 +58,7 @@ describe('operator console in a headless browser', function () {
   });
   after(async () => {
     await context?.close();
-    rmSync(profile, { recursive: true, force: true });
+    if (profile !== undefined) rmSync(profile, { recursive: true, force: true });
     await app?.stop();
   });
 
