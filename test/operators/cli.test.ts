@@ -5,7 +5,7 @@ import type { Redis } from 'ioredis';
 import { createLimiter, RedisStore } from '../../src/index.js';
 import { LOGIN } from '../fixtures/ops-rules.js';
 import { type AppProcess, runCli, runCliInProcess, startApp, startCli } from '../support/ops.js';
-import { getRedis, type RedisServer, startRedis } from '../support/redis.js';
+import { type RedisServer, startRedis } from '../support/redis.js';
 
 const RULES = ['--rules', 'test/fixtures/ops-rules.ts'];
 
@@ -18,10 +18,12 @@ describe('ratekeeper command line', function () {
   const cli = (prefix: string, ...args: string[]) =>
     runCli([...args, '--prefix', prefix, ...RULES], { REDIS_URL: server.url });
 
+  // A server of its own: a test counts its script calls.
   before(async () => {
-    server = await getRedis();
+    server = await startRedis();
     control = server.client();
   });
+  after(() => server.stop());
   afterEach(async () => {
     await app?.stop();
     app = undefined;

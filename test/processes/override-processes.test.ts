@@ -5,10 +5,10 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import { createInterface } from 'node:readline';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
 import { track } from '../support/processes.js';
-import { getRedis, type RedisServer } from '../support/redis.js';
+import { type RedisServer, startRedis } from '../support/redis.js';
+import { until } from '../support/settle.js';
 
 interface Worker {
   ask(line: string): Promise<Record<string, unknown>>;
@@ -44,13 +44,18 @@ async function startWorker(server: RedisServer, prefix: string): Promise<Worker>
 
 describe('overrides across real processes on Redis', () => {
   const workers: Worker[] = [];
+  // A server of its own: a test counts its GET commands.
+  let server: RedisServer;
+  before(async () => {
+    server = await startRedis();
+  });
   afterEach(async () => {
     await Promise.all(workers.splice(0).map((w) => w.quit()));
   });
+  after(() => server.stop());
 
   it('one process sets an override, another obeys it from its next decision, until it expires or is cleared', async function () {
     this.timeout(60_000);
-    const server = await getRedis();
     const prefix = `rko${randomBytes(4).toString('hex')}`;
     const [operator, app] = await Promise.all([startWorker(server, prefix), startWorker(server, prefix)]);
     workers.push(operator, app);
@@ -86,8 +91,8 @@ describe('overrides across real processes on Redis', () => {
     expect(await app.ask('consume other')).to.include({ allowed: true, limit: 2 });
     expect(await operator.ask('status acme')).to.include({ limit: 5, overridden: true, count: 5 });
 
-    // Past its end the rule's own limit is back, in both processes.
-    await sleep(2500);
+    // Past its end (Redis expires it) the rule's own limit is back, in both processes.
+    await until('the override expired', async () => (await operator.ask('status acme')).overridden === false);
     expect(await app.ask('status acme')).to.include({ limit: 2, overridden: false, count: 5 });
     expect(await operator.ask('status acme')).to.include({ limit: 2, overridden: false });
     expect(await app.ask('consume acme')).to.include({ allowed: false, limit: 2 });

@@ -14,7 +14,7 @@ import {
   type Store,
   type StoreOp,
 } from '../../src/index.js';
-import { getRedis, type RedisServer } from '../support/redis.js';
+import { type RedisServer, startRedis } from '../support/redis.js';
 
 const START = Date.parse('2026-05-04T10:00:00.000Z');
 
@@ -59,14 +59,15 @@ describe('Deny cache parity with the store (real Redis)', function () {
   let client: Redis;
   const limiters: Limiter[] = [];
 
+  // A server of its own: a test counts its script calls.
   before(async () => {
-    server = await getRedis();
+    server = await startRedis();
     client = server.client();
   });
   afterEach(async () => {
     for (const limiter of limiters.splice(0)) await limiter.close();
   });
-  after(() => client.disconnect());
+  after(() => server.stop());
 
   function limiterOn(store: Store, rule: Rule, denyCache = true): Limiter {
     const limiter = createLimiter({ store, rules: [rule], denyCache });

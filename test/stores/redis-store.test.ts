@@ -12,7 +12,7 @@ import { opKeys, resetChannel } from '../../src/stores/redis-protocol.js';
 import { RedisStore } from '../../src/stores/redis-store.js';
 import type { EvalMode, Store, StoreOp } from '../../src/stores/store.js';
 import type { LockInfo, Rule } from '../../src/types.js';
-import { getRedis, type RedisServer, startRedis, startSentinel, useCluster } from '../support/redis.js';
+import { type RedisServer, startRedis, startSentinel, useCluster } from '../support/redis.js';
 import { until } from '../support/settle.js';
 
 const WINDOWS: Record<string, Rule['window']> = {
@@ -82,14 +82,15 @@ describe('RedisStore', function () {
     return store;
   };
 
+  // A server of its own: tests flush its scripts and count its commands (REDIS_URL's would be disturbed).
   before(async () => {
-    server = await getRedis();
+    server = await startRedis();
     client = server.client();
   });
   afterEach(async () => {
     await Promise.all(stores.splice(0).map((store) => store.close()));
   });
-  after(() => client.disconnect());
+  after(() => server.stop());
 
   describe('computes exactly what the memory store computes', () => {
     for (const type of Object.keys(WINDOWS)) {
