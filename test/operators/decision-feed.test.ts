@@ -13,6 +13,7 @@ import {
 } from '../../src/index.js';
 import { RECOMMENDED_REDIS_OPTIONS } from '../fixtures/redis-options.js';
 import { getRedis } from '../support/redis.js';
+import { PATIENT, until } from '../support/settle.js';
 
 const LOGIN: Rule = {
   name: 'login',
@@ -40,7 +41,12 @@ describe('publishDecisionCounts', () => {
     for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
   });
   async function client(): Promise<Redis> {
-    const c = (await getRedis()).client(RECOMMENDED_REDIS_OPTIONS);
+    // The recommended settings, but a commandTimeout no busy machine reaches: a publish that timed out
+    // would be dropped, and the message the test waits for with it.
+    const c = (await getRedis()).client({
+      ...RECOMMENDED_REDIS_OPTIONS,
+      commandTimeout: PATIENT.storeTimeout,
+    });
     cleanups.push(() => c.disconnect());
     return ready(c);
   }
@@ -67,8 +73,8 @@ describe('publishDecisionCounts', () => {
     await feed.stop();
     await feed.stop(); // once
     await limiter.consume('login', 'c'); // after stop: not counted
-    for (let i = 0; i < 50 && messages.length === 0; i++) await new Promise((r) => setTimeout(r, 10));
-    // The subscriber's own round trip: every message published before it has arrived.
+    // stop() resolved once Redis took the PUBLISH; the subscriber's own round trip after it: every message
+    // published before has arrived.
     await subscriber.call('PING');
     expect(messages).to.have.lengthOf(1);
     const [message] = messages as [DecisionCountsMessage];
@@ -81,10 +87,17 @@ describe('publishDecisionCounts', () => {
   it('a publish that fails is dropped: decisions go on, nothing thrown', async () => {
     const broken = await client();
     broken.disconnect();
+    const failed: unknown[] = [];
+    const publish = broken.publish.bind(broken);
+    broken.publish = ((...args: Parameters<typeof publish>) =>
+      publish(...args).catch((error: unknown) => {
+        failed.push(error);
+        throw error;
+      })) as typeof broken.publish;
     const limiter = limiterOf([LOGIN]);
     const feed = publishDecisionCounts(limiter, { client: broken, interval: 5 });
     for (let i = 0; i < 3; i++) await limiter.consume('login', 'a');
-    await new Promise((r) => setTimeout(r, 30)); // several failed publishes
+    await until('several failed publishes', () => failed.length >= 3);
     await feed.stop();
     expect((await limiter.consume('login', 'z')).allowed).to.equal(true);
   });

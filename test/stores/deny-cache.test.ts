@@ -11,6 +11,7 @@ import { opKeys, resetChannel } from '../../src/stores/redis-protocol.js';
 import { LOGIN_RULE } from '../fixtures/deny-cache-rules.js';
 import { RECOMMENDED_REDIS_OPTIONS } from '../fixtures/redis-options.js';
 import { type RedisServer, startRedis } from '../support/redis.js';
+import { PATIENT, until } from '../support/settle.js';
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
@@ -35,7 +36,8 @@ describe('Deny cache', function () {
 
   before(async () => {
     server = await startRedis();
-    client = server.client(RECOMMENDED_REDIS_OPTIONS);
+    // Every call counted below is one Redis answered: no commandTimeout a busy machine could reach.
+    client = server.client({ ...RECOMMENDED_REDIS_OPTIONS, commandTimeout: PATIENT.storeTimeout });
     control = server.client();
     await Promise.all([client, control].map(ready));
   });
@@ -51,7 +53,12 @@ describe('Deny cache', function () {
 
   function limiterOn(rules: Rule[], options: Partial<LimiterOptions> & { prefix?: string; on?: Redis } = {}) {
     const { prefix = `dc${prefixes++}`, on = client, ...rest } = options;
-    const limiter = createLimiter({ store: new RedisStore({ client: on, prefix }), rules, ...rest });
+    const limiter = createLimiter({
+      ...PATIENT,
+      store: new RedisStore({ client: on, prefix }),
+      rules,
+      ...rest,
+    });
     cleanups.push(() => limiter.close());
     let cachedAnswers = 0;
     limiter.on('limited', (event) => {
@@ -101,7 +108,11 @@ describe('Deny cache', function () {
   it('answers a locked key locally until the lock ends, then asks Redis again', async () => {
     let now = Date.now();
     const store = new RedisStore({ client, prefix: `dc${prefixes++}`, clock: () => now });
-    const limiter = createLimiter({ store, rules: [{ ...fixed(2), lockout: { duration: '1m' } }] });
+    const limiter = createLimiter({
+      ...PATIENT,
+      store,
+      rules: [{ ...fixed(2), lockout: { duration: '1m' } }],
+    });
     cleanups.push(() => limiter.close());
     await limiter.consume('api', 'k');
     await limiter.consume('api', 'k');
@@ -166,7 +177,11 @@ describe('Deny cache', function () {
   });
 
   it('never caches an answer of the failure policy: a real denial stays cached through an outage (regression)', async () => {
+    // The recommended settings: on the paused server a call ends at commandTimeout.
+    const recommended = server.client(RECOMMENDED_REDIS_OPTIONS);
+    await ready(recommended);
     const { limiter } = limiterOn([fixed(1)], {
+      on: recommended,
       onStoreError: 'deny',
       storeRetryInterval: 1,
       denyCache: { maxKeys: 1 },
@@ -180,7 +195,8 @@ describe('Deny cache', function () {
     } finally {
       server.resume();
     }
-    await sleep(5);
+    // Answered after the paused call on the same connection: that call has run and is counted before.
+    await recommended.ping();
     const before = await scriptCalls();
     expect((await limiter.consume('api', 'attacker')).allowed).to.equal(false);
     expect(await scriptCalls(), 'answered from the cache').to.equal(before);
@@ -275,11 +291,12 @@ describe('Deny cache', function () {
       await limiter.reset('login', 'mallory'); // announced to nobody
       expect(await childConsume('mallory'), 'missed it').to.include({ allowed: false, cached: true });
       await waitForSubscribers(prefix, 2);
-      let answer = await childConsume('mallory');
-      for (let i = 0; i < 50 && !answer.allowed; i++) {
-        await sleep(20);
+      // The child forgets its cache once its subscriber is back; a cached denial counts nothing meanwhile.
+      let answer: Record<string, unknown> = {};
+      await until('the child asks Redis again', async () => {
         answer = await childConsume('mallory');
-      }
+        return answer.allowed === true;
+      });
       expect(answer).to.deep.equal({ allowed: true, locked: false, cached: false });
     });
   });
