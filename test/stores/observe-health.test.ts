@@ -19,6 +19,7 @@ import {
 } from '../../src/index.js';
 import { RECOMMENDED_REDIS_OPTIONS } from '../fixtures/redis-options.js';
 import { getRedis } from '../support/redis.js';
+import { PATIENT } from '../support/settle.js';
 
 const RULE: Rule = { name: 'api', key: 'ip', limit: 1, window: { type: 'fixed', size: '1m' } };
 const REQUEST = { method: 'GET', path: '/', ip: '192.0.2.1', headers: {} };
@@ -62,12 +63,16 @@ describe('limiter.observe and limiter.health', () => {
     for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
   });
   function limiterOf(options: Partial<LimiterOptions> = {}): Limiter {
-    const limiter = createLimiter({ rules: [RULE], ...options });
+    const limiter = createLimiter({ rules: [RULE], ...PATIENT, ...options });
     cleanups.push(() => limiter.close());
     return limiter;
   }
   async function redisClient(): Promise<Redis> {
-    const client = (await getRedis()).client(RECOMMENDED_REDIS_OPTIONS);
+    // Every fault below is made on purpose: no commandTimeout a busy machine could reach.
+    const client = (await getRedis()).client({
+      ...RECOMMENDED_REDIS_OPTIONS,
+      commandTimeout: PATIENT.storeTimeout,
+    });
     cleanups.push(() => client.disconnect());
     await ready(client);
     return client;
@@ -202,7 +207,7 @@ describe('limiter.observe and limiter.health', () => {
     const client = await redisClient();
     let ping: () => Promise<void> = async () => void (await client.ping());
     const store = replacing(redisStore(client), { ping: () => ping() });
-    const limiter = limiterOf({ store, storeTimeout: 50 });
+    const limiter = limiterOf({ store });
     expect((await limiter.health()).state).to.equal('ok');
 
     ping = () =>
@@ -220,7 +225,7 @@ describe('limiter.observe and limiter.health', () => {
     );
 
     ping = () => new Promise(() => {});
-    const hung = await limiter.health();
+    const hung = await limiterOf({ store, storeTimeout: 50 }).health();
     expect(hung.lastError).to.include({
       message: 'store did not answer within 50 ms',
       code: 'ERR_STORE_TIMEOUT',

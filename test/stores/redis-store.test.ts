@@ -454,43 +454,46 @@ describe('RedisStore', function () {
       'token-bucket': { type: 'token-bucket', size: '1d' },
       gcra: { type: 'gcra', size: '1d' },
     };
+    // Four processes for every window type, each type a round on a rule of its own: connected first,
+    // then "go" to all at once.
+    const prefix = uniquePrefix();
+    const workers = Array.from({ length: 4 }, () =>
+      spawn(
+        process.execPath,
+        [
+          '--import',
+          'tsx',
+          'test/fixtures/race-worker.ts',
+          server.url,
+          prefix,
+          JSON.stringify(windows),
+          '1000',
+          '2000',
+        ],
+        { stdio: ['pipe', 'pipe', 'inherit'] },
+      ),
+    );
+    const exited = workers.map((worker) => new Promise((resolve) => worker.once('close', resolve)));
+    const lines = workers.map((worker) => createInterface({ input: worker.stdout })[Symbol.asyncIterator]());
+    const next = async (i: number) => String((await (lines[i] as AsyncIterator<string>).next()).value);
     const admitted: Record<string, number> = {};
-    for (const [type, window] of Object.entries(windows)) {
-      const prefix = uniquePrefix();
-      const workers = Array.from({ length: 4 }, () =>
-        spawn(
-          process.execPath,
-          [
-            '--import',
-            'tsx',
-            'test/fixtures/race-worker.ts',
-            server.url,
-            prefix,
-            JSON.stringify(window),
-            '1000',
-            '2000',
-          ],
-          { stdio: ['pipe', 'pipe', 'inherit'] },
-        ),
-      );
-      const exited = workers.map((worker) => new Promise((resolve) => worker.once('close', resolve)));
-      const lines = workers.map((worker) =>
-        createInterface({ input: worker.stdout })[Symbol.asyncIterator](),
-      );
-      const next = async (i: number) => String((await (lines[i] as AsyncIterator<string>).next()).value);
-      // Everyone connected first, then "go" to all at once.
+    try {
       expect(await Promise.all(workers.map((_, i) => next(i)))).to.deep.equal([
         'ready',
         'ready',
         'ready',
         'ready',
       ]);
-      for (const worker of workers) worker.stdin.end('go\n');
-      const counts = await Promise.all(
-        workers.map(async (_, i) => (JSON.parse(await next(i)) as { admitted: number }).admitted),
-      );
+      for (const type of Object.keys(windows)) {
+        for (const worker of workers) worker.stdin.write(`go ${type}\n`);
+        const counts = await Promise.all(
+          workers.map(async (_, i) => (JSON.parse(await next(i)) as { admitted: number }).admitted),
+        );
+        admitted[type] = counts.reduce((a, b) => a + b, 0);
+      }
+    } finally {
+      for (const worker of workers) worker.stdin.end();
       await Promise.all(exited);
-      admitted[type] = counts.reduce((a, b) => a + b, 0);
     }
     console.log(`      admitted of 8000 attempts, limit 1000: ${JSON.stringify(admitted)}`);
     expect(admitted).to.deep.equal(Object.fromEntries(Object.keys(windows).map((type) => [type, 1000])));
