@@ -6,6 +6,7 @@ import { createLimiter, RedisStore } from '../../src/index.js';
 import { LOGIN } from '../fixtures/ops-rules.js';
 import { type AppProcess, runCli, runCliInProcess, startApp, startCli } from '../support/ops.js';
 import { type RedisServer, startRedis } from '../support/redis.js';
+import { until } from '../support/settle.js';
 
 const RULES = ['--rules', 'test/fixtures/ops-rules.ts'];
 
@@ -15,8 +16,12 @@ describe('ratekeeper command line', function () {
   let control: Redis;
   let app: AppProcess | undefined;
   const newPrefix = () => `ops${randomBytes(4).toString('hex')}`;
-  const cli = (prefix: string, ...args: string[]) =>
+  /** `ratekeeper <args>` as a process of its own, as an operator's shell runs it. */
+  const command = (prefix: string, ...args: string[]) =>
     runCli([...args, '--prefix', prefix, ...RULES], { REDIS_URL: server.url });
+  /** The same command's run function in this process: no process to boot for each call. */
+  const cli = (prefix: string, ...args: string[]) =>
+    runCliInProcess([...args, '--prefix', prefix, ...RULES], { REDIS_URL: server.url });
 
   // A server of its own: a test counts its script calls.
   before(async () => {
@@ -30,12 +35,10 @@ describe('ratekeeper command line', function () {
   });
 
   async function waitForSubscriber(prefix: string): Promise<void> {
-    for (let i = 0; i < 250; i++) {
+    await until('the app subscribed to resets', async () => {
       const [, count] = (await control.pubsub('NUMSUB', `${prefix}:reset`)) as [string, number];
-      if (Number(count) === 1) return;
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    }
-    throw new Error('the app never subscribed to resets');
+      return Number(count) === 1;
+    });
   }
 
   it('unlock: a key the app locked, and answers from its deny cache, is admitted by the app at once', async () => {
@@ -49,18 +52,18 @@ describe('ratekeeper command line', function () {
     expect(await app.hit('POST', '/login', 'alice')).to.equal(429);
     expect(await server.commandCount('fcall'), 'the app answered from its deny cache').to.equal(scripts);
 
-    const listed = await cli(prefix, 'locked', 'login', '--json');
+    const listed = await command(prefix, 'locked', 'login', '--json');
     expect(listed.code, listed.stderr).to.equal(0);
     const locks = JSON.parse(listed.stdout) as Array<{ rule: string; key: string; level: number }>;
     expect(locks.map(({ rule, key, level }) => ({ rule, key, level }))).to.deep.equal([
       { rule: 'login', key: 'alice', level: 1 },
     ]);
 
-    const unlocked = await cli(prefix, 'unlock', 'login', 'alice');
+    const unlocked = await command(prefix, 'unlock', 'login', 'alice');
     expect(unlocked).to.deep.equal({ code: 0, stdout: 'unlocked  login  alice\n', stderr: '' });
     expect(await app.hit('POST', '/login', 'alice'), 'right after the command').to.equal(200);
 
-    const status = await cli(prefix, 'status', 'login', 'alice', '--json');
+    const status = await command(prefix, 'status', 'login', 'alice', '--json');
     expect(JSON.parse(status.stdout)).to.include({ rule: 'login', key: 'alice', count: 1, remaining: 1 });
     expect(JSON.parse(status.stdout)).to.include({ locked: false, lockRemainingMs: 0, level: 0 });
   });
