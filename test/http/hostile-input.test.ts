@@ -552,7 +552,11 @@ describe('Hostile input', function () {
 
     it('decides two rules of a brace identity in one script call, no CROSSSLOT, in the slot of its digest', async () => {
       const prefix = `rkh${prefixes++}`;
-      const limiter = createLimiter({ ...PATIENT, store: new RedisStore({ client: cluster.ioredis, prefix }), rules });
+      const limiter = createLimiter({
+        ...PATIENT,
+        store: new RedisStore({ client: cluster.ioredis, prefix }),
+        rules,
+      });
       limiters.push(limiter);
       const post = (username: string): RequestInfo => ({
         method: 'POST',
