@@ -317,6 +317,43 @@ describe('the packed package', function () {
     expect(month?.[2]).to.include("use window { type: 'calendar', unit: 'month' }");
   });
 
+  it('sends draft-6 and draft-7 header fields through ratekeeper/hono, from ESM and from CommonJS', () => {
+    const body = `const rules = [{ name: 'api', key: () => 'all', limit: 5, window: { type: 'fixed', size: '1m' } }];
+      const fields = [];
+      for (const headers of ['draft-6', 'draft-7']) {
+        const app = new Hono();
+        app.use(rateLimit(rules, { headers }));
+        app.get('/', (c) => c.text('ok'));
+        const res = await app.request('/');
+        fields.push(['ratelimit-limit', 'ratelimit-remaining', 'ratelimit-reset', 'ratelimit', 'ratelimit-policy'].map((name) => res.headers.get(name)));
+      }
+      console.log(JSON.stringify(fields));`;
+    const expected = [
+      ['5', '4', '60', null, '5;w=60'],
+      [null, null, null, 'limit=5, remaining=4, reset=60', '5;w=60'],
+    ];
+    const esm = `import { Hono } from 'hono'; import { rateLimit } from 'ratekeeper/hono';\n${body}`;
+    expect(JSON.parse(run('headers.mjs', esm))).to.deep.equal(expected);
+    const cjs = `const { Hono } = require('hono'); const { rateLimit } = require('ratekeeper/hono');\n(async () => {\n${body}\n})();`;
+    expect(JSON.parse(run('headers.cjs', cjs))).to.deep.equal(expected);
+  });
+
+  it('answers status and consume for a key with an override without calling the rule limit function', () => {
+    const out = run(
+      'plan-override.mjs',
+      `import { createLimiter } from 'ratekeeper';
+      let calls = 0;
+      const limit = (req) => { calls++; return req.user.plan === 'pro' ? 10 : 4; };
+      const limiter = createLimiter({ rules: [{ name: 'plan', key: 'user', limit, window: { type: 'fixed', size: '1m' } }] });
+      await limiter.override('plan', 'f9', 6);
+      const consumed = await limiter.consume('plan', 'f9');
+      const status = await limiter.status('plan', 'f9');
+      console.log(JSON.stringify([consumed.allowed, status.limit, status.overridden, status.count, calls]));
+      await limiter.close();`,
+    );
+    expect(JSON.parse(out)).to.deep.equal([true, 6, true, 1, 0]);
+  });
+
   it('finds its Lua scripts from the built files, in both formats', () => {
     // The constructor reads and hashes the scripts: it throws when lua/ cannot be found.
     const probe = `
