@@ -42,12 +42,15 @@ console.log(
   `${processes} processes x ${attempts} concurrent consumes of one key, limit ${limit}, ` +
     `${values.burners} CPU burners, client ${values.client}, default limiter options`,
 );
-console.log('window        start     admitted per repetition          decided by the policy per repetition');
+console.log(
+  'window        start     admitted per repetition     decided by the policy   slowest burst, ms (first decision asked to last answered)',
+);
 try {
   for (const type of values.windows.split(',') as Array<keyof typeof WINDOWS>) {
     for (const start of values.starts.split(',') as RaceStart[]) {
       const admitted: number[] = [];
       const errors: number[] = [];
+      const burstMs: number[] = [];
       let firstError = '';
       for (let rep = 0; rep < reps; rep++) {
         const answers = await racers.race(
@@ -65,10 +68,12 @@ try {
         );
         admitted.push(answers.reduce((sum, a) => sum + a.admitted, 0));
         errors.push(answers.reduce((sum, a) => sum + a.byPolicy, 0));
+        burstMs.push(Math.max(...answers.map((a) => a.burstMs)));
         firstError ||= answers.find((a) => a.firstStoreError !== null)?.firstStoreError ?? '';
       }
       console.log(
-        `${type.padEnd(13)} ${start.padEnd(9)} ${admitted.join(' ').padEnd(32)} ${errors.join(' ')}` +
+        `${type.padEnd(13)} ${start.padEnd(9)} ${admitted.join(' ').padEnd(27)} ${errors.join(' ').padEnd(23)} ` +
+          burstMs.map((ms) => ms.toFixed(0)).join(' ') +
           (firstError ? `  (${firstError})` : ''),
       );
     }

@@ -19,8 +19,12 @@ export const RULE_DEFAULTS = {
 export const LIMITER_DEFAULTS = {
   onStoreError: 'insurance',
   denyCache: true,
-  /** A store silent this long (no answer to any call in flight) has failed; 250 ms is far above a healthy round trip. */
-  storeTimeoutMs: 250,
+  /**
+   * A store silent this long (no answer to any call in flight) has failed. A healthy Redis answers in
+   * milliseconds, but on cores oversubscribed 4 times over one was measured silent for 250 ms while it
+   * worked through its clients' batches: twice that, so a starved store is not taken for a stopped one.
+   */
+  storeTimeoutMs: 500,
   /**
    * The longest a decision waits for a store that is answering (working through this process's calls)
    * or making its first connection: long enough for a burst of thousands of decisions on cores shared

@@ -24,7 +24,7 @@ export interface LimiterOptions {
   /**
    * A shared store that has answered none of the calls in flight for this long has failed: its decisions
    * go to `onStoreError`. Time a call spends in this process (queued behind its other calls, or waiting
-   * for the first connection) does not count. Not applied to the memory store. @default 250
+   * for the first connection) does not count. Not applied to the memory store. @default 500
    */
   storeTimeout?: Duration;
   /**

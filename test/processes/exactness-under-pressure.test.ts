@@ -84,6 +84,16 @@ describe('Exactness under pressure: racing processes on busy cores admit exactly
     });
   }
 
+  it(`ioredis with the recommended settings (no offline queue, commandTimeout): ${PROCESSES} processes x ${ATTEMPTS} admit exactly ${LIMIT}, at start, cold and warm`, async () => {
+    for (const start of STARTS) {
+      const { admitted, byPolicy, note } = await race(start, 'ioredis-recommended', {
+        type: 'fixed',
+        size: '1d',
+      });
+      expect({ admitted, byPolicy }, note).to.deep.equal({ admitted: LIMIT, byPolicy: 0 });
+    }
+  });
+
   it(`node-redis, connect() not awaited: ${PROCESSES} processes x ${ATTEMPTS} admit exactly ${LIMIT}, at start and cold`, async () => {
     for (const start of ['at-start', 'cold'] as const) {
       const { admitted, byPolicy, note } = await race(start, 'node-redis', { type: 'fixed', size: '1d' });
