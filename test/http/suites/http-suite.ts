@@ -1,4 +1,4 @@
-// The HTTP suite: one set of supertest cases run for each framework (Express, Koa) on each store.
+// The HTTP suite: one set of supertest cases, run for every framework (test/http/<framework>.test.ts) on each store.
 import { once } from 'node:events';
 import http, { type RequestListener } from 'node:http';
 import type { AddressInfo } from 'node:net';

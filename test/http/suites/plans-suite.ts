@@ -1,5 +1,5 @@
 // Per-plan limits through a framework: one rule, the limit read per request from the caller's plan.
-// Run for each framework (Express, Koa) on each store, as the HTTP suite is.
+// Run for every framework on each store, as the HTTP suite is.
 import { expect } from 'chai';
 import request from 'supertest';
 import { createLimiter, type Limiter, type LimitFunction, type RequestInfo } from '../../../src/index.js';
