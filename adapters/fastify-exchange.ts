@@ -37,8 +37,14 @@ export class FastifyRequestInfo implements RequestInfo {
     this.headers = request.headers;
   }
 
+  /**
+   * The path of the route Fastify chose, its parameters filled in, so rules match whatever reached the
+   * handler: Fastify decodes `/%6Cogin`, and may ignore duplicate or trailing slashes and a `;` part
+   * (`//login`, `/login//`, `/login;jsessionid=1`), and each is `/login` here. A request no route took
+   * (a 404) is matched by its URL's path.
+   */
   get path(): string {
-    this.#path ??= pathOf(this.#request.url);
+    this.#path ??= routedPath(this.#request) ?? pathOf(this.#request.url);
     return this.#path;
   }
 
@@ -61,6 +67,31 @@ export class FastifyRequestInfo implements RequestInfo {
   get user(): unknown {
     return (this.#request as { user?: unknown }).user;
   }
+}
+
+/** `:name`, `:name(regex)`, an optional `:name?`, or the wildcard `*` of a find-my-way pattern; `::` is a literal colon. */
+const PATTERN_PARTS = /::|:([^/:(?-]+)(\([^/]*?\))?(\?)?|\*/g;
+
+/**
+ * The route's pattern with the request's parameters in it, each escaped as a path segment (a `/` inside
+ * a parameter stays `%2F`, so it cannot make the path look like another route's); undefined when no route
+ * took the request.
+ */
+export function routedPath(request: FastifyRequest): string | undefined {
+  const pattern = request.routeOptions?.url;
+  if (typeof pattern !== 'string' || !pattern.startsWith('/')) return undefined;
+  const params = (request.params ?? {}) as Record<string, unknown>;
+  const value = (name: string) => {
+    const v = params[name];
+    return typeof v === 'string' ? v : undefined;
+  };
+  const path = pattern.replace(PATTERN_PARTS, (part, name: string | undefined, _regex, optional) => {
+    if (part === '::') return ':';
+    if (name === undefined) return (value('*') ?? '').split('/').map(encodeURIComponent).join('/');
+    const v = value(name);
+    return v === undefined ? (optional === '?' ? '' : part) : encodeURIComponent(v);
+  });
+  return path.length > 1 && path.endsWith('/') && !pattern.endsWith('/') ? path.slice(0, -1) : path;
 }
 
 /** Fastify's request and reply as the request sequence needs them; Nest on Fastify uses it too. */

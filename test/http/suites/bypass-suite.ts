@@ -146,6 +146,33 @@ export function bypassSuite(framework: BypassFramework, stores: StoreFactory): v
       expect((await limiter.status('login-account-cap', '#oversized')).count).to.equal(3);
     });
 
+    it('limits every spelling of /login that reaches the login handler as /login: 5 of 40', async () => {
+      const store = await stores.makeStore(clock);
+      const limiter = createLimiter({ store, rules: loginRules() });
+      const server = await serve(framework.wired('login', limiter));
+      cleanup.push(() => limiter.close(), server.close);
+      const spellings = [
+        '/login',
+        '/%6Cogin',
+        '/l%6Fgin',
+        '//login',
+        '/login;jsessionid=1',
+        '/login//',
+        '/login/',
+        '/LOGIN',
+      ];
+      const statuses: Array<number | undefined> = [];
+      for (let i = 0; i < 40; i++) {
+        const path = spellings[i % spellings.length] as string;
+        statuses.push((await send(server, 'POST', path, json({ username: 'alice', password: 'x' })))?.status);
+      }
+      // 401: the handler checked the password; 404: the framework routes that spelling nowhere (an app-wide
+      // limiter may count such a request too, as Hono's does: fewer reach the handler then).
+      expect(statuses[0], 'the first guess').to.equal(401);
+      expect(statuses.filter((s) => s === 401).length, 'reached the handler').to.be.within(1, 5);
+      expect(statuses.filter((s) => s !== 401 && s !== 404 && s !== 429)).to.deep.equal([]);
+    });
+
     it('limits HEAD with the GET rule, so status codes cannot be probed unlimited', async () => {
       const app = await example({ apiPerMinute: 3 });
       const statuses: Array<number | undefined> = [];
