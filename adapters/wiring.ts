@@ -1,7 +1,13 @@
 // Wiring warnings shared by the HTTP adapters: a request no rule matched, which the app routes to a method and
-// path some rule does match (a mount prefix, a rewritten URL, a method override placed after the limiter).
-import type { Limiter } from '../src/index.js';
-import { UNMATCHED_ROUTE_WARNING, warnOnce } from '../src/warnings.js';
+// path some rule does match (a mount prefix, a rewritten URL, a method override placed after the limiter);
+// a proxy's forwarding header reaching an 'ip' rule of an app that trusts no proxy.
+import type { Decision, Limiter, Rule } from '../src/index.js';
+import {
+  UNMATCHED_ROUTE_WARNING,
+  UNTRUSTED_FORWARDED_WARNING,
+  warnOnce,
+  warnOncePerProcess,
+} from '../src/warnings.js';
 
 /** A request as one side sees it: the limiter (what it matched) or the app's router (what it routes). */
 export interface RouteView {
@@ -68,6 +74,81 @@ export function createWiringCheck(limiter: Limiter): WiringCheck {
         if (typeof value === 'string' && value !== '') return value.toUpperCase();
       }
       return undefined;
+    },
+  };
+}
+
+/**
+ * What to change so that a framework believes its proxy, named in the framework's own terms (the advice of
+ * the untrusted-forwarded warning).
+ */
+export const TRUST_SETTINGS = {
+  express:
+    "Express trusts no proxy: set app.set('trust proxy', n) to the number of proxies in front of the app (or to their addresses)",
+  koa: 'Koa trusts no proxy: set app.proxy = true and app.maxIpsCount to the number of proxies in front of the app',
+  fastify:
+    'Fastify trusts no proxy: create it with the trustProxy option set to the number of proxies in front of the app (or to their addresses), Fastify({ trustProxy: 1 })',
+  hono: "ratekeeper/hono's rateLimit trusts no proxy: give it the trustProxy option, the number of proxies in front of the app (or their addresses); the peer it starts from is getConnInfo's remote address",
+  'nest-express':
+    "Nest's Express platform trusts no proxy: call app.set('trust proxy', n) on the NestExpressApplication, n the number of proxies in front of the app (or their addresses)",
+  'nest-fastify':
+    "Nest's Fastify platform trusts no proxy: create it with new FastifyAdapter({ trustProxy: n }), n the number of proxies in front of the app (or their addresses)",
+} as const;
+
+export type TrustSetting = keyof typeof TRUST_SETTINGS;
+
+const warnUntrusted = warnOncePerProcess(UNTRUSTED_FORWARDED_WARNING);
+
+/** Whether a rule's key reads the client address: `'ip'`, a template with `{ip}`, or an array holding one. */
+export function keysOnIp(key: Rule['key']): boolean {
+  if (typeof key === 'string') return key === 'ip' || key.includes('{ip}');
+  return Array.isArray(key) && key.some(keysOnIp);
+}
+
+/** The header a proxy forwards the client's address in, when the request carries one. */
+export function forwardedHeader(headers: Record<string, unknown>): string | undefined {
+  if (headers['x-forwarded-for'] !== undefined) return 'X-Forwarded-For';
+  if (headers.forwarded !== undefined) return 'Forwarded';
+  return undefined;
+}
+
+export interface ForwardedCheck {
+  /** True once the process has warned: adapters stop looking at headers and settings. */
+  readonly done: boolean;
+  /**
+   * After a decision: warns (once per process) when the request carries `X-Forwarded-For` or `Forwarded`,
+   * one of the rules that decided it keys on `'ip'`, and `untrusted()` (asked only then) names the setting
+   * of a framework that trusts no proxy; `untrusted()` answers undefined when the framework trusts one.
+   */
+  check(
+    headers: Record<string, unknown>,
+    decision: Decision,
+    untrusted: () => TrustSetting | undefined,
+  ): void;
+}
+
+/**
+ * The untrusted-forwarded check of one limiter. An app behind a proxy that it does not trust sees the
+ * proxy's address on every request, so an `'ip'` rule puts all its clients in one bucket; a request that
+ * reached the app directly carrying the header is a client's own claim, rightly ignored: the warning says both.
+ */
+export function createForwardedCheck(limiter: Limiter): ForwardedCheck {
+  const ipRules = new Set(limiter.rules.filter((rule) => keysOnIp(rule.key)).map((rule) => rule.name));
+  return {
+    get done() {
+      return ipRules.size === 0 || warnUntrusted.done;
+    },
+    check(headers, decision, untrusted) {
+      if (ipRules.size === 0 || warnUntrusted.done) return;
+      const header = forwardedHeader(headers);
+      if (header === undefined) return;
+      const rule = decision.rules.find((r) => ipRules.has(r.rule));
+      if (rule === undefined) return;
+      const setting = untrusted();
+      if (setting === undefined) return;
+      warnUntrusted(
+        `a request carrying ${header} reached rule "${rule.rule}", keyed on the client address, while ${TRUST_SETTINGS[setting]}. Behind a proxy every client then has the proxy's address and all share one bucket; a request that reached the app directly with the header is the client's own claim, rightly ignored`,
+      );
     },
   };
 }

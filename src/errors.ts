@@ -30,7 +30,13 @@ export class RateLimitConfigError extends Error {
   }
 }
 
-export type RequestErrorCode = 'ERR_COST' | 'ERR_KEY_FUNCTION' | 'ERR_KEY' | 'ERR_LIMIT' | 'ERR_QUEUE_FULL';
+export type RequestErrorCode =
+  | 'ERR_COST'
+  | 'ERR_KEY_FUNCTION'
+  | 'ERR_KEY'
+  | 'ERR_LIMIT'
+  | 'ERR_QUEUE_FULL'
+  | 'ERR_DELAY';
 
 /** Thrown at request time when a request cannot be decided (a bad cost or limit, a key function that threw). Nothing is consumed. */
 export class RateLimitRequestError extends Error {

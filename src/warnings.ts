@@ -3,6 +3,11 @@
 
 /** A client IP any client can choose (Express `trust proxy` true, Koa `proxy` with `maxIpsCount` 0). */
 export const SPOOFABLE_IP_WARNING = 'RATEKEEPER_SPOOFABLE_IP';
+/**
+ * A request carrying `X-Forwarded-For` or `Forwarded` reached an `'ip'` rule while the framework trusts no
+ * proxy: behind a proxy every client then has the proxy's address, one bucket for all. Once per process.
+ */
+export const UNTRUSTED_FORWARDED_WARNING = 'RATEKEEPER_UNTRUSTED_FORWARDED';
 /** An `'ip'` key met a request whose client address cannot be resolved; it shares `UNRESOLVED_IP_KEY`. */
 export const UNRESOLVED_IP_WARNING = 'RATEKEEPER_UNRESOLVED_IP';
 /** A `body.*` key met a request that carries a body nothing parsed (no body parser, or one after the limiter). */
@@ -27,6 +32,23 @@ export function warnOnce(code: string): (message: string) => void {
     if (warned) return;
     warned = true;
     process.emitWarning(`ratekeeper: ${message}`, { code });
+  };
+}
+
+/**
+ * `warnOnce` for the whole process: however many middlewares, module copies (ESM and CommonJS, two installs)
+ * or apps there are, `code`'s warning is emitted the first time any of them calls, and never again.
+ */
+export function warnOncePerProcess(code: string): { (message: string): void; readonly done: boolean } {
+  const flag = Symbol.for(`ratekeeper.warned.${code}`);
+  const flags = process as unknown as Record<symbol, boolean | undefined>;
+  const warn = (message: string) => {
+    if (flags[flag] === true) return;
+    flags[flag] = true;
+    process.emitWarning(`ratekeeper: ${message}`, { code });
+  };
+  return Object.defineProperty(warn, 'done', { get: () => flags[flag] === true }) as typeof warn & {
+    readonly done: boolean;
   };
 }
 

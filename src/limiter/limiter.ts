@@ -129,6 +129,15 @@ export class Limiter extends EventEmitter<LimiterEvents> {
     return this.#decideOps('peek', () => this.#ops.forRequest(req));
   }
 
+  /**
+   * Counting, not limiting, for a request: every matching rule adds its cost even past its limit, and the
+   * decision reports each rule's windowed total (`count`; `allowed` false once a total exceeds its limit).
+   * What `slowDown` decides its delays on.
+   */
+  recordRequest(req: RequestInfo): Promise<Decision> {
+    return this.#decideOps('record', () => this.#ops.forRequest(req));
+  }
+
   /** Applies one rule to a key directly (no matching, no key extraction). */
   consume(rule: string, key: string, cost = 1): Promise<Decision> {
     return this.#decideOps('check', () => this.#ops.direct([rule], key, cost));
