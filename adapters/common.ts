@@ -16,7 +16,7 @@ import {
   type Rule,
 } from '../src/index.js';
 import { REDIRECT_OUTCOME_WARNING, SPOOFABLE_IP_WARNING, warnOnce } from '../src/warnings.js';
-import { createWiringCheck, type WiringCheck } from './wiring.js';
+import { createForwardedCheck, createWiringCheck, type ForwardedCheck, type WiringCheck } from './wiring.js';
 
 export { SPOOFABLE_IP_WARNING } from '../src/warnings.js';
 
@@ -87,6 +87,8 @@ export interface Setup<Req> {
   report: (decision: Decision, status: number) => void;
   /** Wiring warnings for requests no rule matched (see wiring.ts). */
   wiring: WiringCheck;
+  /** The untrusted-forwarded warning (once per process) for this limiter's `'ip'` rules. */
+  forwarded: ForwardedCheck;
   /** Emits the spoofable-IP warning once per middleware. */
   warnSpoofable: (detail: string) => void;
   /** The warning was emitted: adapters stop checking the proxy settings. */
@@ -179,6 +181,7 @@ export function createSetup<Req>(
       });
     },
     wiring: createWiringCheck(limiter),
+    forwarded: createForwardedCheck(limiter),
     warnSpoofable: (detail) => {
       if (result.warned) return;
       result.warned = true;
@@ -253,6 +256,36 @@ export interface ClientSocket {
 export function clientGone(socket: ClientSocket | null | undefined): boolean {
   if (socket === null || socket === undefined) return false;
   return socket.destroyed === true || (socket.remoteAddress === undefined && socket.localPort !== undefined);
+}
+
+/**
+ * Calls `cancel` when a Node response closes before it finished (the client went), at once if it is closed
+ * already; returns what stops listening.
+ */
+export function responseClosed(
+  res: {
+    readonly destroyed?: boolean;
+    once(event: 'close', listener: () => void): unknown;
+    off(event: 'close', listener: () => void): unknown;
+  },
+  cancel: () => void,
+): () => void {
+  if (res.destroyed === true) {
+    cancel();
+    return () => {};
+  }
+  res.once('close', cancel);
+  return () => res.off('close', cancel);
+}
+
+/** Calls `cancel` when a web request's signal aborts (its client went), at once if it has; returns what stops listening. */
+export function signalAborted(signal: AbortSignal, cancel: () => void): () => void {
+  if (signal.aborted) {
+    cancel();
+    return () => {};
+  }
+  signal.addEventListener('abort', cancel, { once: true });
+  return () => signal.removeEventListener('abort', cancel);
 }
 
 /** The status an error thrown through Koa ends in: its `status` or `statusCode` when it is 4xx/5xx, else 500. */

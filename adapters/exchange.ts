@@ -2,7 +2,7 @@
 import { LIST_FIELDS } from '../src/headers.js';
 import type { Decision, RequestInfo } from '../src/index.js';
 import { type ClientSocket, clientGone, type Setup } from './common.js';
-import type { WiringCheck } from './wiring.js';
+import type { TrustSetting, WiringCheck } from './wiring.js';
 
 /**
  * One request and its response, as the sequence needs them. Each framework implements it once
@@ -13,6 +13,13 @@ export interface HttpExchange {
   socket(): ClientSocket | null | undefined;
   /** The warning's words for the framework's proxy setting when it believes every `X-Forwarded-For` entry. */
   spoofable(): string | undefined;
+  /** The framework's proxy setting, named for the untrusted-forwarded warning, when it trusts no proxy at all. */
+  untrusted(): TrustSetting | undefined;
+  /**
+   * Arranges for `cancel` to be called when the client goes (at once if it has): the response closes before
+   * it finished, or the request's signal aborts. Returns what undoes the arrangement.
+   */
+  whenGone(cancel: () => void): () => void;
   /** The request as the core sees it. */
   info(): RequestInfo | Promise<RequestInfo>;
   /** Puts the decision where the app reads it (`req.rateLimit`, `ctx.state.rateLimit`, `c.get('rateLimit')`). */
@@ -46,7 +53,7 @@ export interface HttpExchange {
 export type Exchanged = 'next' | 'answered' | 'gone';
 
 /**
- * The request sequence: client gone? skip? the proxy warning, the request info, the decision, headers,
+ * The request sequence: client gone? skip? the proxy warnings, the request info, the decision, headers,
  * the denial or the pass, and the outcome when the response finishes. `request` is what the options'
  * functions (`skip`, `onLimited`) receive. Errors (a throwing `skip`, key function or `handler`) are thrown
  * to the adapter, which hands them to the framework's error handling; nothing is consumed for them.
@@ -68,6 +75,7 @@ export async function exchange<Req>(setup: Setup<Req>, http: HttpExchange, reque
     http.unmatched(info, setup.wiring);
     return 'next';
   }
+  if (!setup.forwarded.done) setup.forwarded.check(info, decision, () => http.untrusted());
   http.keep(decision);
   if (!http.sent()) {
     for (const [name, value] of setup.headerFields(decision)) http.header(name, value, LIST_FIELDS.has(name));

@@ -1,9 +1,9 @@
 // Express's request as the core sees it, and its request and response as the request sequence maps them.
 import type { Request, Response } from 'express';
 import type { Decision, RequestInfo } from '../src/index.js';
-import { pathOf } from './common.js';
+import { pathOf, responseClosed } from './common.js';
 import type { HttpExchange } from './exchange.js';
-import type { WiringCheck } from './wiring.js';
+import type { TrustSetting, WiringCheck } from './wiring.js';
 
 /**
  * The request as the core sees it; `ip` is Express's own notion (after `trust proxy`). Everything but
@@ -63,6 +63,8 @@ export class ExpressExchange implements HttpExchange {
   readonly #req: Request;
   readonly #res: Response;
   handle: ((decision: Decision) => unknown) | undefined;
+  /** How the untrusted-forwarded warning names the proxy setting (Nest on Express names its own). */
+  trustSetting: TrustSetting = 'express';
 
   /** `handle`: the app's own denial, or undefined for the default JSON or text body. */
   constructor(req: Request, res: Response, handle: ((decision: Decision) => unknown) | undefined) {
@@ -77,6 +79,16 @@ export class ExpressExchange implements HttpExchange {
 
   spoofable(): string | undefined {
     return this.#req.app?.get('trust proxy') === true ? "Express 'trust proxy' is true" : undefined;
+  }
+
+  /** Express's default, `trust proxy` false (or 0 hops), believes no `X-Forwarded-For` entry. */
+  untrusted(): TrustSetting | undefined {
+    const trust: unknown = this.#req.app?.get('trust proxy');
+    return trust === undefined || trust === false || trust === 0 ? this.trustSetting : undefined;
+  }
+
+  whenGone(cancel: () => void): () => void {
+    return responseClosed(this.#res, cancel);
   }
 
   info(): RequestInfo {

@@ -4,9 +4,11 @@ import type { Decision, Limiter, Rule } from '../src/index.js';
 import { createSetup, type RateLimitOptions } from './common.js';
 import { type Exchanged, exchange } from './exchange.js';
 import { ExpressExchange } from './express-exchange.js';
+import { type SlowDownOptions, slowDownRequest, slowDownSetup } from './slow-down.js';
 
 export type { RateLimitOptions } from './common.js';
 export { SPOOFABLE_IP_WARNING } from './common.js';
+export type { SlowDownDelay, SlowDownOptions } from './slow-down.js';
 
 declare global {
   namespace Express {
@@ -59,5 +61,32 @@ export function rateLimit(
       return next(error);
     }
     if (exchanged === 'next') next();
+  };
+}
+
+/** Options of Express's `slowDown`. */
+export type ExpressSlowDownOptions = SlowDownOptions<Request>;
+
+/**
+ * Express middleware that delays requests over a rule's limit instead of refusing them: every matching rule
+ * counts every request (past its limit too), and a request over a limit waits `delay` per request over it,
+ * at most `maxDelay`, before the next handler runs. Same rules and stores as `rateLimit` (rules with a
+ * lockout or counting outcomes are refused), the same headers without `Retry-After`. A client that goes
+ * while it waits ends the wait: the handler never runs. Limiter errors go to `next(err)`.
+ *
+ * @example
+ * app.use(slowDown([{ name: 'api-slow', key: 'ip', limit: 50, window: { type: 'fixed', size: '15m' } }],
+ *   { delay: '500ms', maxDelay: '20s' }));
+ */
+export function slowDown(rulesOrLimiter: Rule[] | Limiter, options: ExpressSlowDownOptions): RequestHandler {
+  const setup = slowDownSetup(rulesOrLimiter, options);
+  return async function slowDownMiddleware(req: Request, res: Response, next: NextFunction): Promise<void> {
+    let outcome: 'next' | 'gone';
+    try {
+      outcome = await slowDownRequest(setup, new ExpressExchange(req, res, undefined), req);
+    } catch (error) {
+      return next(error);
+    }
+    if (outcome === 'next') next();
   };
 }

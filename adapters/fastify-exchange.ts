@@ -2,9 +2,9 @@
 // request and reply as the request sequence maps them.
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Decision, RequestInfo } from '../src/index.js';
-import { pathOf } from './common.js';
+import { pathOf, responseClosed } from './common.js';
 import type { HttpExchange } from './exchange.js';
-import type { WiringCheck } from './wiring.js';
+import type { TrustSetting, WiringCheck } from './wiring.js';
 
 /** A chain of documentation addresses behind a public peer: only a trust-everything setting takes its left end. */
 const PROBE = {
@@ -22,6 +22,42 @@ export function believesAnyProxy(request: FastifyRequest): boolean {
     if (getter !== undefined) return getter.call({ raw: PROBE }) === '192.0.2.1';
   }
   return false;
+}
+
+/** Per request class (one per Fastify instance): whether it trusts no proxy. */
+const noProxyTrusted = new WeakMap<object, boolean>();
+
+/**
+ * Whether Fastify trusts no proxy at all (`trustProxy` unset, false or 0): its `ip` getter is then the
+ * socket's peer and never reads the request's headers, which the getter of every `trustProxy` setting does.
+ */
+export function trustsNoProxy(request: FastifyRequest): boolean {
+  const proto = Object.getPrototypeOf(request) as object;
+  let answer = noProxyTrusted.get(proto);
+  if (answer === undefined) {
+    answer = readsNoHeaderForIp(proto);
+    noProxyTrusted.set(proto, answer);
+  }
+  return answer;
+}
+
+function readsNoHeaderForIp(start: object): boolean {
+  for (let proto: object | null = start; proto !== null; proto = Object.getPrototypeOf(proto)) {
+    const getter = Object.getOwnPropertyDescriptor(proto, 'ip')?.get;
+    if (getter === undefined) continue;
+    let readsHeaders = false;
+    const socket = { remoteAddress: '127.0.0.1' };
+    const raw = {
+      socket,
+      get headers() {
+        readsHeaders = true;
+        return { 'x-forwarded-for': '192.0.2.1' };
+      },
+    };
+    getter.call({ raw, socket });
+    return !readsHeaders;
+  }
+  return true;
 }
 
 /** The request as the core sees it; `ip` is Fastify's own (after `trustProxy`), read only by rules that need it. */
@@ -100,6 +136,8 @@ export class FastifyExchange implements HttpExchange {
   readonly #reply: FastifyReply;
   readonly #prefix: string;
   handle: ((decision: Decision) => unknown) | undefined;
+  /** How the untrusted-forwarded warning names the proxy setting (Nest on Fastify names its own). */
+  trustSetting: TrustSetting = 'fastify';
 
   /**
    * `handle`: the app's own denial, or undefined for the default body; `prefix`: the route prefix the plugin
@@ -123,6 +161,14 @@ export class FastifyExchange implements HttpExchange {
 
   spoofable(): string | undefined {
     return believesAnyProxy(this.#request) ? 'Fastify trustProxy is true' : undefined;
+  }
+
+  untrusted(): TrustSetting | undefined {
+    return trustsNoProxy(this.#request) ? this.trustSetting : undefined;
+  }
+
+  whenGone(cancel: () => void): () => void {
+    return responseClosed(this.#reply.raw, cancel);
   }
 
   info(): RequestInfo {

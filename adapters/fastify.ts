@@ -15,9 +15,11 @@ import {
 import { exchange } from './exchange.js';
 import { routeRateLimit, routeRulesError } from './fastify-config.js';
 import { FastifyExchange } from './fastify-exchange.js';
+import { type SlowDownOptions, slowDownRequest, slowDownSetup } from './slow-down.js';
 
 export type { RateLimitOptions } from './common.js';
 export { SPOOFABLE_IP_WARNING } from './common.js';
+export type { SlowDownDelay, SlowDownOptions } from './slow-down.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -158,3 +160,50 @@ export const rateLimit: FastifyPluginAsync<FastifyRateLimitOptions> = Object.ass
   [Symbol.for('plugin-meta')]: { fastify: '5.x', name: 'ratekeeper' },
 });
 export default rateLimit;
+
+/** Options of Fastify's `slowDown`: those of every framework plus the request phase that decides. */
+export interface FastifySlowDownOptions extends SlowDownOptions<FastifyRequest> {
+  /** The request phase that decides and waits, as the rate-limit plugin's `hook`. @default 'preValidation' */
+  hook?: FastifyRateLimitOptions['hook'];
+}
+
+/**
+ * A Fastify plugin that delays requests over a rule's limit instead of refusing them, on every route of the
+ * instance it is registered on and its children: `await app.register(slowDown(rules, { delay: '500ms' }))`.
+ * Every matching rule counts every request (past its limit too), and a request over a limit waits `delay`
+ * per request over it, at most `maxDelay`, before the handler. Same rules and stores as `rateLimit` (rules
+ * with a lockout or counting outcomes are refused), the same headers without `Retry-After`. A client that
+ * goes while it waits ends the wait: the handler never runs. A limiter built from rules closes with the app.
+ *
+ * @example
+ * await app.register(slowDown([{ name: 'api-slow', key: 'ip', limit: 50, window: { type: 'fixed', size: '15m' } }],
+ *   { delay: '500ms', maxDelay: '20s' }));
+ */
+export function slowDown(
+  rulesOrLimiter: Rule[] | Limiter,
+  options: FastifySlowDownOptions,
+): FastifyPluginAsync {
+  const { hook = 'preValidation', ...common } = options ?? {};
+  if (!HOOKS.includes(hook))
+    throw new RateLimitConfigError(
+      'ERR_OPTION',
+      `slowDown: hook must be one of ${HOOKS.join(', ')}, got ${describe(hook)}`,
+    );
+  const setup = slowDownSetup(rulesOrLimiter, common as SlowDownOptions<FastifyRequest>);
+  const plugin: FastifyPluginAsync = async (fastify) => {
+    if (setup.owned) fastify.addHook('onClose', () => setup.limiter.close());
+    const prefix = fastify.prefix;
+    fastify.addHook(hook, async (request: FastifyRequest, reply: FastifyReply) => {
+      const http = new FastifyExchange(request, reply, undefined, prefix);
+      // Gone: nothing can be answered and the handler must not run.
+      if ((await slowDownRequest(setup, http, request)) === 'gone') return reply.hijack();
+      return undefined;
+    });
+  };
+  // Not encapsulated, as the rate-limit plugin: its hook covers the routes of the instance it is registered on.
+  return Object.assign(plugin, {
+    [Symbol.for('skip-override')]: true,
+    [Symbol.for('fastify.display-name')]: 'ratekeeper-slow-down',
+    [Symbol.for('plugin-meta')]: { fastify: '5.x', name: 'ratekeeper-slow-down' },
+  });
+}

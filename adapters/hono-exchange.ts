@@ -4,16 +4,17 @@ import type { Context, Next } from 'hono';
 import type { GetConnInfo } from 'hono/conninfo';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import type { Decision, Limiter, RequestInfo } from '../src/index.js';
+import { signalAborted } from './common.js';
 import type { HttpExchange } from './exchange.js';
 import { clientAddress, compileTrustList, type Trust } from './proxy-trust.js';
-import type { WiringCheck } from './wiring.js';
+import type { TrustSetting, WiringCheck } from './wiring.js';
 
 /** Which proxies' `X-Forwarded-For` entries are believed (Express's `trust proxy` forms). */
 export type TrustProxy = boolean | number | string | string[] | ((address: string, hop: number) => boolean);
 
 /** The trust function of a `trustProxy` setting, as Express and Fastify compile theirs; none for false. */
 export function compileTrust(trust: TrustProxy | undefined): Trust | undefined {
-  if (trust === undefined || trust === false) return undefined;
+  if (trust === undefined || trust === false || trust === 0) return undefined;
   if (trust === true) return () => true;
   if (typeof trust === 'number') return (_address, hop) => hop < trust;
   if (typeof trust === 'function') return trust;
@@ -125,6 +126,8 @@ export interface HonoReading {
   body: boolean;
   /** `trustProxy: true`: every `X-Forwarded-For` entry believed (spoofable). */
   trustsAll: boolean;
+  /** `trustProxy` unset, false or 0: no `X-Forwarded-For` entry believed. */
+  trustsNone: boolean;
 }
 
 /**
@@ -160,6 +163,15 @@ export class HonoExchange implements HttpExchange {
 
   spoofable(): string | undefined {
     return this.#reading.trustsAll ? 'Hono trustProxy is true' : undefined;
+  }
+
+  untrusted(): TrustSetting | undefined {
+    return this.#reading.trustsNone ? 'hono' : undefined;
+  }
+
+  /** The request's signal aborts when the client goes (`@hono/node-server`, Bun, Deno). */
+  whenGone(cancel: () => void): () => void {
+    return signalAborted(this.#c.req.raw.signal, cancel);
   }
 
   info(): RequestInfo | Promise<RequestInfo> {

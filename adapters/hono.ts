@@ -7,10 +7,12 @@ import type { Decision, Limiter, Rule } from '../src/index.js';
 import { createSetup, type RateLimitOptions } from './common.js';
 import { exchange } from './exchange.js';
 import { compileTrust, HonoExchange, type HonoReading, readsBody, type TrustProxy } from './hono-exchange.js';
+import { type SlowDownOptions, slowDownRequest, slowDownSetup } from './slow-down.js';
 
 export type { RateLimitOptions } from './common.js';
 export { SPOOFABLE_IP_WARNING } from './common.js';
 export type { TrustProxy } from './hono-exchange.js';
+export type { SlowDownDelay, SlowDownOptions } from './slow-down.js';
 
 declare module 'hono' {
   interface ContextVariableMap {
@@ -88,6 +90,7 @@ export function rateLimit(
     getConnInfo,
     body: options.readBody ?? readsBody(setup.limiter),
     trustsAll: trustProxy === true,
+    trustsNone: trustProxy === undefined || trustProxy === false || trustProxy === 0,
   };
 
   return async function rateLimitMiddleware(c, next) {
@@ -96,5 +99,40 @@ export function rateLimit(
     if (exchanged === 'gone') return c.body(null, GONE);
     if (exchanged === 'answered') return http.response;
     return http.pass(next);
+  };
+}
+
+/** Options of Hono's `slowDown`: those of every framework plus Hono's client-address and body options. */
+export interface HonoSlowDownOptions
+  extends SlowDownOptions<Context>,
+    Pick<HonoRateLimitOptions, 'trustProxy' | 'getConnInfo' | 'readBody'> {}
+
+/**
+ * Hono middleware that delays requests over a rule's limit instead of refusing them: every matching rule
+ * counts every request (past its limit too), and a request over a limit waits `delay` per request over it,
+ * at most `maxDelay`, before `next`. Same rules and stores as `rateLimit` (rules with a lockout or counting
+ * outcomes are refused), the same headers without `Retry-After`, the same client address (`trustProxy`,
+ * `getConnInfo`). A client that goes while it waits (the request's signal aborts) ends the wait: the
+ * handler never runs. Limiter errors are thrown to `app.onError`.
+ *
+ * @example
+ * app.use(slowDown([{ name: 'api-slow', key: 'ip', limit: 50, window: { type: 'fixed', size: '15m' } }],
+ *   { delay: '500ms', maxDelay: '20s', getConnInfo }));
+ */
+export function slowDown(rulesOrLimiter: Rule[] | Limiter, options: HonoSlowDownOptions): MiddlewareHandler {
+  // Hono's own three taken out first: slowDownSetup refuses any other field it does not know.
+  const { trustProxy, getConnInfo, readBody: read, ...common } = options ?? {};
+  const setup = slowDownSetup(rulesOrLimiter, common as SlowDownOptions<Context>);
+  const reading: HonoReading = {
+    trust: compileTrust(trustProxy),
+    getConnInfo,
+    body: read ?? readsBody(setup.limiter),
+    trustsAll: trustProxy === true,
+    trustsNone: trustProxy === undefined || trustProxy === false || trustProxy === 0,
+  };
+  return async function slowDownMiddleware(c, next) {
+    const outcome = await slowDownRequest(setup, new HonoExchange(c, reading, undefined), c);
+    if (outcome === 'gone') return c.body(null, GONE);
+    return next();
   };
 }

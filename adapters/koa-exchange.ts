@@ -1,9 +1,9 @@
 // Koa's context as the core sees it, and as the request sequence maps it.
 import type { Context, Next } from 'koa';
 import type { Decision, RequestInfo } from '../src/index.js';
-import { errorStatus, pathOf } from './common.js';
+import { errorStatus, pathOf, responseClosed } from './common.js';
 import type { HttpExchange } from './exchange.js';
-import type { WiringCheck } from './wiring.js';
+import type { TrustSetting, WiringCheck } from './wiring.js';
 
 /**
  * The request as the core sees it; `ip` is Koa's own notion (after `app.proxy`, `maxIpsCount`). Everything
@@ -73,6 +73,15 @@ export class KoaExchange implements HttpExchange {
   spoofable(): string | undefined {
     const app = this.#ctx.app;
     return app.proxy && !(app.maxIpsCount > 0) ? 'Koa app.proxy is on with maxIpsCount 0' : undefined;
+  }
+
+  /** Koa's default, `app.proxy` false, believes no `X-Forwarded-For` entry. */
+  untrusted(): TrustSetting | undefined {
+    return this.#ctx.app.proxy ? undefined : 'koa';
+  }
+
+  whenGone(cancel: () => void): () => void {
+    return responseClosed(this.#ctx.res, cancel);
   }
 
   info(): RequestInfo {

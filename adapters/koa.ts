@@ -4,9 +4,11 @@ import type { Decision, Limiter, Rule } from '../src/index.js';
 import { createSetup, type RateLimitOptions } from './common.js';
 import { exchange } from './exchange.js';
 import { KoaExchange } from './koa-exchange.js';
+import { type SlowDownOptions, slowDownRequest, slowDownSetup } from './slow-down.js';
 
 export type { RateLimitOptions } from './common.js';
 export { SPOOFABLE_IP_WARNING } from './common.js';
+export type { SlowDownDelay, SlowDownOptions } from './slow-down.js';
 
 export interface KoaRateLimitOptions extends RateLimitOptions<Context> {
   /**
@@ -40,5 +42,26 @@ export function rateLimit(rulesOrLimiter: Rule[] | Limiter, options: KoaRateLimi
   return async function rateLimitMiddleware(ctx: Context, next: Next): Promise<void> {
     const http = new KoaExchange(ctx, handler && ((decision: Decision) => handler(ctx, decision)));
     if ((await exchange(setup, http, ctx)) === 'next') return http.pass(next);
+  };
+}
+
+/** Options of Koa's `slowDown`. */
+export type KoaSlowDownOptions = SlowDownOptions<Context>;
+
+/**
+ * Koa middleware that delays requests over a rule's limit instead of refusing them: every matching rule
+ * counts every request (past its limit too), and a request over a limit waits `delay` per request over it,
+ * at most `maxDelay`, before `next`. Same rules and stores as `rateLimit` (rules with a lockout or counting
+ * outcomes are refused), the same headers without `Retry-After`. A client that goes while it waits ends
+ * the wait: `next` is never called. Limiter errors are thrown.
+ *
+ * @example
+ * app.use(slowDown([{ name: 'api-slow', key: 'ip', limit: 50, window: { type: 'fixed', size: '15m' } }],
+ *   { delay: '500ms', maxDelay: '20s' }));
+ */
+export function slowDown(rulesOrLimiter: Rule[] | Limiter, options: KoaSlowDownOptions): Middleware {
+  const setup = slowDownSetup(rulesOrLimiter, options);
+  return async function slowDownMiddleware(ctx: Context, next: Next): Promise<void> {
+    if ((await slowDownRequest(setup, new KoaExchange(ctx, undefined), ctx)) === 'next') await next();
   };
 }

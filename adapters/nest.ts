@@ -6,11 +6,13 @@ import {
   type CanActivate,
   type CustomDecorator,
   type ExecutionContext,
+  HttpException,
   SetMetadata,
   UseGuards,
 } from '@nestjs/common';
 import type { Request, Response } from 'express';
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { ADAPTER_DEFAULTS } from '../src/defaults.js';
 import { describe } from '../src/errors.js';
 import { createLimiter, type Decision, type Limiter, RateLimitConfigError, type Rule } from '../src/index.js';
 import { createSetup, type RateLimitOptions, routeSetups, type Setup } from './common.js';
@@ -32,11 +34,33 @@ declare global {
 
 export interface NestRateLimitOptions extends RateLimitOptions<ExecutionContext> {
   /**
-   * Answers a denial instead of the default body; the rate-limit headers and `Retry-After` are already set.
-   * Throw an `HttpException` here to send denials through the app's exception filters. When it returns
-   * without answering, the default denial is sent. @default statusCode and message, as JSON or text
+   * Answers a denial instead of the default `RateLimitException`; the rate-limit headers and `Retry-After`
+   * are already set. Throw an `HttpException` of your own here, or answer through the platform's response.
+   * When it returns without answering, the default `RateLimitException` is thrown.
+   * @default throws RateLimitException: `{ statusCode, message }` through the app's exception filters
    */
   handler?: (context: ExecutionContext, decision: Decision) => unknown;
+}
+
+/**
+ * The guard's denial, an `HttpException`: the app's exception filters see it (a global filter for
+ * `HttpException` or for this class formats it), and Nest's own filter answers `{ statusCode: 429, message:
+ * 'Too Many Requests' }`. The `message` option replaces the body: a string is the `message`, an object is
+ * the whole body. The rate-limit headers and `Retry-After` are set before it is thrown.
+ */
+export class RateLimitException extends HttpException {
+  /** The decision that denied the request (its `rule`, `retryAfterMs`, `rules`...). */
+  readonly decision: Decision;
+
+  constructor(decision: Decision, statusCode = 429, body?: unknown) {
+    super(
+      body === undefined || typeof body === 'string'
+        ? { statusCode, message: body ?? ADAPTER_DEFAULTS.nestMessage }
+        : (body as Record<string, unknown>),
+      statusCode,
+    );
+    this.decision = decision;
+  }
 }
 
 /** Metadata key of `@RateLimit` and `@SkipRateLimit`: a limiter, or `false` for none. */
@@ -53,8 +77,9 @@ let routeGuard: RateLimitGuard | undefined;
  *   its controller's), `@SkipRateLimit()` exempts it. A route's own limiter is decided once per request.
  * - Client address: the platform's `req.ip`, so Express's `trust proxy` or Fastify's `trustProxy` decides
  *   whether `X-Forwarded-For` is believed; trusting every hop (spoofable) draws a one-time warning.
- * - A denial is answered here (headers, `Retry-After`, status and body), and the request goes no further:
- *   no handler, no interceptor, no exception filter. An admitted request's outcome is judged by
+ * - A denial sets the headers and `Retry-After`, then throws `RateLimitException` (an `HttpException`):
+ *   the app's exception filters answer it, Nest's own with `{ statusCode: 429, message: 'Too Many Requests' }`;
+ *   no handler or interceptor runs. An admitted request's outcome is judged by
  *   `isFailure` on the status its response finishes with, whatever exception filter set it; a redirect is
  *   neither outcome (see `isFailure`). A client gone before or during the decision never reaches the handler.
  * - Limiter errors (a key function that threw, a bad cost) reach Nest's exception filters; nothing is consumed.
@@ -66,6 +91,7 @@ let routeGuard: RateLimitGuard | undefined;
 export class RateLimitGuard implements CanActivate {
   readonly #setup: Setup<ExecutionContext>;
   readonly #handler: NestRateLimitOptions['handler'];
+  readonly #message: unknown;
   /** Routes' own limiters, with this guard's options. */
   readonly #routeSetup: (request: object, limiter: Limiter) => Setup<ExecutionContext> | undefined;
 
@@ -74,6 +100,7 @@ export class RateLimitGuard implements CanActivate {
     const { handler, ...common } = options;
     this.#routeSetup = routeSetups(common);
     this.#handler = handler;
+    this.#message = options.message;
   }
 
   async canActivate(context: ExecutionContext): Promise<boolean> {
@@ -86,12 +113,15 @@ export class RateLimitGuard implements CanActivate {
     if (setup === undefined) return true; // the route's own limiter decided it in an earlier guard
     const on = platformExchange(request, http.getResponse());
     const handler = this.#handler;
-    if (handler !== undefined)
-      on.handle = async (decision) => {
-        await handler(context, decision);
-        // A handler that returns without answering leaves the default denial.
-        if (!on.sent()) on.send(setup.statusCode, setup.body(decision));
-      };
+    const message = this.#message;
+    on.handle = async (decision) => {
+      if (handler !== undefined) await handler(context, decision);
+      // Through the app's exception filters, unless the handler answered; a handler that returns without
+      // answering leaves the default denial.
+      if (on.sent()) return;
+      const body = typeof message === 'function' ? message(decision) : message;
+      throw new RateLimitException(decision, setup.statusCode, body);
+    };
     return (await exchange(setup, on, context)) === 'next' ? true : halted();
   }
 }
@@ -100,9 +130,12 @@ export class RateLimitGuard implements CanActivate {
 function platformExchange(request: unknown, response: unknown): ExpressExchange | FastifyExchange {
   const reply = response as Partial<FastifyReply>;
   // Nest registers every route with its full path on one Fastify instance: no prefix hides a rule.
-  return typeof reply.code === 'function' && typeof reply.raw === 'object'
-    ? new FastifyExchange(request as FastifyRequest, response as FastifyReply, undefined, '')
-    : new ExpressExchange(request as Request, response as Response, undefined);
+  const on =
+    typeof reply.code === 'function' && typeof reply.raw === 'object'
+      ? new FastifyExchange(request as FastifyRequest, response as FastifyReply, undefined, '')
+      : new ExpressExchange(request as Request, response as Response, undefined);
+  on.trustSetting = on instanceof FastifyExchange ? 'nest-fastify' : 'nest-express';
+  return on;
 }
 
 /**

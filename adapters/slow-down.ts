@@ -1,20 +1,20 @@
 // Slowing down instead of refusing: slowDown's options, the delay a decision earns, the wait the client's
-// leaving cancels, and the request sequence the four frameworks' slowDown share.
+// leaving cancels, and slowDown's request sequence over the frameworks' exchanges (adapters/exchange.ts).
 import { assertKnownFields, fieldsOf } from '../src/config/known-fields.js';
 import { describe, RateLimitRequestError } from '../src/errors.js';
-import type { HeaderField } from '../src/headers.js';
+import { type HeaderField, LIST_FIELDS } from '../src/headers.js';
 import {
   type Decision,
   type Duration,
   type HeadersMode,
   type Limiter,
   RateLimitConfigError,
-  type RequestInfo,
   type ResetFormat,
   type Rule,
 } from '../src/index.js';
 import { parseDuration } from '../src/rules/duration.js';
-import { type Setup, setup } from './common.js';
+import { clientGone, createSetup, type Setup } from './common.js';
+import type { HttpExchange } from './exchange.js';
 
 /** The longest wait a Node timer takes (about 24.8 days); a longer delay waits this long. */
 export const MAX_DELAY_MS = 2 ** 31 - 1;
@@ -101,7 +101,7 @@ export function slowDownSetup<Req>(
     typeof (rulesOrLimiter as Partial<Limiter> | null)?.check !== 'function'
   )
     refuse(`expects an array of rules or a limiter from createLimiter, got ${describe(rulesOrLimiter)}`);
-  const base: Setup<Req> = setup(rulesOrLimiter, dropUndefined({ headers, reset, skip, clock }));
+  const base: Setup<Req> = createSetup(rulesOrLimiter, dropUndefined({ headers, reset, skip, clock }));
   const limiter = base.limiter;
   const capacities = new Map<string, number>();
   for (const rule of limiter.rules) {
@@ -197,64 +197,27 @@ export function pause(ms: number, whenGone: (cancel: () => void) => () => void):
   });
 }
 
-/** `whenGone` for a Node response: its `close` before it finished means the client went. */
-export function responseClosed(res: {
-  readonly writableFinished?: boolean;
-  readonly destroyed?: boolean;
-  once(event: 'close', listener: () => void): unknown;
-  off(event: 'close', listener: () => void): unknown;
-}): (cancel: () => void) => () => void {
-  return (cancel) => {
-    if (res.destroyed === true) {
-      cancel();
-      return () => {};
-    }
-    res.once('close', cancel);
-    return () => res.off('close', cancel);
-  };
-}
-
-/** `whenGone` for a web request: its signal aborts when the client goes (`@hono/node-server`, Bun, Deno). */
-export function signalAborted(signal: AbortSignal): (cancel: () => void) => () => void {
-  return (cancel) => {
-    if (signal.aborted) {
-      cancel();
-      return () => {};
-    }
-    signal.addEventListener('abort', cancel, { once: true });
-    return () => signal.removeEventListener('abort', cancel);
-  };
-}
-
-/** What slowDown does to one request on its framework. */
-export interface SlowDownExchange {
-  /** Whether the client's connection is closed already. */
-  gone(): boolean;
-  /** The request as the core sees it (a promise where the framework reads the body first). */
-  info(): RequestInfo | Promise<RequestInfo>;
-  setHeaders(fields: HeaderField[]): void;
-  whenGone: (cancel: () => void) => () => void;
-}
-
 /**
- * One request through slowDown: a client gone is not counted; a skipped one passes; otherwise every
- * matching rule counts it (past its limit too), the headers are set, and a request over a limit waits its
- * delay. `'next'`: run the rest of the app; `'gone'`: the client left (before the decision, during it, or
- * during the wait), so the handler must not run and nothing is to be sent.
+ * One request through slowDown, on the framework's `HttpExchange`: a client gone is not counted; a skipped
+ * one passes; otherwise every matching rule counts it (past its limit too), the headers are set, and a
+ * request over a limit waits its delay. `'next'`: run the rest of the app; `'gone'`: the client left
+ * (before the decision, during it, or during the wait), so the handler must not run and nothing is sent.
  */
 export async function slowDownRequest<Req>(
-  config: SlowDownSetup<Req>,
-  req: Req,
-  exchange: SlowDownExchange,
+  setup: SlowDownSetup<Req>,
+  http: HttpExchange,
+  request: Req,
 ): Promise<'next' | 'gone'> {
-  if (exchange.gone()) return 'gone';
-  if (config.skip !== undefined && (await config.skip(req))) return 'next';
-  const decision = await config.limiter.recordRequest(await exchange.info());
-  if (exchange.gone()) return 'gone';
+  if (clientGone(http.socket())) return 'gone';
+  if (setup.skip !== undefined && (await setup.skip(request))) return 'next';
+  const decision = await setup.limiter.recordRequest(await http.info());
+  if (clientGone(http.socket())) return 'gone';
   if (decision.rules.length === 0) return 'next';
-  exchange.setHeaders(config.headerFields(decision));
-  const ms = config.delayMs(decision);
+  if (!http.sent()) {
+    for (const [name, value] of setup.headerFields(decision)) http.header(name, value, LIST_FIELDS.has(name));
+  }
+  const ms = setup.delayMs(decision);
   if (ms === 0) return 'next';
-  config.onDelayed?.(ms, decision, req);
-  return (await pause(ms, exchange.whenGone)) ? 'next' : 'gone';
+  setup.onDelayed?.(ms, decision, request);
+  return (await pause(ms, (cancel) => http.whenGone(cancel))) ? 'next' : 'gone';
 }

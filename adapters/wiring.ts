@@ -1,7 +1,7 @@
 // Wiring warnings shared by the HTTP adapters: a request no rule matched, which the app routes to a method and
 // path some rule does match (a mount prefix, a rewritten URL, a method override placed after the limiter);
 // a proxy's forwarding header reaching an 'ip' rule of an app that trusts no proxy.
-import type { Decision, Limiter, Rule } from '../src/index.js';
+import type { Decision, Limiter, RequestInfo, Rule } from '../src/index.js';
 import {
   UNMATCHED_ROUTE_WARNING,
   UNTRUSTED_FORWARDED_WARNING,
@@ -106,7 +106,7 @@ export function keysOnIp(key: Rule['key']): boolean {
 }
 
 /** The header a proxy forwards the client's address in, when the request carries one. */
-export function forwardedHeader(headers: Record<string, unknown>): string | undefined {
+export function forwardedHeader(headers: RequestInfo['headers']): string | undefined {
   if (headers['x-forwarded-for'] !== undefined) return 'X-Forwarded-For';
   if (headers.forwarded !== undefined) return 'Forwarded';
   return undefined;
@@ -116,15 +116,11 @@ export interface ForwardedCheck {
   /** True once the process has warned: adapters stop looking at headers and settings. */
   readonly done: boolean;
   /**
-   * After a decision: warns (once per process) when the request carries `X-Forwarded-For` or `Forwarded`,
-   * one of the rules that decided it keys on `'ip'`, and `untrusted()` (asked only then) names the setting
-   * of a framework that trusts no proxy; `untrusted()` answers undefined when the framework trusts one.
+   * After a decision: warns (once per process) when one of the rules that decided it keys on `'ip'`,
+   * `untrusted()` (asked only then) names the setting of a framework that trusts no proxy (undefined when
+   * it trusts one), and the request carries `X-Forwarded-For` or `Forwarded`.
    */
-  check(
-    headers: Record<string, unknown>,
-    decision: Decision,
-    untrusted: () => TrustSetting | undefined,
-  ): void;
+  check(info: RequestInfo, decision: Decision, untrusted: () => TrustSetting | undefined): void;
 }
 
 /**
@@ -138,14 +134,14 @@ export function createForwardedCheck(limiter: Limiter): ForwardedCheck {
     get done() {
       return ipRules.size === 0 || warnUntrusted.done;
     },
-    check(headers, decision, untrusted) {
+    check(info, decision, untrusted) {
       if (ipRules.size === 0 || warnUntrusted.done) return;
-      const header = forwardedHeader(headers);
-      if (header === undefined) return;
       const rule = decision.rules.find((r) => ipRules.has(r.rule));
       if (rule === undefined) return;
       const setting = untrusted();
       if (setting === undefined) return;
+      const header = forwardedHeader(info.headers);
+      if (header === undefined) return;
       warnUntrusted(
         `a request carrying ${header} reached rule "${rule.rule}", keyed on the client address, while ${TRUST_SETTINGS[setting]}. Behind a proxy every client then has the proxy's address and all share one bucket; a request that reached the app directly with the header is the client's own claim, rightly ignored`,
       );

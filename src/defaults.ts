@@ -91,6 +91,8 @@ export const ADAPTER_DEFAULTS = {
     error: 'Too Many Requests',
     retryAfter: Math.max(1, Math.ceil((decision.retryAfterMs ?? 0) / 1000)),
   }),
+  /** The `message` of Nest's denial, `{ statusCode: 429, message }`, Nest's own convention for HTTP errors. */
+  nestMessage: 'Too Many Requests',
   /** Server errors count as failures too: a 5xx never resets a lockout count. */
   isFailure: (status: number): boolean => status >= 400,
 } as const;

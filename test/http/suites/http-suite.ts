@@ -50,6 +50,8 @@ export interface Harness {
   build(spec: AppSpec): { listener: RequestListener; hits: () => number };
   /** The example app as a request listener. */
   example(options: ExampleAppOptions): { listener: RequestListener; limiter: Limiter };
+  /** The framework's default denial body, when it is not `{ error, retryAfter }` (Nest's `{ statusCode, message }`). */
+  denialBody?: (retryAfterSeconds: number, statusCode?: number, message?: string) => unknown;
 }
 
 /** Whether the limiter tells adapters its rules' windows (then a limiter instance gets `w` too). */
@@ -204,7 +206,9 @@ export function httpSuite(harness: Harness, stores: StoreFactory): void {
         for (let i = 0; i < 3; i++) await request(listener).get('/echo').expect(200);
         now += 20_000;
         const res = await request(listener).get('/echo').expect(429).expect('content-type', /json/);
-        expect(res.body).to.deep.equal({ error: 'Too Many Requests', retryAfter: 40 });
+        expect(res.body).to.deep.equal(
+          harness.denialBody?.(40) ?? { error: 'Too Many Requests', retryAfter: 40 },
+        );
         expect(res.headers['retry-after']).to.equal('40');
         expect(res.headers['x-ratelimit-remaining']).to.equal('0');
         expect(hits()).to.equal(3);
@@ -213,11 +217,14 @@ export function httpSuite(harness: Harness, stores: StoreFactory): void {
       it('takes statusCode and a text message', async () => {
         const { listener } = await app(rules, { options: { statusCode: 503, message: 'slow down' } });
         for (let i = 0; i < 3; i++) await request(listener).get('/echo').expect(200);
-        const res = await request(listener)
-          .get('/echo')
-          .expect(503)
-          .expect('content-type', /text\/plain/);
-        expect(res.text).to.equal('slow down');
+        const res = await request(listener).get('/echo').expect(503);
+        if (harness.denialBody !== undefined) {
+          // Nest's convention: the message inside `{ statusCode, message }`.
+          expect(res.body).to.deep.equal(harness.denialBody(60, 503, 'slow down'));
+        } else {
+          expect(res.headers['content-type']).to.match(/text\/plain/);
+          expect(res.text).to.equal('slow down');
+        }
         expect(res.headers['retry-after']).to.equal('60');
       });
 
@@ -325,7 +332,9 @@ export function httpSuite(harness: Harness, stores: StoreFactory): void {
         expect(res.headers.ratelimit).to.equal('"wide";r=9;t=60, "tight";r=1;t=10');
         await request(listener).get('/echo').expect(200);
         const denied = await request(listener).get('/echo').expect(429);
-        expect(denied.body.retryAfter).to.equal(10);
+        expect(denied.body).to.deep.equal(
+          harness.denialBody?.(10) ?? { error: 'Too Many Requests', retryAfter: 10 },
+        );
         expect(denied.headers.ratelimit).to.equal('"wide";r=8;t=60, "tight";r=0;t=10');
       });
     });

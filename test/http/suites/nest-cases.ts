@@ -1,5 +1,6 @@
 // What only the Nest guard has: @RateLimit and @SkipRateLimit on controllers and handlers, the decorator's own
-// guard, a denial no filter or interceptor sees, non-HTTP contexts, strict options; on Nest's own listening server.
+// guard, a denial through the app's exception filters that no interceptor sees, non-HTTP contexts, strict
+// options; on Nest's own listening server.
 import {
   type ArgumentsHost,
   type CallHandler,
@@ -15,7 +16,7 @@ import {
 } from '@nestjs/common';
 import { BaseExceptionFilter, NestFactory } from '@nestjs/core';
 import { expect } from 'chai';
-import { RateLimit, RateLimitGuard, SkipRateLimit } from '../../../adapters/nest.js';
+import { RateLimit, RateLimitException, RateLimitGuard, SkipRateLimit } from '../../../adapters/nest.js';
 import { type NestPlatform, platformAdapter } from '../../../examples/nest-app.js';
 import { createLimiter, RateLimitConfigError, type Rule } from '../../../src/index.js';
 
@@ -165,10 +166,52 @@ export function nestCases(platform: NestPlatform): void {
       expect(await get('/plain', 3)).to.deep.equal([200, 200, 200]);
     });
 
-    it('answers a denial itself: no exception filter, interceptor or handler runs for it', async () => {
+    it("denies through the app's exception filters, Nest's { statusCode, message } with the headers; no interceptor or handler runs", async () => {
       const get = await boot(new RateLimitGuard([rule('global', 1)]));
-      expect(await get('/plain', 3)).to.deep.equal([200, 429, 429]);
-      expect(seen).to.deep.equal({ filtered: 0, intercepted: 1 });
+      expect(await get('/plain', 1)).to.deep.equal([200]);
+      const res = await fetch(`${await app?.getUrl()}/plain`);
+      expect(res.status).to.equal(429);
+      expect(await res.json()).to.deep.equal({ statusCode: 429, message: 'Too Many Requests' });
+      expect([res.headers.get('x-ratelimit-remaining'), res.headers.get('retry-after')]).to.deep.equal([
+        '0',
+        '3600',
+      ]);
+      expect(seen).to.deep.equal({ filtered: 1, intercepted: 1 });
+    });
+
+    it('lets a global filter catch the denial as a RateLimitException carrying the decision', async () => {
+      @Catch(RateLimitException)
+      class TooMany implements ExceptionFilter {
+        catch(error: RateLimitException, host: ArgumentsHost) {
+          const adapter = app?.getHttpAdapter();
+          const body = { limited: error.decision.rule, status: error.getStatus() };
+          adapter?.reply(host.switchToHttp().getResponse(), body, 503);
+        }
+      }
+      app = await NestFactory.create(CasesModule, platformAdapter(platform), { logger: false });
+      app.useGlobalGuards(new RateLimitGuard([rule('global', 1)], { message: 'Slow down' }));
+      app.useGlobalFilters(new TooMany());
+      await app.listen(0, '127.0.0.1');
+      const url = await app.getUrl();
+      expect((await fetch(`${url}/plain`)).status).to.equal(200);
+      const res = await fetch(`${url}/plain`);
+      expect([res.status, await res.json()]).to.deep.equal([503, { limited: 'global', status: 429 }]);
+      expect(res.headers.get('retry-after')).to.equal('3600');
+    });
+
+    it('sends a string message as Nest does, and an object message as the whole body', async () => {
+      const get = async (message: unknown) => {
+        await app?.close();
+        app = await NestFactory.create(CasesModule, platformAdapter(platform), { logger: false });
+        app.useGlobalGuards(new RateLimitGuard([rule(`m${typeof message}`, 1)], { message }));
+        await app.listen(0, '127.0.0.1');
+        const url = await app.getUrl();
+        await fetch(`${url}/plain`);
+        const res = await fetch(`${url}/plain`);
+        return [res.status, await res.json()];
+      };
+      expect(await get('Slow down')).to.deep.equal([429, { statusCode: 429, message: 'Slow down' }]);
+      expect(await get({ code: 'RATE_LIMITED' })).to.deep.equal([429, { code: 'RATE_LIMITED' }]);
     });
   });
 }

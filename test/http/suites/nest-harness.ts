@@ -43,6 +43,12 @@ function nestOptions(o: SuiteOptions = {}): NestRateLimitOptions {
   return out;
 }
 
+/** Nest's convention for an HTTP error, which the guard's denial follows (through the app's exception filters). */
+const NEST_DENIAL = (_retryAfterSeconds: number, statusCode = 429, message = 'Too Many Requests') => ({
+  statusCode,
+  message,
+});
+
 /** Authentication ahead of the limiter: `x-user: <id>` becomes `request.user` (the 'user' key form). */
 class UserFromHeader implements CanActivate {
   canActivate(context: ExecutionContext): boolean {
@@ -138,6 +144,7 @@ export function testingApp(
 export function nestHarness(platform: NestPlatform): Harness {
   return {
     name: `Nest (${platform})`,
+    denialBody: NEST_DENIAL,
     build(spec) {
       let hits = 0;
       const controller = suiteController(spec, () => hits++);
@@ -187,6 +194,7 @@ function exampleApp(platform: NestPlatform, module: DynamicModule, options: Exam
 export function nestFramework(platform: NestPlatform): Framework {
   return {
     name: `Nest (${platform})`,
+    denialBody: NEST_DENIAL,
     create(options) {
       const { app: module, limiter, loginLimiter } = nestExample(options);
       return { listener: exampleApp(platform, module, options).listener, limiter, loginLimiter };

@@ -13,6 +13,8 @@ import type { StoreFactory } from '../../../support/stores.js';
 export interface Framework {
   name: string;
   create(options: ExampleAppOptions): { listener: RequestListener; limiter: Limiter; loginLimiter: Limiter };
+  /** The framework's default denial body, when it is not `{ error, retryAfter }` (Nest's `{ statusCode, message }`). */
+  denialBody?: (retryAfterSeconds: number) => unknown;
 }
 
 export const START = Date.parse('2026-03-02T00:00:00Z'); // 08:00 in Asia/Shanghai
@@ -116,7 +118,7 @@ export function attackContext(framework: Framework, stores: StoreFactory) {
     return request(app.url).post(path).set('x-forwarded-for', ip).send(body);
   }
 
-  return { time, boot, login, deviceOf, code, typed };
+  return { framework, time, boot, login, deviceOf, code, typed };
 }
 
 export type AttackContext = ReturnType<typeof attackContext>;

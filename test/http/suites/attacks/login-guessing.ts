@@ -60,7 +60,9 @@ export function loginGuessing(ctx: AttackContext): void {
       for (let i = 0; i < 10; i++) await login(app, { ip: bot(i), username: 'alice' }).expect(401);
       const slowed = await login(app, { ip: bot(10), username: 'alice' }).expect(429);
       expect(slowed.headers['retry-after']).to.equal('360');
-      expect(slowed.body).to.deep.equal({ error: 'Too Many Requests', retryAfter: 360 });
+      expect(slowed.body).to.deep.equal(
+        ctx.framework.denialBody?.(360) ?? { error: 'Too Many Requests', retryAfter: 360 },
+      );
       for (let i = 11; i < 40; i++) {
         const res = await login(app, { ip: bot(i), username: 'alice' }).expect(429);
         expect(Number(res.headers['retry-after'])).to.be.at.most(360);

@@ -1,0 +1,360 @@
+// slowDown on Express, Koa, Fastify and Hono, on the memory store and on Redis: requests over a rule's limit
+// wait (never refused), the wait ends with the client, and the options are checked when it is built. No
+// timing is asserted: the delays are observed as requested (onDelayed, the timers set) and in their order.
+import http, { type RequestListener } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { getRequestListener } from '@hono/node-server';
+import { expect } from 'chai';
+import express from 'express';
+import Fastify from 'fastify';
+import { Hono } from 'hono';
+import Koa from 'koa';
+import supertest from 'supertest';
+import { slowDown as expressSlowDown } from '../../adapters/express.js';
+import { slowDown as fastifySlowDown } from '../../adapters/fastify.js';
+import { slowDown as honoSlowDown } from '../../adapters/hono.js';
+import { slowDown as koaSlowDown } from '../../adapters/koa.js';
+import type { SlowDownOptions } from '../../adapters/slow-down.js';
+import {
+  createLimiter,
+  type Decision,
+  type Limiter,
+  RateLimitConfigError,
+  type Rule,
+} from '../../src/index.js';
+import { memoryStores, redisStores } from '../support/stores.js';
+
+type Options = Omit<SlowDownOptions<unknown>, 'skip' | 'onDelayed'> & {
+  onDelayed?: (delayMs: number, decision: Decision) => void;
+};
+
+interface Served {
+  url: string;
+  /** What ran, in order: 'handler' for each request the app served, 'timer:<ms>' for each delay that ended. */
+  events: string[];
+  close(): Promise<void>;
+}
+
+const listen = async (listener: RequestListener): Promise<{ url: string; close(): Promise<void> }> => {
+  const server = http.createServer(listener);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+};
+
+/** Each framework's app: slowDown in front of `GET /items`, whose handler is recorded in `events`. */
+const frameworks: Array<{
+  name: string;
+  serve(limiter: Limiter, o: Options, events: string[]): Promise<Served>;
+}> = [
+  {
+    name: 'Express',
+    async serve(limiter, o, events) {
+      const app = express();
+      app.use(expressSlowDown(limiter, o));
+      app.get('/items', (_req, res) => {
+        events.push('handler');
+        res.json({ ok: true });
+      });
+      app.use((error: Error, _req: express.Request, res: express.Response, _next: express.NextFunction) => {
+        res.status(500).json({ error: error.message });
+      });
+      return { ...(await listen(app)), events };
+    },
+  },
+  {
+    name: 'Koa',
+    async serve(limiter, o, events) {
+      const app = new Koa();
+      app.use(async (ctx, next) => {
+        try {
+          await next();
+        } catch (error) {
+          ctx.status = 500;
+          ctx.body = { error: (error as Error).message };
+        }
+      });
+      app.use(koaSlowDown(limiter, o));
+      app.use((ctx) => {
+        events.push('handler');
+        ctx.body = { ok: true };
+      });
+      return { ...(await listen(app.callback())), events };
+    },
+  },
+  {
+    name: 'Fastify',
+    async serve(limiter, o, events) {
+      const app = Fastify();
+      await app.register(fastifySlowDown(limiter, o));
+      app.get('/items', async () => {
+        events.push('handler');
+        return { ok: true };
+      });
+      await app.listen({ port: 0, host: '127.0.0.1' });
+      const { port } = app.server.address() as AddressInfo;
+      return { url: `http://127.0.0.1:${port}`, events, close: () => app.close() };
+    },
+  },
+  {
+    name: 'Hono',
+    async serve(limiter, o, events) {
+      const app = new Hono();
+      app.onError((error, c) => c.json({ error: error.message }, 500));
+      app.use(honoSlowDown(limiter, o));
+      app.get('/items', (c) => {
+        events.push('handler');
+        return c.json({ ok: true });
+      });
+      return { ...(await listen(getRequestListener(app.fetch))), events };
+    },
+  },
+];
+
+const minute = { type: 'fixed', size: '1m' } as const;
+
+/**
+ * Watches the timers set for the given delays: each one's end is recorded in `events` ('timer:<ms>'), and
+ * `cleared(ms)` resolves once a timer of that delay is cleared. Every other timer is left alone.
+ */
+function watchTimers(delays: number[], events: string[]) {
+  const realSet = globalThis.setTimeout;
+  const realClear = globalThis.clearTimeout;
+  const watched = new Map<unknown, number>();
+  const waiting = new Map<number, () => void>();
+  const cleared: number[] = [];
+  globalThis.setTimeout = ((fn: (...args: unknown[]) => void, ms?: number, ...args: unknown[]) => {
+    if (ms === undefined || !delays.includes(ms)) return realSet(fn, ms, ...args);
+    const handle = realSet(() => {
+      events.push(`timer:${ms}`);
+      fn(...args);
+    }, ms);
+    watched.set(handle, ms);
+    return handle;
+  }) as typeof setTimeout;
+  globalThis.clearTimeout = ((handle: Parameters<typeof clearTimeout>[0]) => {
+    realClear(handle);
+    const ms = watched.get(handle);
+    if (ms === undefined) return;
+    watched.delete(handle);
+    cleared.push(ms);
+    waiting.get(ms)?.();
+  }) as typeof clearTimeout;
+  return {
+    cleared,
+    /** Resolves when a timer of `ms` is cleared (at once if one was). */
+    whenCleared: (ms: number) =>
+      new Promise<void>((resolve) => {
+        if (cleared.includes(ms)) resolve();
+        else waiting.set(ms, resolve);
+      }),
+    restore() {
+      globalThis.setTimeout = realSet;
+      globalThis.clearTimeout = realClear;
+    },
+  };
+}
+
+for (const framework of frameworks) {
+  for (const stores of [memoryStores, redisStores]) {
+    describe(`slowDown on ${framework.name}, ${stores.name} store`, function () {
+      this.timeout(30_000);
+      const cleanup: Array<() => Promise<unknown> | unknown> = [];
+      afterEach(async () => {
+        for (const step of cleanup.splice(0).reverse()) await step();
+      });
+
+      async function start(rules: Rule[], options: Options, watch: number[]) {
+        const limiter = createLimiter({ store: await stores.makeStore(Date.now), rules });
+        cleanup.push(() => limiter.close());
+        const events: string[] = [];
+        const timers = watchTimers(watch, events);
+        cleanup.push(() => timers.restore());
+        const served = await framework.serve(limiter, options, events);
+        cleanup.push(() => served.close());
+        return { served, timers, limiter };
+      }
+
+      it('delays each request over the limit by delay per request over, never refuses, with the headers rateLimit sets', async () => {
+        const delays: number[] = [];
+        const { served } = await start(
+          [{ name: 'slow', key: 'ip', limit: 2, window: minute }],
+          { delay: 23, onDelayed: (ms) => delays.push(ms) },
+          [23, 46, 69],
+        );
+        const answers: Array<[number, string | undefined, string | undefined, string | undefined]> = [];
+        for (let i = 0; i < 5; i++) {
+          const res = await supertest(served.url).get('/items');
+          answers.push([
+            res.status,
+            res.headers['x-ratelimit-limit'],
+            res.headers['x-ratelimit-remaining'],
+            res.headers['retry-after'],
+          ]);
+        }
+        expect(answers).to.deep.equal([
+          [200, '2', '1', undefined],
+          [200, '2', '0', undefined],
+          [200, '2', '0', undefined],
+          [200, '2', '0', undefined],
+          [200, '2', '0', undefined],
+        ]);
+        expect(delays).to.deep.equal([23, 46, 69]);
+        // Each delayed request's handler ran only after its timer ended.
+        expect(served.events).to.deep.equal([
+          'handler',
+          'handler',
+          'timer:23',
+          'handler',
+          'timer:46',
+          'handler',
+          'timer:69',
+          'handler',
+        ]);
+      });
+
+      it('gives a delay function how many requests over the limit and the decision; maxDelay caps it', async () => {
+        const calls: Array<[number, string | undefined, number]> = [];
+        const delays: number[] = [];
+        const { served } = await start(
+          [{ name: 'fn', key: 'ip', limit: 1, window: minute }],
+          {
+            delay: (over, decision) => {
+              calls.push([over, decision.rule, decision.count]);
+              return over * 17;
+            },
+            maxDelay: '40ms',
+            onDelayed: (ms) => delays.push(ms),
+          },
+          [17, 34, 40],
+        );
+        for (let i = 0; i < 4; i++) expect((await supertest(served.url).get('/items')).status).to.equal(200);
+        expect(calls).to.deep.equal([
+          [1, 'fn', 2],
+          [2, 'fn', 3],
+          [3, 'fn', 4],
+        ]);
+        expect(delays).to.deep.equal([17, 34, 40]);
+        expect(served.events.filter((e) => e === 'handler')).to.have.length(4);
+      });
+
+      it('ends the wait when the client goes: the handler never runs and the timer is cleared', async () => {
+        const HOUR = 3_600_000;
+        let delayed: () => void = () => {};
+        const waiting = new Promise<void>((resolve) => {
+          delayed = resolve;
+        });
+        const { served, timers, limiter } = await start(
+          [{ name: 'gone', key: () => 'all', limit: 1, window: minute }],
+          { delay: '1h', onDelayed: () => delayed() },
+          [HOUR],
+        );
+        expect((await supertest(served.url).get('/items')).status).to.equal(200);
+        const req = http.get(`${served.url}/items`);
+        req.on('error', () => {}); // the abort itself
+        await waiting;
+        expect(served.events).to.deep.equal(['handler']);
+        req.destroy();
+        await timers.whenCleared(HOUR);
+        expect(timers.cleared).to.deep.equal([HOUR]);
+        expect(served.events).to.deep.equal(['handler']);
+        expect((await limiter.status('gone', 'all')).count, 'the abandoned request was counted').to.equal(2);
+      });
+    });
+  }
+}
+
+describe('slowDown options and rules, checked when it is built', () => {
+  const rules: Rule[] = [{ name: 'api', key: 'ip', limit: 5, window: minute }];
+  const build = (r: Rule[], options: unknown) => () => expressSlowDown(r, options as never);
+
+  it('requires a delay, and refuses one that is not ms, a duration or a function', () => {
+    expect(build(rules, {}))
+      .to.throw(RateLimitConfigError, /slowDown: delay is required: ms per request over the limit/)
+      .with.property('code', 'ERR_OPTION');
+    expect(build(rules, { delay: '1 dya' })).to.throw(
+      RateLimitConfigError,
+      /slowDown: delay must be ms per request over the limit \(500, '500ms'\) or \(over, decision\) => ms, got '1 dya'/,
+    );
+    expect(build(rules, { delay: -1 })).to.throw(RateLimitConfigError, /got -1/);
+    expect(build(rules, { delay: 10, maxDelay: 'soon' })).to.throw(
+      RateLimitConfigError,
+      /slowDown: maxDelay must be a duration such as '10s' or 10000, got 'soon'/,
+    );
+  });
+
+  it("refuses a misspelt option with a did-you-mean, and rateLimit's own options", () => {
+    expect(build(rules, { delay: 10, maxdelay: 100 }))
+      .to.throw(
+        RateLimitConfigError,
+        /slowDown: unknown field 'maxdelay' \(got 100\), did you mean 'maxDelay'\?/,
+      )
+      .with.property('code', 'ERR_UNKNOWN_FIELD');
+    expect(build(rules, { delay: 10, statusCode: 429 })).to.throw(
+      RateLimitConfigError,
+      /unknown field 'statusCode'/,
+    );
+  });
+
+  it('refuses rules with a lockout or counting outcomes: slowDown never refuses and counts every request', () => {
+    expect(build([{ ...(rules[0] as Rule), lockout: { duration: '15m' } }], { delay: 10 })).to.throw(
+      RateLimitConfigError,
+      /slowDown: rule "api" has a lockout, which refuses requests; slowDown only delays them/,
+    );
+    expect(build([{ ...(rules[0] as Rule), countOn: 'failure' }], { delay: 10 })).to.throw(
+      RateLimitConfigError,
+      /slowDown: rule "api" counts outcomes/,
+    );
+    expect(build(rules.slice(0, 0), { delay: 10 })).to.throw(RateLimitConfigError);
+  });
+
+  it('counts a token bucket over its burst, not its limit', async () => {
+    const delays: number[] = [];
+    const app = express();
+    app.use(
+      expressSlowDown(
+        [{ name: 'tb', key: 'ip', limit: 1, window: { type: 'token-bucket', size: '1h', burst: 3 } }],
+        {
+          delay: 1,
+          onDelayed: (ms) => delays.push(ms),
+        },
+      ),
+    );
+    app.get('/items', (_req, res) => void res.json({}));
+    for (let i = 0; i < 5; i++) await supertest(app).get('/items').expect(200);
+    expect(delays).to.deep.equal([1, 2]);
+  });
+
+  it("sends a delay function's bad answer to the framework's error handling, and the handler never runs", async () => {
+    let served = 0;
+    const app = express();
+    app.use(
+      expressSlowDown([{ name: 'bad', key: 'ip', limit: 1, window: minute }], { delay: () => Number.NaN }),
+    );
+    app.get('/items', (_req, res) => {
+      served++;
+      res.json({});
+    });
+    app.use(
+      (
+        error: Error & { code?: string },
+        _req: express.Request,
+        res: express.Response,
+        _next: express.NextFunction,
+      ) => res.status(500).json({ error: error.message, code: error.code }),
+    );
+    await supertest(app).get('/items').expect(200);
+    const res = await supertest(app).get('/items').expect(500);
+    expect(res.body).to.deep.equal({
+      error: 'slowDown: the delay function must return a number of ms, 0 or more, got NaN',
+      code: 'ERR_DELAY',
+    });
+    expect(served).to.equal(1);
+  });
+});
