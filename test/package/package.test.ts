@@ -167,6 +167,8 @@ describe('the packed package', function () {
         const url = await app.getUrl();
         const statuses = [];
         for (let i = 0; i < 2; i++) statuses.push((await fetch(url)).status);
+        const denied = await fetch(url);
+        statuses.push(await denied.json(), denied.headers.get('retry-after'));
         await app.close();`,
     },
   ];
@@ -174,12 +176,17 @@ describe('the packed package', function () {
     const body = `const rules = [{ name: 'r', key: () => 'all', limit: 1, window: { type: 'fixed', size: '1m' } }];
       ${app}
       console.log(JSON.stringify(statuses));`;
+    // Nest's denial follows Nest's convention, through its exception filters, with the headers.
+    const expected =
+      entry === 'ratekeeper/nest'
+        ? [200, 429, { statusCode: 429, message: 'Too Many Requests' }, '60']
+        : [200, 429];
     it(`limits an app through ${entry} from ESM and from CommonJS`, () => {
       const name = entry.replace('ratekeeper/', '');
-      expect(JSON.parse(run(`${name}.mjs`, `${esm}\n${body}`))).to.deep.equal([200, 429]);
-      expect(JSON.parse(run(`${name}.cjs`, `${cjs}\n(async () => {\n${body}\n})();`))).to.deep.equal([
-        200, 429,
-      ]);
+      expect(JSON.parse(run(`${name}.mjs`, `${esm}\n${body}`))).to.deep.equal(expected);
+      expect(JSON.parse(run(`${name}.cjs`, `${cjs}\n(async () => {\n${body}\n})();`))).to.deep.equal(
+        expected,
+      );
     });
   }
 
@@ -206,15 +213,77 @@ describe('the packed package', function () {
     };
     try {
       const esm = `import { createRequire } from 'node:module'; const require = createRequire(import.meta.url);\n${nest.esm}`;
-      expect(runThere('nest.mjs', `${esm}\n${body}`)).to.deep.equal(['11', 200, 429]);
-      expect(runThere('nest.cjs', `${nest.cjs}\n(async () => {\n${body}\n})();`)).to.deep.equal([
-        '11',
-        200,
-        429,
-      ]);
+      const expected = ['11', 200, 429, { statusCode: 429, message: 'Too Many Requests' }, '60'];
+      expect(runThere('nest.mjs', `${esm}\n${body}`)).to.deep.equal(expected);
+      expect(runThere('nest.cjs', `${nest.cjs}\n(async () => {\n${body}\n})();`)).to.deep.equal(expected);
     } finally {
       rmSync(nest11, { recursive: true, force: true });
     }
+  });
+
+  it('slows requests over the limit through slowDown of every framework entry, from ESM and from CommonJS', () => {
+    const body = `const rules = () => [{ name: 'slow', key: () => 'all', limit: 1, window: { type: 'fixed', size: '1m' } }];
+      const seen = {};
+      const options = (name) => ({ delay: 3, onDelayed: (ms) => (seen[name] ??= []).push(ms) });
+      const ex = express();
+      ex.use(express_.slowDown(rules(), options('express')));
+      ex.get('/', (_req, res) => res.send('ok'));
+      const ko = new Koa();
+      ko.use(koa_.slowDown(rules(), options('koa')));
+      ko.use((ctx) => { ctx.body = 'ok'; });
+      const fa = Fastify();
+      await fa.register(fastify_.slowDown(rules(), options('fastify')));
+      fa.get('/', async () => 'ok');
+      await fa.ready();
+      const ho = new Hono();
+      ho.use(hono_.slowDown(rules(), options('hono')));
+      ho.get('/', (c) => c.text('ok'));
+      const statuses = [];
+      for (let i = 0; i < 3; i++) {
+        statuses.push((await supertest(ex).get('/')).status, (await supertest(ko.callback()).get('/')).status);
+        statuses.push((await supertest(fa.server).get('/')).status, (await ho.request('/')).status);
+      }
+      await fa.close();
+      console.log(JSON.stringify({ statuses: [...new Set(statuses)], seen }));`;
+    const expected = {
+      statuses: [200],
+      seen: { express: [3, 6], koa: [3, 6], fastify: [3, 6], hono: [3, 6] },
+    };
+    const esm = `import express from 'express'; import Koa from 'koa'; import Fastify from 'fastify'; import { Hono } from 'hono';
+      import supertest from 'supertest';
+      import * as express_ from 'ratekeeper/express'; import * as koa_ from 'ratekeeper/koa';
+      import * as fastify_ from 'ratekeeper/fastify'; import * as hono_ from 'ratekeeper/hono';\n${body}`;
+    expect(JSON.parse(run('slow-down.mjs', esm))).to.deep.equal(expected);
+    const cjs = `const express = require('express'); const Koa = require('koa'); const Fastify = require('fastify');
+      const { Hono } = require('hono'); const supertest = require('supertest');
+      const express_ = require('ratekeeper/express'); const koa_ = require('ratekeeper/koa');
+      const fastify_ = require('ratekeeper/fastify'); const hono_ = require('ratekeeper/hono');
+      (async () => {\n${body}\n})();`;
+    expect(JSON.parse(run('slow-down.cjs', cjs))).to.deep.equal(expected);
+  });
+
+  it('warns once when X-Forwarded-For reaches an ip rule of an app that trusts no proxy, and refuses a misspelt Fastify route config', () => {
+    const out = run(
+      'proxy-and-config.mjs',
+      `import express from 'express'; import Fastify from 'fastify'; import supertest from 'supertest';
+      import { rateLimit } from 'ratekeeper/express'; import { rateLimit as fastifyRateLimit } from 'ratekeeper/fastify';
+      const codes = [];
+      process.on('warning', (w) => { if (w.code?.startsWith('RATEKEEPER_')) codes.push(w.code); });
+      const app = express();
+      app.use(rateLimit([{ name: 'api', key: 'ip', limit: 10, window: { type: 'fixed', size: '1m' } }]));
+      app.get('/', (_req, res) => res.send('ok'));
+      for (let i = 0; i < 3; i++) await supertest(app).get('/').set('x-forwarded-for', '203.0.113.7');
+      await new Promise((resolve) => setImmediate(resolve));
+      const fastify = Fastify();
+      await fastify.register(fastifyRateLimit, {});
+      fastify.get('/', { config: { ratelimit: [] } }, async () => 'ok');
+      const refused = await fastify.ready().then(() => undefined, (error) => [error.name, error.code]);
+      console.log(JSON.stringify({ codes, refused }));`,
+    );
+    expect(JSON.parse(out)).to.deep.equal({
+      codes: ['RATEKEEPER_UNTRUSTED_FORWARDED'],
+      refused: ['RateLimitConfigError', 'ERR_OPTION'],
+    });
   });
 
   it('serves the operator console through ratekeeper/console from ESM and from CommonJS', () => {
