@@ -15,6 +15,7 @@ import {
 import { parseDuration } from '../src/rules/duration.js';
 import { clientGone, createSetup, type Setup } from './common.js';
 import type { HttpExchange } from './exchange.js';
+import type { ForwardedCheck } from './wiring.js';
 
 /** The longest wait a Node timer takes (about 24.8 days); a longer delay waits this long. */
 export const MAX_DELAY_MS = 2 ** 31 - 1;
@@ -65,6 +66,8 @@ export interface SlowDownSetup<Req> {
   delayMs: (decision: Decision) => number;
   /** True when slowDown built the limiter from rules: the framework closes it with the app where it can. */
   owned: boolean;
+  /** The untrusted-forwarded warning for the limiter's `'ip'` rules, as `rateLimit` gives it. */
+  forwarded: ForwardedCheck;
 }
 
 /** Window types whose capacity is their `burst` (default: the limit), not their limit. */
@@ -132,6 +135,7 @@ export function slowDownSetup<Req>(
       return Math.min(Math.ceil(ms), capMs);
     },
     owned: Array.isArray(rulesOrLimiter),
+    forwarded: base.forwarded,
   };
 }
 
@@ -210,9 +214,11 @@ export async function slowDownRequest<Req>(
 ): Promise<'next' | 'gone'> {
   if (clientGone(http.socket())) return 'gone';
   if (setup.skip !== undefined && (await setup.skip(request))) return 'next';
-  const decision = await setup.limiter.recordRequest(await http.info());
+  const info = await http.info();
+  const decision = await setup.limiter.recordRequest(info);
   if (clientGone(http.socket())) return 'gone';
   if (decision.rules.length === 0) return 'next';
+  if (!setup.forwarded.done) setup.forwarded.check(info, decision, () => http.untrusted());
   if (!http.sent()) {
     for (const [name, value] of setup.headerFields(decision)) http.header(name, value, LIST_FIELDS.has(name));
   }
