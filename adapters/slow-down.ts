@@ -74,21 +74,20 @@ export interface SlowDownSetup<Req> {
 const BUCKETS = new Set(['token-bucket', 'gcra', 'leaky-bucket']);
 
 /**
- * Resolves slowDown's arguments once. `adapterFields`: the options the framework takes beyond
- * `SlowDownOptions`; any other field is refused as a typo (ERR_UNKNOWN_FIELD). Rules with a lockout or
+ * Resolves slowDown's arguments once; a framework takes its own options out first, so any field
+ * `SlowDownOptions` does not have is refused as a typo (ERR_UNKNOWN_FIELD). Rules with a lockout or
  * counting outcomes are refused: slowDown counts every request and never refuses one.
  */
 export function slowDownSetup<Req>(
   rulesOrLimiter: Rule[] | Limiter,
   options: SlowDownOptions<Req>,
-  adapterFields: readonly string[] = [],
 ): SlowDownSetup<Req> {
   if (options === null || typeof options !== 'object')
     throw new RateLimitConfigError(
       'ERR_OPTION',
       `slowDown: expects options with a delay, such as { delay: '500ms' }, got ${describe(options)}`,
     );
-  assertKnownFields(options, [...SLOW_DOWN_FIELDS, ...adapterFields], 'slowDown');
+  assertKnownFields(options, SLOW_DOWN_FIELDS, 'slowDown');
   const { delay, maxDelay, onDelayed, headers, reset, skip, clock } = options;
   const perRequestMs = typeof delay === 'function' ? undefined : delayOf(delay);
   const capMs =
@@ -104,17 +103,20 @@ export function slowDownSetup<Req>(
     typeof (rulesOrLimiter as Partial<Limiter> | null)?.check !== 'function'
   )
     refuse(`expects an array of rules or a limiter from createLimiter, got ${describe(rulesOrLimiter)}`);
-  const base: Setup<Req> = createSetup(rulesOrLimiter, dropUndefined({ headers, reset, skip, clock }));
-  const limiter = base.limiter;
+  // Checked before a limiter is built for them: a refused rule set leaves nothing behind.
+  const rules = Array.isArray(rulesOrLimiter) ? rulesOrLimiter : rulesOrLimiter.rules;
   const capacities = new Map<string, number>();
-  for (const rule of limiter.rules) {
+  for (const rule of rules) {
+    if (rule === null || typeof rule !== 'object') continue; // createLimiter names what is wrong with it
     if (rule.lockout !== undefined)
       refuse(`rule "${rule.name}" has a lockout, which refuses requests; slowDown only delays them`);
     if ((rule.countOn ?? 'all') !== 'all' || rule.resetOnSuccess === true)
       refuse(`rule "${rule.name}" counts outcomes (countOn, resetOnSuccess); slowDown counts every request`);
-    const burst = (rule.window as { burst?: unknown }).burst;
-    if (BUCKETS.has(rule.window.type) && typeof burst === 'number') capacities.set(rule.name, burst);
+    const burst = (rule.window as { burst?: unknown } | undefined)?.burst;
+    if (BUCKETS.has(rule.window?.type) && typeof burst === 'number') capacities.set(rule.name, burst);
   }
+  const base: Setup<Req> = createSetup(rulesOrLimiter, dropUndefined({ headers, reset, skip, clock }));
+  const limiter = base.limiter;
   return {
     limiter,
     skip,
