@@ -134,6 +134,8 @@ export class TurnQueues {
         continue;
       }
       w.trying = false;
+      // Settled while its try was out (the limiter closed): nothing to sleep for.
+      if (w.settled) continue;
       // An abort during the try gives way to an admission: the turn was taken.
       if (decision.allowed) finish(q, w, () => w.resolve(decision));
       else if (w.abortLater) finish(q, w, () => w.reject(w.signal?.reason));

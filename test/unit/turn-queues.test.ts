@@ -122,6 +122,21 @@ describe('turn queues', () => {
     expect(clock.armed).to.deep.equal([]);
   });
 
+  it('arms no timer for a try that comes back denied after the limiter closed', async () => {
+    const { denied } = await monthDecisions();
+    const clock = manualTimers();
+    const queues = new TurnQueues(clock.timers);
+    let answer: (decision: Decision) => void = () => undefined;
+    const waiting = queues
+      .take(turn(() => new Promise<Decision>((resolve) => (answer = resolve))))
+      .catch((e: unknown) => e as Error);
+    queues.close();
+    expect((await waiting).message).to.match(/limiter was closed/);
+    answer(denied);
+    await tick();
+    expect(clock.armed).to.deep.equal([]);
+  });
+
   it('lets go of 1,000 aborted waiters and their signals before the head gets its turn', async () => {
     setFlagsFromString('--expose-gc');
     const gc = runInNewContext('gc') as () => void;
