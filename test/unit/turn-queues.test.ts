@@ -131,7 +131,7 @@ describe('turn queues', () => {
       .take(turn(() => new Promise<Decision>((resolve) => (answer = resolve))))
       .catch((e: unknown) => e as Error);
     queues.close();
-    expect((await waiting).message).to.match(/limiter was closed/);
+    expect(((await waiting) as Error).message).to.match(/limiter was closed/);
     answer(denied);
     await tick();
     expect(clock.armed).to.deep.equal([]);
