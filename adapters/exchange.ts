@@ -1,5 +1,5 @@
 // The request sequence every HTTP adapter runs, written once; an adapter maps its framework to `HttpExchange`.
-import { LIST_FIELDS } from '../src/headers.js';
+import { appendsField } from '../src/headers.js';
 import type { Decision, RequestInfo } from '../src/index.js';
 import { type ClientSocket, clientGone, type Setup } from './common.js';
 import type { TrustSetting, WiringCheck } from './wiring.js';
@@ -78,7 +78,8 @@ export async function exchange<Req>(setup: Setup<Req>, http: HttpExchange, reque
   if (!setup.forwarded.done) setup.forwarded.check(info, decision, () => http.untrusted());
   http.keep(decision);
   if (!http.sent()) {
-    for (const [name, value] of setup.headerFields(decision)) http.header(name, value, LIST_FIELDS.has(name));
+    for (const [name, value] of setup.headerFields(decision))
+      http.header(name, value, appendsField(name, value));
   }
   if (!decision.allowed || decision.dryRun) setup.onLimited?.(decision, request);
   if (!decision.allowed) {

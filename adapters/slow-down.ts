@@ -2,7 +2,7 @@
 // leaving cancels, and slowDown's request sequence over the frameworks' exchanges (adapters/exchange.ts).
 import { assertKnownFields, fieldsOf } from '../src/config/known-fields.js';
 import { describe, RateLimitRequestError } from '../src/errors.js';
-import { type HeaderField, LIST_FIELDS } from '../src/headers.js';
+import { appendsField, type HeaderField } from '../src/headers.js';
 import {
   type Decision,
   type Duration,
@@ -222,7 +222,8 @@ export async function slowDownRequest<Req>(
   if (decision.rules.length === 0) return 'next';
   if (!setup.forwarded.done) setup.forwarded.check(info, decision, () => http.untrusted());
   if (!http.sent()) {
-    for (const [name, value] of setup.headerFields(decision)) http.header(name, value, LIST_FIELDS.has(name));
+    for (const [name, value] of setup.headerFields(decision))
+      http.header(name, value, appendsField(name, value));
   }
   const ms = setup.delayMs(decision);
   if (ms === 0) return 'next';

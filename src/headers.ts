@@ -40,10 +40,14 @@ export interface HeaderOptions {
 export type HeaderField = [name: string, value: string];
 
 /**
- * List-valued fields (RFC 9651 Lists): several limiters on one response each add their members, so
- * adapters append these instead of replacing them.
+ * Whether a field is a list that several limiters on one response each add their members to, so that
+ * adapters append it instead of replacing it: `RateLimit-Policy` in every form, and the newest draft's
+ * `RateLimit` list (its members start with the quoted rule name). Draft 7's `RateLimit` is one
+ * dictionary (`limit=5, remaining=4, reset=60`): a second limiter's replaces it, as for every other field.
  */
-export const LIST_FIELDS: ReadonlySet<string> = new Set(['RateLimit-Policy', 'RateLimit']);
+export function appendsField(name: string, value: string): boolean {
+  return name === 'RateLimit-Policy' || (name === 'RateLimit' && value.startsWith('"'));
+}
 
 /**
  * The rate-limit header fields for a decision. Nothing when no rule matched (`rules` is empty).

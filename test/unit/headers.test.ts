@@ -1,6 +1,7 @@
 // formatHeaders: exact legacy, IETF and Retry-After fields for a decision; and the adapters' shared helpers.
 import { expect } from 'chai';
 import { createSetup, errorStatus, pathOf } from '../../adapters/common.js';
+import { appendsField } from '../../src/headers.js';
 import { type Decision, formatHeaders, RateLimitConfigError, type RuleResult } from '../../src/index.js';
 
 const NOW = Date.parse('2026-03-02T00:00:00.250Z');
@@ -174,6 +175,15 @@ describe('formatHeaders', () => {
       'limit=10, remaining=0, reset=900',
     );
     expect(formatHeaders(decision([]), { headers: 'draft-7' })).to.deep.equal([]);
+  });
+
+  it('appends RateLimit-Policy and the newest RateLimit list across limiters, replaces draft-7 RateLimit', () => {
+    expect(appendsField('RateLimit-Policy', '5;w=60')).to.equal(true);
+    expect(appendsField('RateLimit-Policy', '"api";q=5')).to.equal(true);
+    expect(appendsField('RateLimit', '"api";r=4;t=60')).to.equal(true);
+    expect(appendsField('RateLimit', 'limit=5, remaining=4, reset=60')).to.equal(false);
+    expect(appendsField('RateLimit-Limit', '5')).to.equal(false);
+    expect(appendsField('X-RateLimit-Remaining', '4')).to.equal(false);
   });
 
   it("sends both families with headers: 'both', legacy first", () => {
