@@ -3,6 +3,7 @@
 
 import { IncomingMessage, type RequestListener, ServerResponse } from 'node:http';
 import { Socket } from 'node:net';
+import fastifyPeerRateLimit from '@fastify/rate-limit';
 import { getRequestListener } from '@hono/node-server';
 import { Controller, Get, Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
@@ -130,7 +131,37 @@ function ratekeeper(framework: MoreFramework, store: 'memory' | 'redis'): HttpVa
   };
 }
 
+/** Fastify's own limiter, @fastify/rate-limit, keyed by the same header (its Redis store: ioredis). */
+function fastifyPeer(store: 'memory' | 'redis'): HttpVariant {
+  return {
+    name: `fastify + @fastify/rate-limit (${store})`,
+    group: 'peer',
+    async build(spec: AppSpec) {
+      const client = store === 'redis' ? openRedis(spec.redisPort) : undefined;
+      const app = Fastify();
+      await app.register(fastifyPeerRateLimit, {
+        max: spec.limit,
+        timeWindow: spec.windowMs,
+        keyGenerator: (req) => String(req.headers[spec.keyHeader]),
+        ...(client && { redis: client, nameSpace: namespace(spec.prefix) }),
+      });
+      app.get('/', async () => body);
+      await app.ready();
+      return {
+        listener: (req, res) => app.routing(req, res),
+        inject: async (key) =>
+          (await app.inject({ method: 'GET', url: '/', headers: { [spec.keyHeader]: key } })).statusCode,
+        close: async () => {
+          await app.close();
+          if (client) await closeRedis(client);
+        },
+      };
+    },
+  };
+}
+
 /** The variants of Fastify, Hono or Nest; the bare app first (the ratio denominator). */
 export function moreHttpVariants(framework: MoreFramework): HttpVariant[] {
-  return [bare(framework), ratekeeper(framework, 'memory'), ratekeeper(framework, 'redis')];
+  const peers = framework === 'fastify' ? [fastifyPeer('memory'), fastifyPeer('redis')] : [];
+  return [bare(framework), ...peers, ratekeeper(framework, 'memory'), ratekeeper(framework, 'redis')];
 }

@@ -20,6 +20,8 @@ import { num, type Section, type Table } from './report.js';
 import { median } from './stats.js';
 
 const keyHeader = 'x-api-key';
+/** Express and Fastify: the two servers most apps run, each with its own peer limiter; Koa beside them. */
+const FRAMEWORKS = ['express', 'fastify', 'koa'] as const;
 
 export interface InProcessRow {
   framework: Framework;
@@ -32,7 +34,7 @@ export interface InProcessRow {
   /** The middleware scenario's added µs for the same limiter. */
   middlewareAddedUs: number;
   reqPerSec: number;
-  /** Requests per EVALSHA/EVAL the server ran (INFO commandstats): how well calls were batched. */
+  /** Requests per script call (FCALL, EVALSHA, EVAL) the server ran (INFO commandstats): how well calls were batched. */
   perScriptCall: number;
   failed?: string;
 }
@@ -41,7 +43,12 @@ export interface InProcessRow {
  * `connections` keep-alive connections, each sending its next GET as soon as the previous response
  * has been read in full, until `count` responses; resolves with the requests per second.
  */
-function drive(port: number, connections: number, count: number, keys: readonly string[]): Promise<number> {
+export function drive(
+  port: number,
+  connections: number,
+  count: number,
+  keys: readonly string[],
+): Promise<number> {
   let sent = 0;
   let received = 0;
   const started = performance.now();
@@ -91,12 +98,12 @@ function listen(listener: Parameters<typeof createServer>[1]): Promise<Server> {
   });
 }
 
-/** EVALSHA and EVAL calls the server has run. */
+/** Script calls the server has run: FCALL, EVALSHA and EVAL. */
 async function scriptCalls(admin: Redis): Promise<number> {
   const info = await admin.info('commandstats');
   const calls = (name: string) =>
     Number(new RegExp(`^cmdstat_${name}:calls=(\\d+)`, 'm').exec(info)?.[1] ?? 0);
-  return calls('evalsha') + calls('eval');
+  return calls('fcall') + calls('evalsha') + calls('eval');
 }
 
 /** CPU µs per request, requests per second and per script call over `count` requests. */
@@ -125,7 +132,7 @@ export async function runHttpInProcess(
   const count = config.middlewareRequests;
   const rows: InProcessRow[] = [];
   const admin = openRedis(redisPort);
-  for (const framework of ['express', 'koa'] as const) {
+  for (const framework of FRAMEWORKS) {
     const entries: Array<{
       row: InProcessRow;
       server: Server;
@@ -196,7 +203,7 @@ export async function runHttpInProcess(
   }
   await closeRedis(admin);
   // The middleware scenario on the same limiters, for the comparison.
-  const alone = await runMiddleware(config, redisPort, filter, log);
+  const alone = await runMiddleware(config, redisPort, filter, log, FRAMEWORKS);
   for (const row of rows) {
     const match = alone.rows.find(
       (m) =>
@@ -221,6 +228,7 @@ function section(rows: InProcessRow[], config: BenchConfig): Section {
         'added µs (middleware alone)',
         'req/s',
         'vs bare',
+        'requests / script call',
       ],
       rows: own.map((r) =>
         r.failed !== undefined && !Number.isFinite(r.cpuUs)
@@ -246,6 +254,6 @@ function section(rows: InProcessRow[], config: BenchConfig): Section {
       `requests per repetition, ${config.reps} interleaved repetitions, medians. "vs bare" is the bare app's CPU per ` +
       "request over this app's: the req/s ratio a server saturating its core would show. Redis rows count this " +
       'process only, not redis-server.',
-    tables: [table('express'), table('koa')],
+    tables: FRAMEWORKS.map(table),
   };
 }

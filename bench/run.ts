@@ -12,7 +12,9 @@ import { runExactness } from './exactness.js';
 import { runHttp } from './http.js';
 import { runHttpInProcess } from './http-in-process.js';
 import { runMiddleware } from './middleware.js';
+import { runNodeCallgrind } from './node-callgrind.js';
 import { ratekeeperSource } from './ratekeeper.js';
+import { runRedisCallgrind } from './redis-callgrind.js';
 import { describeMachine, resultsMarkdown, type Section, textTable, writeText } from './report.js';
 import { keptPart, readResults } from './results-file.js';
 import { runRuleCount } from './rule-count.js';
@@ -27,6 +29,7 @@ const commands = [
   'http',
   'middleware',
   'redis-cost',
+  'node-cost',
   'exactness',
   'rules',
   'http-in-process',
@@ -35,7 +38,7 @@ const commands = [
 type Command = (typeof commands)[number];
 
 const usage = `usage: npm run bench [-- <command>] [--filter <regex>] [--out <file>]
-commands: ${commands.join(', ')} (default: all)
+commands: ${commands.join(', ')} (default: all; node-cost runs only when named)
   --filter  only contenders whose name matches (floors and bare apps always run); or BENCH_FILTER
   --out     where to write the Markdown results; or BENCH_OUT
             default: bench/RESULTS.md for a full 'all' run, else bench/.bench-tmp/RESULTS-<command>.md
@@ -193,6 +196,24 @@ async function main(): Promise<number> {
         (r) => {
           findings.cost = r.rows;
         },
+      );
+      // Instructions per decision inside redis-server, on a server of its own under callgrind.
+      await runScenario(
+        'redis-callgrind',
+        () => runRedisCallgrind(log, { decisions: config.quick ? 500 : 2000, ...(filter && { filter }) }),
+        sections,
+        findings,
+        () => {},
+      );
+    }
+    if (command === 'node-cost') {
+      // Node's own work per HTTP request, each framework's apps under callgrind (minutes: not part of 'all').
+      await runScenario(
+        'node-cost',
+        () => runNodeCallgrind(server.port, log),
+        sections,
+        findings,
+        () => {},
       );
     }
     if (wants('exactness')) {
