@@ -107,6 +107,22 @@ describe('failure policy: slow or failed', () => {
     expect(await late).to.equal('connecting 300');
   });
 
+  it('the time this process could not run does not count as the store being silent', async () => {
+    const liveness = new Liveness();
+    const deadlines = new Deadlines(100, 10_000, liveness, errors);
+    liveness.sinceMs = performance.now();
+    const answered = pending<string>();
+    const call = outcome(deadlines.race(answered.promise));
+    await afterTicks(1);
+    // This process busy for three times storeTimeout (its own work, or no core to run on): the store's
+    // reply would be waiting in the socket, and the store, on the same cores, held up alike.
+    const busyUntil = performance.now() + 300;
+    while (performance.now() < busyUntil);
+    await afterTicks(2);
+    answered.resolve('answered after the stall');
+    expect(await call).to.equal('answered after the stall');
+  });
+
   it('without liveness every call fails storeTimeout after it was made', async () => {
     const deadlines = new Deadlines(50, 10_000, undefined, errors);
     expect(await outcome(deadlines.race(new Promise(() => {})))).to.equal('silent 50');
