@@ -1,6 +1,6 @@
 // The request sequence every HTTP adapter runs, written once; an adapter maps its framework to `HttpExchange`.
 import { appendsField } from '../src/headers.js';
-import type { Decision, RequestInfo } from '../src/index.js';
+import type { Decision, Limiter, RequestInfo } from '../src/index.js';
 import { type ClientSocket, clientGone, type Setup } from './common.js';
 import type { TrustSetting, WiringCheck } from './wiring.js';
 
@@ -22,6 +22,11 @@ export interface HttpExchange {
   whenGone(cancel: () => void): () => void;
   /** The request as the core sees it. */
   info(): RequestInfo | Promise<RequestInfo>;
+  /**
+   * True when the limiter is attached to the one route this request took (Fastify's `config.rateLimit`,
+   * Nest's `@RateLimit`, a middleware on one Express or Hono route), not to the whole app.
+   */
+  readonly attached?: boolean;
   /** Puts the decision where the app reads it (`req.rateLimit`, `ctx.state.rateLimit`, `c.get('rateLimit')`). */
   keep(decision: Decision): void;
   /**
@@ -66,13 +71,15 @@ export async function exchange<Req>(setup: Setup<Req>, http: HttpExchange, reque
     const setting = http.spoofable();
     if (setting !== undefined) setup.warnSpoofable(setting);
   }
-  const info = await http.info();
+  let info = await http.info();
+  if (http.attached === true) info = routeRelative(setup.limiter, info) ?? info;
   const decision = await setup.limiter.check(info);
   // Gone while the store decided: the handler must not run; what was reserved stays counted.
   if (clientGone(http.socket())) return 'gone';
   // A limiter that matched no rule sets no header and leaves the decision of an earlier one in place.
   if (decision.rules.length === 0) {
-    http.unmatched(info, setup.wiring);
+    if (http.attached === true) setup.wiring.unattached(info);
+    else http.unmatched(info, setup.wiring);
     return 'next';
   }
   if (!setup.forwarded.done) setup.forwarded.check(info, decision, () => http.untrusted());
@@ -91,4 +98,45 @@ export async function exchange<Req>(setup: Setup<Req>, http: HttpExchange, reque
   // Nothing to report (no rule counts outcomes): the response is not listened to.
   if (setup.reports) http.finished((status) => setup.report(decision, status));
   return 'next';
+}
+
+/**
+ * For a limiter attached to one route: when none of its rules matches the request's path, but some match it
+ * without its leading segments (the prefix the route is mounted under: Nest's `setGlobalPrefix`, Fastify's
+ * `register(..., { prefix })`, Hono's `app.route()`, an Express router's mount path), the rules see that
+ * shorter path, the longest one some rule matches. Undefined when no such path exists.
+ */
+function routeRelative(limiter: Limiter, info: RequestInfo): RequestInfo | undefined {
+  if (typeof limiter.matchingRules !== 'function') return undefined;
+  const path = info.path;
+  if (limiter.matchingRules(info.method, path).length > 0) return undefined;
+  for (let at = path.indexOf('/', 1); at > 0; at = path.indexOf('/', at + 1)) {
+    const rest = path.slice(at);
+    if (rest !== '/' && limiter.matchingRules(info.method, rest).length > 0) return atPath(info, rest);
+  }
+  return undefined;
+}
+
+/** The request with another path; everything else read from it as it is. */
+function atPath(info: RequestInfo, path: string): RequestInfo {
+  return {
+    method: info.method,
+    headers: info.headers,
+    path,
+    get ip() {
+      return info.ip as string;
+    },
+    get query() {
+      return info.query as Record<string, unknown>;
+    },
+    get params() {
+      return info.params as Record<string, unknown>;
+    },
+    get body() {
+      return info.body;
+    },
+    get user() {
+      return info.user;
+    },
+  };
 }

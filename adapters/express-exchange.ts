@@ -65,12 +65,23 @@ export class ExpressExchange implements HttpExchange {
   handle: ((decision: Decision) => unknown) | undefined;
   /** How the untrusted-forwarded warning names the proxy setting (Nest on Express names its own). */
   trustSetting: TrustSetting = 'express';
+  /** Set by Nest's guard for a route's own `@RateLimit`; else whether Express is running a route's handlers. */
+  #attached: boolean | undefined;
 
   /** `handle`: the app's own denial, or undefined for the default JSON or text body. */
   constructor(req: Request, res: Response, handle: ((decision: Decision) => unknown) | undefined) {
     this.#req = req;
     this.#res = res;
     this.handle = handle;
+  }
+
+  /** Express sets `req.route` while a route's own handlers run, never for `app.use` or `router.use`. */
+  get attached(): boolean {
+    return this.#attached ?? this.#req.route !== undefined;
+  }
+
+  set attached(value: boolean) {
+    this.#attached = value;
   }
 
   socket() {

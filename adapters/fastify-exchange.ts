@@ -138,6 +138,8 @@ export class FastifyExchange implements HttpExchange {
   handle: ((decision: Decision) => unknown) | undefined;
   /** How the untrusted-forwarded warning names the proxy setting (Nest on Fastify names its own). */
   trustSetting: TrustSetting = 'fastify';
+  /** The route's own limiter (`config.rateLimit`, Nest's `@RateLimit`) decides, not the plugin's. */
+  attached = false;
 
   /**
    * `handle`: the app's own denial, or undefined for the default body; `prefix`: the route prefix the plugin

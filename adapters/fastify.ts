@@ -131,9 +131,16 @@ const ratekeeperPlugin: FastifyPluginAsync<FastifyRateLimitOptions> = async (fas
   if (!fastify.hasRequestDecorator(ROUTE_DECIDED)) fastify.decorateRequest(ROUTE_DECIDED, false);
 
   const prefix = fastify.prefix;
-  const decide = async (setup: Setup<FastifyRequest>, request: FastifyRequest, reply: FastifyReply) => {
+  const decide = async (
+    setup: Setup<FastifyRequest>,
+    request: FastifyRequest,
+    reply: FastifyReply,
+    attached: boolean,
+  ) => {
     const handle = handler && ((decision: Decision) => handler(request, reply, decision));
-    const exchanged = await exchange(setup, new FastifyExchange(request, reply, handle, prefix), request);
+    const http = new FastifyExchange(request, reply, handle, prefix);
+    http.attached = attached;
+    const exchanged = await exchange(setup, http, request);
     // Gone: nothing to answer, no handler to run. Answered: Fastify runs no later hook and no handler.
     if (exchanged === 'gone') return reply.hijack();
     if (exchanged === 'answered') return reply;
@@ -141,11 +148,11 @@ const ratekeeperPlugin: FastifyPluginAsync<FastifyRateLimitOptions> = async (fas
   };
   fastify.addHook(hook, async (request: FastifyRequest, reply: FastifyReply) => {
     const own = request.routeOptions.config?.rateLimit as Limiter | false | undefined;
-    if (own === undefined) return plugin === undefined ? undefined : decide(plugin, request, reply);
+    if (own === undefined) return plugin === undefined ? undefined : decide(plugin, request, reply, false);
     if (own === false) return undefined;
     // Decided once, by the outermost registration covering the route.
     const setup = routeSetup(request, own);
-    return setup === undefined ? undefined : decide(setup, request, reply);
+    return setup === undefined ? undefined : decide(setup, request, reply, true);
   });
 };
 

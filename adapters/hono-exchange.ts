@@ -157,6 +157,11 @@ export class HonoExchange implements HttpExchange {
       });
   }
 
+  /** Registered for one route (`app.post('/login', rateLimit(...), handler)`), not for a pattern such as `/*`. */
+  get attached(): boolean {
+    return !this.#c.req.routePath.endsWith('*');
+  }
+
   socket() {
     return nodeSocket(this.#c);
   }

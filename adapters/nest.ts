@@ -112,6 +112,7 @@ export class RateLimitGuard implements CanActivate {
     const setup = own === undefined ? this.#setup : this.#routeSetup(request, own);
     if (setup === undefined) return true; // the route's own limiter decided it in an earlier guard
     const on = platformExchange(request, http.getResponse());
+    on.attached = own !== undefined;
     const handler = this.#handler;
     const message = this.#message;
     on.handle = async (decision) => {

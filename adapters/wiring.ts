@@ -27,6 +27,9 @@ const ADVICE: Record<WiringCause, string> = {
     'a middleware after the rate limiter rewrote the URL or the method (a rewrite, method-override): put it before the rate limiter',
 };
 
+/** The methods tried before saying that no rule of a route's own limiter can match its path. */
+const ANY_METHOD = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
+
 /** Headers that method-override and koa-methodoverride read by default or by common configuration. */
 const OVERRIDE_HEADERS = ['x-http-method-override', 'x-http-method', 'x-method-override'];
 
@@ -36,6 +39,11 @@ export interface WiringCheck {
    * requests the limiter matched no rule for; costs nothing when both views agree.
    */
   unmatched(seen: RouteView, routed: RouteView, cause: WiringCause): void;
+  /**
+   * Warns (once per middleware) when a limiter attached to one route has no rule whose `match` accepts
+   * that route's path, with or without the prefix it is mounted under, for any common method.
+   */
+  unattached(seen: RouteView): void;
   /** The method a POST asks to be routed as (header or `_method`), or undefined. */
   overriddenMethod(
     method: string,
@@ -60,6 +68,18 @@ export function createWiringCheck(limiter: Limiter): WiringCheck {
       warned = true;
       warn(
         `rule "${rule}" matches ${routed.method} ${routed.path}, which is how the app routes a request that reached the rate limiter as ${seen.method} ${seen.path}, so the rule did not apply to it: ${ADVICE[cause]}`,
+      );
+    },
+    unattached(seen) {
+      if (warned) return;
+      const path = seen.path;
+      for (let at = 0; at >= 0; at = path.indexOf('/', at + 1)) {
+        const rest = at === 0 ? path : path.slice(at);
+        if (ANY_METHOD.some((method) => matching({ method, path: rest }).length > 0)) return;
+      }
+      warned = true;
+      warn(
+        `the rate limiter attached to the route of ${seen.method} ${path} has no rule whose match accepts that path, so none of its rules applied: rules given to one route must match its path (or its path without the prefix it is mounted under), or leave match out`,
       );
     },
     overriddenMethod(method, headers, query, body) {

@@ -8,7 +8,7 @@ import { attackSuite } from './suites/attack-suite.js';
 import { bypassSuite } from './suites/bypass-suite.js';
 import { exampleSuite, httpSuite } from './suites/http-suite.js';
 import { planSuite } from './suites/plans-suite.js';
-import { wiringSuite } from './suites/wiring-suite.js';
+import { routePrefixSuite, wiringSuite } from './suites/wiring-suite.js';
 
 describe(`NestJS ${NEST_MAJOR}`, () => {
   it('is the major these tests run on, for the guard as for the app (RATEKEEPER_NEST=11 for NestJS 11)', () => {
@@ -41,8 +41,9 @@ nestUnits();
 for (const platform of ['express', 'fastify'] as const) nestCases(platform);
 
 // The bypass suite and the wirings, on the Express platform (the guard's code is the same on Fastify).
-const { nestApps } = await import('./suites/nest-bypass.js');
+const { nestApps, nestPrefixed } = await import('./suites/nest-bypass.js');
 for (const stores of [memoryStores, redisStores]) {
   bypassSuite(nestApps, stores);
   wiringSuite(nestApps, stores);
+  routePrefixSuite('Nest (fastify)', (limiter) => nestPrefixed('fastify', limiter), stores);
 }

@@ -15,8 +15,8 @@ import {
   Res,
 } from '@nestjs/common';
 import type { NestExpressApplication } from '@nestjs/platform-express';
-import { RateLimitGuard } from '../../../adapters/nest.js';
-import { configureApp, nestExample } from '../../../examples/nest-app.js';
+import { RateLimit, RateLimitGuard } from '../../../adapters/nest.js';
+import { configureApp, type NestPlatform, nestExample } from '../../../examples/nest-app.js';
 import { type Decision, type Limiter, normalizeIdentity } from '../../../src/index.js';
 import { type BypassFramework, held } from '../../fixtures/bypass-apps.js';
 import { testingApp } from './nest-harness.js';
@@ -67,6 +67,26 @@ function redirectController(limiter: Limiter, reports: boolean) {
   return RedirectController;
 }
 
+function prefixedController(limiter: Limiter) {
+  @Controller()
+  class PrefixedController {
+    @Post('login')
+    @RateLimit(limiter)
+    login() {
+      throw new HttpException({ ok: false }, 401);
+    }
+  }
+  return PrefixedController;
+}
+
+/** POST /api/login through `setGlobalPrefix('api')`, the route limited by its own `@RateLimit(limiter)`. */
+export function nestPrefixed(platform: NestPlatform, limiter: Limiter): RequestListener {
+  return testingApp(platform, { controllers: [prefixedController(limiter)] }, (nest) => {
+    nest.setGlobalPrefix('api');
+    if (platform === 'express') (nest as NestExpressApplication).useBodyParser('json');
+  }).listener;
+}
+
 /** A Nest app on the Express platform with the given controller, limited by a global guard. */
 function app(
   controller: new (...args: never[]) => unknown,
@@ -91,6 +111,7 @@ export const nestApps: BypassFramework = {
       nest.useGlobalGuards(new RateLimitGuard(limiter, { headers: false }));
     });
   },
+  routePrefixed: (limiter) => nestPrefixed('express', limiter),
   wired(wiring, limiter) {
     if (wiring === 'mounted' || wiring === 'rewritten' || wiring === 'override')
       throw new Error(`Nest has no '${wiring}' wiring`);

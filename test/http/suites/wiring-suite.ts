@@ -193,4 +193,61 @@ export function wiringSuite(framework: BypassFramework, stores: StoreFactory): v
       );
     });
   });
+  if (framework.routePrefixed !== undefined)
+    routePrefixSuite(framework.name, framework.routePrefixed, stores);
+}
+
+/**
+ * Rules given to one route that the app mounts under a prefix (a router, a register prefix, app.route,
+ * setGlobalPrefix), written as the route's own code names it: they apply to that route.
+ */
+export function routePrefixSuite(
+  name: string,
+  build: (limiter: Limiter) => Parameters<typeof serve>[0],
+  stores: StoreFactory,
+): void {
+  describe(`${name} on the ${stores.name} store: rules given to a route under a prefix`, function () {
+    this.timeout(60_000);
+    const cleanup: Array<() => unknown> = [];
+    let warnings: ReturnType<typeof recordWarnings>;
+    beforeEach(() => {
+      warnings = recordWarnings();
+    });
+    afterEach(async () => {
+      warnings.stop();
+      for (const step of cleanup.splice(0).reverse()) await step();
+    });
+    async function served(rules: Rule[]) {
+      const limiter = createLimiter({ store: await stores.makeStore(Date.now), rules });
+      const server = await serve(build(limiter));
+      cleanup.push(() => limiter.close(), server.close);
+      return server;
+    }
+    const guess = (server: { port: number }) =>
+      send(server, 'POST', '/api/login', json({ username: 'alice', password: 'x' }));
+
+    it("applies a route's rules written without the prefix: 5 of 20 guesses reach the handler", async () => {
+      const server = await served([
+        { name: 'login', match: 'POST /login', key: 'body.username', limit: 5, window: minute },
+      ]);
+      const statuses: Array<number | undefined> = [];
+      for (let i = 0; i < 20; i++) statuses.push((await guess(server))?.status);
+      expect(
+        statuses.filter((s) => s === 401),
+        'reached the handler',
+      ).to.have.length(5);
+      expect(statuses.slice(5).every((s) => s === 429)).to.equal(true);
+      expect(await warnings.of(UNMATCHED_ROUTE_WARNING)).to.deep.equal([]);
+    });
+
+    it("warns once when none of a route's rules can match its path", async () => {
+      const server = await served([
+        { name: 'signin', match: 'POST /signin', key: 'body.username', limit: 5, window: minute },
+      ]);
+      for (let i = 0; i < 3; i++) expect((await guess(server))?.status).to.equal(401);
+      const seen = await warnings.of(UNMATCHED_ROUTE_WARNING);
+      expect(seen).to.have.length(1);
+      expect(seen[0]).to.match(/attached to the route of POST \/api\/login has no rule whose match accepts/);
+    });
+  });
 }
