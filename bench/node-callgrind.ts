@@ -28,7 +28,7 @@ const MEASURED: Record<'express' | 'fastify', RegExp> = {
 };
 const CONNECTIONS = 64;
 /** Measured rounds per app, interleaved. */
-const ROUNDS = 2;
+const ROUNDS = 3;
 
 export interface NodeCostRow {
   framework: string;

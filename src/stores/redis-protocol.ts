@@ -122,6 +122,15 @@ interface RuleText {
   /** `,flags,lockout fields,` for an op whose override is not read, and for one whose override is. */
   readonly tail: string;
   readonly tailReadingOverride: string;
+  /** The last op text made for the rule, and what it was made of. */
+  last?: {
+    readonly limit: number;
+    readonly cost: number;
+    readonly readsOverride: boolean;
+    readonly periodEndMs: number | undefined;
+    readonly nextPeriodEndMs: number | undefined;
+    readonly text: string;
+  };
 }
 
 const ruleTexts = new WeakMap<StoreRule, RuleText>();
@@ -167,6 +176,32 @@ function overrideFlags(rule: StoreRule): string {
 export function opText(op: StoreOp, readsOverride: boolean): string {
   const rule = op.rule;
   const text = textOf(rule);
+  // The last text made for the rule is usually the next one's (the same limit and cost on every request).
+  const last = text.last;
+  if (
+    last !== undefined &&
+    last.limit === op.limit &&
+    last.cost === op.cost &&
+    last.readsOverride === readsOverride &&
+    last.periodEndMs === op.periodEndMs &&
+    last.nextPeriodEndMs === op.nextPeriodEndMs
+  ) {
+    return last.text;
+  }
+  const made = makeOpText(op, text, readsOverride);
+  text.last = {
+    limit: op.limit,
+    cost: op.cost,
+    readsOverride,
+    periodEndMs: op.periodEndMs,
+    nextPeriodEndMs: op.nextPeriodEndMs,
+    text: made,
+  };
+  return made;
+}
+
+function makeOpText(op: StoreOp, text: RuleText, readsOverride: boolean): string {
+  const rule = op.rule;
   const limit = luaNumber(op.limit);
   // The burst an op gives when its rule has none of its own (StoreRule.burst 0): its limit.
   const burst = rule.burst === 0 ? limit : luaNumber(rule.burst);
@@ -247,6 +282,18 @@ export class CheckCall {
   /** Requests and ops added so far. */
   requests = 0;
   ops = 0;
+  /** The op texts of the request being added (reused). */
+  readonly #texts: string[] = [];
+  /** The shape of the request added last. */
+  #last:
+    | {
+        readonly now: string;
+        readonly mode: EvalMode;
+        readonly consumeNothing: boolean;
+        readonly texts: readonly string[];
+        readonly index: string;
+      }
+    | undefined;
 
   /**
    * Adds a request: its keys (per op the count key, its override key when its rule's overrides are
@@ -261,7 +308,9 @@ export class CheckCall {
     time: ScriptTime,
   ): void {
     const now = timeArgument(time);
-    let shape = consumeNothing ? `${mode}|1` : `${mode}|0`;
+    // The texts of the request's ops, joined after its mode into its shape below.
+    const texts = this.#texts;
+    texts.length = 0;
     this.#indexAt.push(this.#requestFields.length);
     this.#requestFields.push('');
     let identity: string | undefined;
@@ -281,14 +330,29 @@ export class CheckCall {
         this.keys.push(lockKey(count), lockIndexKey(space.prefix, op.rule.name, indexSlot(space, tag)));
         this.#requestFields.push(identity);
       }
-      shape += `|${opText(op, reads)}`;
+      texts.push(opText(op, reads));
     }
-    const key = `${now} ${shape}`;
-    let index = this.#shapes.get(key);
-    if (index === undefined) {
-      index = luaNumber(this.#shapes.size + 1);
-      this.#shapes.set(key, index);
-      this.#shapeFields.push(now, shape);
+    const last = this.#last;
+    let index: string | undefined;
+    // The request before had the same shape (every request through one route does): no text to build.
+    if (
+      last !== undefined &&
+      last.now === now &&
+      last.mode === mode &&
+      last.consumeNothing === consumeNothing &&
+      sameTexts(last.texts, texts)
+    ) {
+      index = last.index;
+    } else {
+      const shape = `${mode}|${consumeNothing ? '1' : '0'}|${texts.join('|')}`;
+      const key = `${now} ${shape}`;
+      index = this.#shapes.get(key);
+      if (index === undefined) {
+        index = luaNumber(this.#shapes.size + 1);
+        this.#shapes.set(key, index);
+        this.#shapeFields.push(now, shape);
+      }
+      this.#last = { now, mode, consumeNothing, texts: texts.slice(), index };
     }
     this.#requestFields[this.#indexAt[this.#indexAt.length - 1] as number] = index;
     this.requests++;
@@ -316,6 +380,12 @@ export class CheckCall {
     }
     return args;
   }
+}
+
+function sameTexts(a: readonly string[], b: readonly string[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
 }
 
 /** Reply integers per refund of lua/refund.lua: remaining, resetMs, count. */
