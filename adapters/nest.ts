@@ -14,7 +14,15 @@ import type { Request, Response } from 'express';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ADAPTER_DEFAULTS } from '../src/defaults.js';
 import { describe } from '../src/errors.js';
-import { createLimiter, type Decision, type Limiter, RateLimitConfigError, type Rule } from '../src/index.js';
+import {
+  createLimiter,
+  type Decision,
+  type Limiter,
+  RateLimitConfigError,
+  RateLimitRequestError,
+  type RequestInfo,
+  type Rule,
+} from '../src/index.js';
 import { createSetup, type RateLimitOptions, routeSetups, type Setup } from './common.js';
 import { exchange } from './exchange.js';
 import { ExpressExchange } from './express-exchange.js';
@@ -83,7 +91,13 @@ let routeGuard: RateLimitGuard | undefined;
  *   `isFailure` on the status its response finishes with, whatever exception filter set it; a redirect is
  *   neither outcome (see `isFailure`). A client gone before or during the decision never reaches the handler.
  * - Limiter errors (a key function that threw, a bad cost) reach Nest's exception filters; nothing is consumed.
- * - Only HTTP requests are limited; other contexts (microservices, WebSockets) pass.
+ * - GraphQL resolvers are limited by the HTTP request of their GraphQL context (`{ req }` with Apollo on
+ *   Express, `{ request }` on Fastify), each resolver call on its own (aliases in one request count one by
+ *   one); a denial is a `RateLimitException` in the response's `errors`.
+ * - WebSocket gateways are limited per message by the client's address (`ws` or socket.io), the message
+ *   matched as method `'WS'` and path `/<pattern>`, its data as `body`; a denial is a `WsException`.
+ * - Any other context (a microservice), or one whose client it cannot find, is a `RateLimitRequestError`
+ *   `ERR_CONTEXT`, never a silent pass.
  *
  * @example
  * app.useGlobalGuards(new RateLimitGuard([{ name: 'api', key: 'ip', limit: 100, window: { type: 'gcra', size: '1m' } }]));
@@ -104,15 +118,25 @@ export class RateLimitGuard implements CanActivate {
   }
 
   async canActivate(context: ExecutionContext): Promise<boolean> {
-    if (context.getType() !== 'http') return true;
     const own = routeLimiter(context);
     if (own === false) return true;
-    const http = context.switchToHttp();
-    const request = http.getRequest<object>();
-    const setup = own === undefined ? this.#setup : this.#routeSetup(request, own);
+    const type = context.getType<string>();
+    if (type === 'ws') return this.#wsMessage(context, own);
+    let request: object;
+    let response: unknown;
+    if (type === 'http') {
+      const http = context.switchToHttp();
+      request = http.getRequest<object>();
+      response = http.getResponse();
+    } else if (type === 'graphql') {
+      [request, response] = graphqlRequest(context);
+    } else throw unkeyable(`a '${type}' context`);
+    // A resolver call is decided on its own (its arguments are its own): aliases cannot share one count.
+    const setup =
+      own === undefined ? this.#setup : this.#routeSetup(type === 'http' ? request : context.getArgs(), own);
     if (setup === undefined) return true; // the route's own limiter decided it in an earlier guard
-    const on = platformExchange(request, http.getResponse());
-    on.attached = own !== undefined;
+    const on = platformExchange(request, response);
+    on.attached = own !== undefined && type === 'http';
     const handler = this.#handler;
     const message = this.#message;
     on.handle = async (decision) => {
@@ -125,6 +149,77 @@ export class RateLimitGuard implements CanActivate {
     };
     return (await exchange(setup, on, context)) === 'next' ? true : halted();
   }
+
+  /** One WebSocket message: keyed by the client's address, denied with a `WsException`. */
+  async #wsMessage(context: ExecutionContext, own: Limiter | undefined): Promise<boolean> {
+    const setup = own === undefined ? this.#setup : this.#routeSetup(context.getArgs(), own);
+    if (setup === undefined) return true;
+    const ws = context.switchToWs();
+    const info = wsRequest(ws.getClient(), ws.getPattern(), ws.getData());
+    if (setup.skip !== undefined && (await setup.skip(context))) return true;
+    const decision = await setup.limiter.check(info);
+    if (decision.rules.length === 0) return true;
+    if (!decision.allowed || decision.dryRun) setup.onLimited?.(decision, context);
+    if (decision.allowed) return true;
+    if (this.#handler !== undefined) await this.#handler(context, decision);
+    const message = this.#message;
+    const body = typeof message === 'function' ? message(decision) : message;
+    throw await wsDenial(decision, body);
+  }
+}
+
+/** The HTTP request and response of a GraphQL resolver's context, or an error saying how to give them. */
+function graphqlRequest(context: ExecutionContext): [object, unknown] {
+  const gql = context.getArgByIndex<
+    { req?: object; request?: object; res?: unknown; reply?: unknown } | undefined
+  >(2);
+  const request = gql?.req ?? gql?.request;
+  if (request === undefined || request === null || typeof request !== 'object')
+    throw unkeyable(
+      "a GraphQL context without the HTTP request (return { req } or { request } from the driver's context)",
+    );
+  return [request, gql?.res ?? gql?.reply ?? (request as { res?: unknown }).res];
+}
+
+/** What a WebSocket client (`ws` or socket.io) shows of itself. */
+interface WsClient {
+  _socket?: { remoteAddress?: string };
+  handshake?: { address?: string; headers?: Record<string, string | string[] | undefined> };
+}
+
+/** One message as the core sees it: method 'WS', path '/<pattern>', the client's address, the data as body. */
+function wsRequest(client: unknown, pattern: unknown, data: unknown): RequestInfo {
+  const c = client as WsClient | null | undefined;
+  const io = c?.handshake;
+  const raw = c?._socket;
+  if (io === undefined && raw === undefined)
+    throw unkeyable('a WebSocket client that is neither a ws socket nor a socket.io socket');
+  const ip = io?.address ?? raw?.remoteAddress;
+  return {
+    method: 'WS',
+    path: `/${typeof pattern === 'string' ? pattern : ''}`,
+    ...(ip === undefined ? {} : { ip }),
+    headers: io?.headers ?? {},
+    body: data,
+  };
+}
+
+/** The denial of a WebSocket message: Nest's `WsException` (from the app's @nestjs/websockets). */
+async function wsDenial(decision: Decision, body: unknown): Promise<Error> {
+  const retryAfter = Math.max(1, Math.ceil((decision.retryAfterMs ?? 0) / 1000));
+  const error =
+    body !== undefined && typeof body === 'object'
+      ? body
+      : { status: 'error', message: body ?? ADAPTER_DEFAULTS.nestMessage, retryAfter };
+  const { WsException } = await import('@nestjs/websockets');
+  return new WsException(error as object);
+}
+
+function unkeyable(what: string): RateLimitRequestError {
+  return new RateLimitRequestError(
+    'ERR_CONTEXT',
+    `RateLimitGuard: cannot limit ${what}: it limits HTTP requests, GraphQL resolvers and WebSocket messages`,
+  );
 }
 
 /** The exchange of the platform Nest runs on: Fastify's reply wraps the Node response in `raw`, Express's response is one. */

@@ -36,7 +36,8 @@ export type RequestErrorCode =
   | 'ERR_KEY'
   | 'ERR_LIMIT'
   | 'ERR_QUEUE_FULL'
-  | 'ERR_DELAY';
+  | 'ERR_DELAY'
+  | 'ERR_CONTEXT';
 
 /** Thrown at request time when a request cannot be decided (a bad cost or limit, a key function that threw). Nothing is consumed. */
 export class RateLimitRequestError extends Error {

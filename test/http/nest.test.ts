@@ -47,3 +47,9 @@ for (const stores of [memoryStores, redisStores]) {
   wiringSuite(nestApps, stores);
   routePrefixSuite('Nest (fastify)', (limiter) => nestPrefixed('fastify', limiter), stores);
 }
+
+// GraphQL resolvers and WebSocket gateways, on NestJS 12 (the GraphQL and WebSocket packages are those of 12).
+if (NEST_MAJOR === 12) {
+  const { nestContextSuite } = await import('./suites/nest-contexts.js');
+  for (const stores of [memoryStores, redisStores]) nestContextSuite(stores);
+}

@@ -18,7 +18,7 @@ import { BaseExceptionFilter, NestFactory } from '@nestjs/core';
 import { expect } from 'chai';
 import { RateLimit, RateLimitException, RateLimitGuard, SkipRateLimit } from '../../../adapters/nest.js';
 import { type NestPlatform, platformAdapter } from '../../../examples/nest-app.js';
-import { createLimiter, RateLimitConfigError, type Rule } from '../../../src/index.js';
+import { createLimiter, RateLimitConfigError, RateLimitRequestError, type Rule } from '../../../src/index.js';
 
 const rule = (name: string, limit: number): Rule => ({
   name,
@@ -237,7 +237,7 @@ export function nestUnits(): void {
       ).to.throw(RateLimitConfigError, /rule "x": limit/);
     });
 
-    it('lets a non-HTTP context (a microservice message) pass without asking the limiter', async () => {
+    it('refuses a context it cannot key (a microservice message) with ERR_CONTEXT, without asking the limiter', async () => {
       const limiter = createLimiter({ rules: [rule('all', 1)] });
       let checks = 0;
       const check = limiter.check.bind(limiter);
@@ -246,9 +246,20 @@ export function nestUnits(): void {
         return check(req);
       };
       const guard = new RateLimitGuard(limiter);
-      const rpc = { getType: () => 'rpc' } as unknown as ExecutionContext;
-      expect(await guard.canActivate(rpc)).to.equal(true);
-      expect(await guard.canActivate(rpc)).to.equal(true);
+      const rpc = {
+        getType: () => 'rpc',
+        getHandler: () => () => undefined,
+        getClass: () => class {},
+      } as unknown as ExecutionContext;
+      for (let i = 0; i < 2; i++) {
+        const error = await guard.canActivate(rpc).then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+        expect(error).to.be.instanceOf(RateLimitRequestError);
+        expect((error as RateLimitRequestError).code).to.equal('ERR_CONTEXT');
+        expect((error as Error).message).to.match(/cannot limit a 'rpc' context/);
+      }
       expect(checks).to.equal(0);
       await limiter.close();
     });
