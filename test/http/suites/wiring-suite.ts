@@ -240,6 +240,20 @@ export function routePrefixSuite(
       expect(await warnings.of(UNMATCHED_ROUTE_WARNING)).to.deep.equal([]);
     });
 
+    it('limits the spellings the router decodes to that route (/api/%6Cogin): 5 of 20 reach the handler', async () => {
+      const server = await served([
+        { name: 'login', match: 'POST /login', key: 'body.username', limit: 5, window: minute },
+      ]);
+      const statuses: Array<number | undefined> = [];
+      for (let i = 0; i < 20; i++) {
+        const path = ['/api/%6Cogin', '/api/l%6Fgin', '/api/login'][i % 3] as string;
+        statuses.push((await send(server, 'POST', path, json({ username: 'alice', password: 'x' })))?.status);
+      }
+      // 404: a framework that routes the escaped spelling nowhere (Express).
+      expect(statuses.filter((s) => s === 401).length, 'reached the handler').to.equal(5);
+      expect(statuses.filter((s) => s !== 401 && s !== 404 && s !== 429)).to.deep.equal([]);
+    });
+
     it("warns once when none of a route's rules can match its path", async () => {
       const server = await served([
         { name: 'signin', match: 'POST /signin', key: 'body.username', limit: 5, window: minute },
