@@ -13,6 +13,26 @@ export const DEADLINE_TICK_MS = 10;
  */
 const MAX_SILENCE_STEP_MS = 2 * DEADLINE_TICK_MS;
 
+/**
+ * The clock and ticker a `Deadlines` runs on: `performance.now()` and an unref'd interval in production;
+ * a test passes its own to step time and run the checks itself.
+ */
+export interface DeadlineClock {
+  /** Milliseconds on a monotonic clock, the one `StoreLiveness.silentSinceMs()` reads. */
+  now(): number;
+  /** Calls `tick` every `DEADLINE_TICK_MS` until the returned function is called; never holds the process open. */
+  every(tick: () => void): () => void;
+}
+
+const realClock: DeadlineClock = {
+  now: () => performance.now(),
+  every(tick) {
+    const timer = setInterval(tick, DEADLINE_TICK_MS);
+    timer.unref();
+    return () => clearInterval(timer);
+  },
+};
+
 /** A call in flight, linked into the pending list (oldest first). */
 interface TimedCall {
   readonly startMs: number;
@@ -50,29 +70,38 @@ export class Deadlines {
   readonly #maxWaitMs: number;
   readonly #liveness: StoreLiveness | undefined;
   readonly #errors: LateErrors;
+  readonly #clock: DeadlineClock;
   #head: TimedCall | undefined;
   #tail: TimedCall | undefined;
-  #timer: NodeJS.Timeout | undefined;
+  /** Stops the ticker; undefined while it is not running. */
+  #stopTicker: (() => void) | undefined;
   #checkQueued = false;
-  /** performance.now() of the last check. */
+  /** The clock's time at the last check. */
   #checkedMs = 0;
   /** What `liveness.silentSinceMs()` said at the last check: a change starts a new silence. */
   #silenceFrom: number | undefined;
   /** How long the store has been silent, grown check by check by at most MAX_SILENCE_STEP_MS. */
   #silenceMs = 0;
 
-  constructor(silentMs: number, maxWaitMs: number, liveness: StoreLiveness | undefined, errors: LateErrors) {
+  constructor(
+    silentMs: number,
+    maxWaitMs: number,
+    liveness: StoreLiveness | undefined,
+    errors: LateErrors,
+    clock: DeadlineClock = realClock,
+  ) {
     this.#silentMs = silentMs;
     this.#maxWaitMs = Math.max(maxWaitMs, silentMs);
     this.#liveness = liveness;
     this.#errors = errors;
+    this.#clock = clock;
   }
 
   /** Settles as `promise` does, or rejects once the store was silent, or this call waited, too long. */
   race<T>(promise: Promise<T>): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       const call: TimedCall = {
-        startMs: performance.now(),
+        startMs: this.#clock.now(),
         reject,
         prev: this.#tail,
         next: undefined,
@@ -81,10 +110,7 @@ export class Deadlines {
       if (this.#tail === undefined) this.#head = call;
       else this.#tail.next = call;
       this.#tail = call;
-      if (this.#timer === undefined) {
-        this.#timer = setInterval(this.#queueCheck, DEADLINE_TICK_MS);
-        this.#timer.unref();
-      }
+      if (this.#stopTicker === undefined) this.#stopTicker = this.#clock.every(this.#queueCheck);
       promise.then(
         (value) => {
           this.#unlink(call);
@@ -122,12 +148,20 @@ export class Deadlines {
 
   readonly #check = (): void => {
     this.#checkQueued = false;
+    this.check();
+  };
+
+  /**
+   * One check of the pending calls, as the ticker runs it: rejects those past their limit, and stops the
+   * ticker once no call is pending. Public so that a test on its own clock can run the checks itself.
+   */
+  check(): void {
     if (this.#head === undefined) {
-      clearInterval(this.#timer);
-      this.#timer = undefined;
+      this.#stopTicker?.();
+      this.#stopTicker = undefined;
       return;
     }
-    const nowMs = performance.now();
+    const nowMs = this.#clock.now();
     const liveness = this.#liveness;
     const silent = liveness === undefined || this.#silence(liveness, nowMs) >= this.#silentMs;
     const connecting = liveness?.connecting() !== undefined;
@@ -142,7 +176,7 @@ export class Deadlines {
       late.push({ call, error });
     }
     for (const { call, error } of late) call.reject(error);
-  };
+  }
 
   /**
    * How long the store has been silent as of this check: 0 while it makes its first connection or has

@@ -9,7 +9,7 @@ import {
   type Store,
   type StoreLiveness,
 } from '../../src/index.js';
-import { Deadlines } from '../../src/limiter/deadlines.js';
+import { DEADLINE_TICK_MS, type DeadlineClock, Deadlines } from '../../src/limiter/deadlines.js';
 import { shareOf } from '../../src/limiter/failure-policy.js';
 
 const errors = {
@@ -38,94 +38,173 @@ function pending<T>(): { promise: Promise<T>; resolve(value: T): void } {
   return { promise, resolve };
 }
 
-/** How a raced call ended: its value, or its error's message. */
-function outcome<T>(promise: Promise<T>): Promise<T | string> {
-  return promise.then(
-    (value) => value,
-    (error: Error) => error.message,
-  );
+/** A raced call, watched: `result` is its value or its error's message once it has settled. */
+function watch<T>(promise: Promise<T>): { result: T | string | undefined; settled: Promise<T | string> } {
+  const watched: { result: T | string | undefined; settled: Promise<T | string> } = {
+    result: undefined,
+    settled: promise.then(
+      (value) => (watched.result = value),
+      (error: Error) => (watched.result = error.message),
+    ),
+  };
+  return watched;
 }
 
-/** Resolves after `ticks` rounds of the deadline checker (each at least its 10 ms tick). */
-function afterTicks(ticks: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ticks * 10 + 5));
+/** Lets the calls a check settled run their handlers: every queued microtask runs before setImmediate. */
+function settle(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
+
+/**
+ * The deadlines' clock, stepped by the test: `tick()` moves time on by one `DEADLINE_TICK_MS` (or by
+ * `ms`) and runs one check, as the ticker does when this process gets the CPU.
+ */
+class SteppedClock implements DeadlineClock {
+  nowMs = 1_000_000;
+  ticking = false;
+  deadlines: Deadlines | undefined;
+  now(): number {
+    return this.nowMs;
+  }
+  every(): () => void {
+    this.ticking = true;
+    return () => {
+      this.ticking = false;
+    };
+  }
+  async tick(ms = DEADLINE_TICK_MS): Promise<void> {
+    this.nowMs += ms;
+    this.deadlines?.check();
+    await settle();
+  }
+  /** Ticks until `ms` has passed. */
+  async run(ms: number, eachTick: () => void = () => {}): Promise<void> {
+    for (let i = 0; i < ms / DEADLINE_TICK_MS; i++) {
+      eachTick();
+      await this.tick();
+    }
+  }
+}
+
+/** Deadlines on a stepped clock. */
+function stepped(
+  silentMs: number,
+  maxWaitMs: number,
+  liveness: StoreLiveness | undefined,
+): { deadlines: Deadlines; clock: SteppedClock } {
+  const clock = new SteppedClock();
+  const deadlines = new Deadlines(silentMs, maxWaitMs, liveness, errors, clock);
+  clock.deadlines = deadlines;
+  return { deadlines, clock };
 }
 
 describe('failure policy: slow or failed', () => {
   it('a silent store (calls outstanding, no answer) fails a call that has waited storeTimeout', async () => {
     const liveness = new Liveness();
-    const deadlines = new Deadlines(50, 10_000, liveness, errors);
-    liveness.sinceMs = performance.now();
-    expect(await outcome(deadlines.race(new Promise(() => {})))).to.equal('silent 50');
+    const { deadlines, clock } = stepped(50, 10_000, liveness);
+    liveness.sinceMs = clock.now();
+    const call = watch(deadlines.race(new Promise(() => {})));
+    expect(clock.ticking).to.equal(true);
+    await clock.run(40);
+    expect(call.result).to.equal(undefined);
+    await clock.run(10);
+    expect(call.result).to.equal('silent 50');
+    // Nothing pending: the next check stops the ticker.
+    await clock.tick();
+    expect(clock.ticking).to.equal(false);
   });
 
   it('a store answering other calls is waited for past storeTimeout, up to storeMaxWait', async () => {
     const liveness = new Liveness();
-    const deadlines = new Deadlines(50, 2000, liveness, errors);
+    const { deadlines, clock } = stepped(50, 2000, liveness);
     // Answers keep coming (other calls of this process, sent earlier), none for this call.
-    liveness.sinceMs = performance.now();
-    const answers = setInterval(() => {
-      liveness.sinceMs = performance.now();
-    }, 2);
-    try {
-      const answered = pending<string>();
-      const first = outcome(deadlines.race(answered.promise));
-      const never = outcome(deadlines.race(new Promise<string>(() => {})));
-      // Six times storeTimeout: still waiting, then answered.
-      await afterTicks(30);
-      answered.resolve('decided by the store');
-      expect(await first).to.equal('decided by the store');
-      expect(await never).to.equal('slow 2000');
-    } finally {
-      clearInterval(answers);
-    }
+    const answering = () => {
+      liveness.sinceMs = clock.now();
+    };
+    answering();
+    const answered = pending<string>();
+    const first = watch(deadlines.race(answered.promise));
+    const never = watch(deadlines.race(new Promise<string>(() => {})));
+    // Six times storeTimeout: still waiting, then answered.
+    await clock.run(300, answering);
+    expect(first.result).to.equal(undefined);
+    answered.resolve('decided by the store');
+    expect(await first.settled).to.equal('decided by the store');
+    await clock.run(1690, answering);
+    expect(never.result).to.equal(undefined);
+    await clock.run(10, answering);
+    expect(never.result).to.equal('slow 2000');
   });
 
   it('a call still in this process (nothing outstanding in the store) is not the store being silent', async () => {
     const liveness = new Liveness();
-    const deadlines = new Deadlines(50, 300, liveness, errors);
+    const { deadlines, clock } = stepped(50, 300, liveness);
     liveness.sinceMs = undefined;
     const queued = pending<string>();
-    const call = outcome(deadlines.race(queued.promise));
-    await afterTicks(15);
+    const call = watch(deadlines.race(queued.promise));
+    await clock.run(150);
+    expect(call.result).to.equal(undefined);
     queued.resolve('sent and answered');
-    expect(await call).to.equal('sent and answered');
+    expect(await call.settled).to.equal('sent and answered');
   });
 
   it('a call waiting for the first connection is not failed by silence; storeMaxWait ends the wait', async () => {
     const liveness = new Liveness();
-    const deadlines = new Deadlines(50, 300, liveness, errors);
+    const { deadlines, clock } = stepped(50, 300, liveness);
     liveness.first = new Promise(() => {});
     // Even an old outstanding call (a clock read sent before the connection) does not count.
-    liveness.sinceMs = performance.now() - 10_000;
+    liveness.sinceMs = clock.now() - 10_000;
     const connected = pending<string>();
-    const early = outcome(deadlines.race(connected.promise));
-    const late = outcome(deadlines.race(new Promise<string>(() => {})));
-    await afterTicks(15);
+    const early = watch(deadlines.race(connected.promise));
+    const late = watch(deadlines.race(new Promise<string>(() => {})));
+    await clock.run(150);
+    expect(early.result).to.equal(undefined);
     connected.resolve('decided once connected');
-    expect(await early).to.equal('decided once connected');
-    expect(await late).to.equal('connecting 300');
+    expect(await early.settled).to.equal('decided once connected');
+    await clock.run(140);
+    expect(late.result).to.equal(undefined);
+    await clock.run(10);
+    expect(late.result).to.equal('connecting 300');
   });
 
   it('the time this process could not run does not count as the store being silent', async () => {
     const liveness = new Liveness();
-    const deadlines = new Deadlines(100, 10_000, liveness, errors);
-    liveness.sinceMs = performance.now();
+    const { deadlines, clock } = stepped(100, 10_000, liveness);
+    liveness.sinceMs = clock.now();
     const answered = pending<string>();
-    const call = outcome(deadlines.race(answered.promise));
-    await afterTicks(1);
-    // This process busy for three times storeTimeout (its own work, or no core to run on): the store's
-    // reply would be waiting in the socket, and the store, on the same cores, held up alike.
-    const busyUntil = performance.now() + 300;
-    while (performance.now() < busyUntil);
-    await afterTicks(2);
+    const call = watch(deadlines.race(answered.promise));
+    await clock.tick();
+    // This process busy for three times storeTimeout (its own work, or no core to run on): the next
+    // check comes that much later. The store's reply would be waiting in the socket, and the store, on
+    // the same cores, held up alike.
+    await clock.tick(300);
+    await clock.tick();
+    expect(call.result).to.equal(undefined);
     answered.resolve('answered after the stall');
-    expect(await call).to.equal('answered after the stall');
+    expect(await call.settled).to.equal('answered after the stall');
+  });
+
+  it('a store silent through a stall still fails once its silence adds up to storeTimeout', async () => {
+    const liveness = new Liveness();
+    const { deadlines, clock } = stepped(100, 10_000, liveness);
+    liveness.sinceMs = clock.now();
+    const call = watch(deadlines.race(new Promise(() => {})));
+    await clock.tick();
+    await clock.tick(300);
+    // 10 ms, then at most two ticks' worth for the stall: 30 ms of silence counted so far.
+    await clock.run(60);
+    expect(call.result).to.equal(undefined);
+    await clock.run(10);
+    expect(call.result).to.equal('silent 100');
   });
 
   it('without liveness every call fails storeTimeout after it was made', async () => {
-    const deadlines = new Deadlines(50, 10_000, undefined, errors);
-    expect(await outcome(deadlines.race(new Promise(() => {})))).to.equal('silent 50');
+    const { deadlines, clock } = stepped(50, 10_000, undefined);
+    const call = watch(deadlines.race(new Promise(() => {})));
+    await clock.run(40);
+    expect(call.result).to.equal(undefined);
+    await clock.run(10);
+    expect(call.result).to.equal('silent 50');
   });
 });
 
