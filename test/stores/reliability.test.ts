@@ -1,6 +1,7 @@
 // Faults on real Redis processes the tests control: killed, restarted, paused, unreachable at start-up, a Cluster
-// master and a Sentinel master failed over, a reply lost. Requests stay in flight throughout; each one is timed,
-// admissions are counted, and decisions must come from Redis again afterwards.
+// master and a Sentinel master failed over, a reply lost. Requests stay in flight throughout; each one must settle,
+// admissions are counted, the causes the failure policy reports are checked, and decisions must come from Redis
+// again afterwards. How long any of it takes is measured in bench/ (see bench/RESULTS.md), not asserted here.
 import { spawnSync } from 'node:child_process';
 import { expect } from 'chai';
 import type { Cluster, Redis, RedisOptions } from 'ioredis';
@@ -36,8 +37,8 @@ type Policy = 'allow' | 'deny' | 'insurance';
 const LIMIT = 5;
 /** storeRetryInterval: how long decisions skip Redis after a failure. */
 const RETRY_MS = 300;
-/** No request may wait longer than this, whatever the fault. */
-const BOUND_MS = STORE_TIMEOUT_MS + 50;
+/** What a call that Redis left unanswered ends with: ioredis's commandTimeout or the limiter's storeTimeout. */
+const TIMED_OUT = ['Command timed out', `store did not answer within ${STORE_TIMEOUT_MS} ms`];
 const RULES: Rule[] = [{ name: 'api', key: 'ip', limit: LIMIT, window: { type: 'fixed', size: '1m' } }];
 /** Requests for one key sent at once during an outage, and how many each policy admits. */
 const BURST = 4 * LIMIT;
@@ -106,19 +107,19 @@ describe('Reliability: Redis faults with requests in flight', function () {
   }
 
   /**
-   * Polls until a decision comes from Redis again: a fresh key consumed once reads back as count 1 from
-   * Redis (a decision of the policy leaves Redis untouched). Returns how long that took.
+   * Waits for the event: a decision comes from Redis again, i.e. a fresh key consumed once reads back as
+   * count 1 from Redis (a decision of the policy leaves Redis untouched). The 10 s only ends a hang.
    */
   async function decidedByRedisAgain(limiter: Limiter, probeKey = (i: number) => `probe-${i}`) {
-    const start = performance.now();
-    for (let i = 0; performance.now() - start < 10_000; i++) {
+    const giveUpAt = Date.now() + 10_000;
+    for (let i = 0; Date.now() < giveUpAt; i++) {
       const key = probeKey(i);
       await limiter.consume('api', key);
       const count = await limiter.status('api', key).then(
         (status) => status.count,
         () => -1,
       );
-      if (count === 1) return performance.now() - start;
+      if (count === 1) return;
       await sleep(50);
     }
     throw new Error('decisions did not come from Redis again within 10 s');
@@ -140,7 +141,11 @@ describe('Reliability: Redis faults with requests in flight', function () {
     expect((await scriptCalls()) - before, 'script calls on the server').to.be.at.least(3);
   }
 
-  /** What every fault must leave true: no rejection, bounded waits, the event, nothing unhandled. */
+  /**
+   * What every fault must leave true: every request settled (traffic.stop() waits for each one; a request
+   * left hanging would hold it until the test's timeout), none rejected, the failure policy answered and
+   * said so in storeError events, nothing unhandled.
+   */
   function expectContained(
     what: string,
     samples: Sample[],
@@ -148,21 +153,14 @@ describe('Reliability: Redis faults with requests in flight', function () {
     policy: Policy,
     extra: string,
   ) {
-    const maxMs = samples.reduce((max, s) => Math.max(max, s.latencyMs), 0);
-    // What the library answers for: the wait less the time this process's event loop stood still
-    // (on a busy machine a request can sit out a stall of 100 ms or more that no deadline can shorten).
-    const maxWaitMs = samples.reduce((max, s) => Math.max(max, s.latencyMs - s.stalledMs), 0);
-    const stalledMs = samples.reduce((max, s) => Math.max(max, s.stalledMs), 0);
     console.log(
       `      ${what}: ${samples.length} requests, ${samples.filter((s) => s.allowed).length} admitted, ` +
-        `max latency ${maxMs.toFixed(1)} ms (${maxWaitMs.toFixed(1)} ms without event-loop stalls, ` +
-        `longest stall ${stalledMs.toFixed(0)} ms), ${storeErrors.length} storeError events; ${extra}`,
+        `${storeErrors.length} storeError events; ${extra}`,
     );
     expect(
       samples.filter((s) => s.error !== undefined).map((s) => String(s.error)),
       'rejected calls',
     ).to.deep.equal([]);
-    expect(maxWaitMs, 'longest wait without event-loop stalls, ms').to.be.at.most(BOUND_MS);
     expect(storeErrors.length, 'storeError events').to.be.greaterThan(0);
     for (const event of storeErrors) {
       expect(event.error).to.be.an.instanceOf(Error);
@@ -187,7 +185,7 @@ describe('Reliability: Redis faults with requests in flight', function () {
       await sleep(300);
       const restartAt = performance.now();
       await server.restart();
-      const recoveryMs = await decidedByRedisAgain(limiter);
+      await decidedByRedisAgain(limiter);
       await sleep(100);
       const samples = await traffic.stop();
 
@@ -202,7 +200,7 @@ describe('Reliability: Redis faults with requests in flight', function () {
         samples,
         storeErrors,
         policy,
-        `outage key ${ADMITTED[policy]}/${BURST} admitted, Redis deciding again ${recoveryMs.toFixed(0)} ms after the restart`,
+        `outage key ${ADMITTED[policy]}/${BURST} admitted, then Redis deciding again`,
       );
     });
   }
@@ -215,7 +213,7 @@ describe('Reliability: Redis faults with requests in flight', function () {
     traffic.start();
     await sleep(200);
     await server.restart();
-    const recoveryMs = await decidedByRedisAgain(limiter);
+    await decidedByRedisAgain(limiter);
     await sleep(100);
     const samples = await traffic.stop();
 
@@ -228,16 +226,10 @@ describe('Reliability: Redis faults with requests in flight', function () {
     expect((await limiter.consume('api', 'flushed')).allowed).to.equal(true);
     expect(await server.commandCount('function|load')).to.equal(loads + 1);
     expect((await limiter.status('api', 'flushed')).count).to.equal(1);
-    expectContained(
-      'restart',
-      samples,
-      storeErrors,
-      'insurance',
-      `Redis deciding again ${recoveryMs.toFixed(0)} ms after the restart`,
-    );
+    expectContained('restart', samples, storeErrors, 'insurance', 'Redis deciding again after the restart');
   });
 
-  it(`Redis paused (SIGSTOP) for 1 s: each request waits at most storeTimeout, 'insurance' admits exactly ${LIMIT} of ${BURST}`, async () => {
+  it(`Redis paused (SIGSTOP) for 1 s: requests are answered by the policy once their store call times out, 'insurance' admits exactly ${LIMIT} of ${BURST}`, async () => {
     const server = await own(startRedis());
     const client = server.client(RECOMMENDED_REDIS_OPTIONS);
     await ready(client);
@@ -256,12 +248,18 @@ describe('Reliability: Redis faults with requests in flight', function () {
     } finally {
       if (!resumed) server.resume();
     }
-    const recoveryMs = await decidedByRedisAgain(limiter);
+    await decidedByRedisAgain(limiter);
     await sleep(100);
     const samples = await traffic.stop();
     // The burst's commands were already in the socket: Redis runs them when it wakes up.
     const lateCount = (await limiter.status('api', 'outage')).count;
     expect(lateCount).to.be.at.most(LIMIT);
+    // A paused server refuses nothing and closes nothing: every call it left unanswered was ended by a
+    // timeout (the client's or the limiter's, same length), and the policy answered in its place.
+    expect(
+      storeErrors.map((e) => e.error.message).filter((message) => !TIMED_OUT.includes(message)),
+      'causes other than a timeout',
+    ).to.deep.equal([]);
     await expectRedisDecides(limiter, () => scriptCallsAt(server));
     expectContained(
       'pause',
@@ -269,7 +267,7 @@ describe('Reliability: Redis faults with requests in flight', function () {
       storeErrors,
       'insurance',
       `outage key ${LIMIT}/${BURST} admitted by insurance, ${lateCount} counted again by Redis when it woke, ` +
-        `Redis deciding again ${recoveryMs.toFixed(0)} ms after SIGCONT`,
+        'Redis deciding again after SIGCONT',
     );
   });
 
@@ -284,7 +282,7 @@ describe('Reliability: Redis faults with requests in flight', function () {
     const outage = await traffic.burst('outage', BURST);
     await sleep(300);
     await server.restart();
-    const recoveryMs = await decidedByRedisAgain(limiter);
+    await decidedByRedisAgain(limiter);
     await sleep(100);
     const samples = await traffic.stop();
 
@@ -295,7 +293,7 @@ describe('Reliability: Redis faults with requests in flight', function () {
       samples,
       storeErrors,
       'insurance',
-      `outage key ${LIMIT}/${BURST} admitted, Redis deciding ${recoveryMs.toFixed(0)} ms after it started`,
+      `outage key ${LIMIT}/${BURST} admitted, Redis deciding once it started`,
     );
   });
 
@@ -319,12 +317,10 @@ describe('Reliability: Redis faults with requests in flight', function () {
     const failover = cluster.killMaster(0);
     await refused(victim.port);
     const outage = await traffic.burst(victimKey('outage'), BURST);
-    const failoverStart = performance.now();
     await failover;
-    const failoverMs = performance.now() - failoverStart;
     const probes: string[] = [];
     for (let i = 0; probes.length < 200; i++) if (inVictim(`probe-${i}`)) probes.push(`probe-${i}`);
-    const recoveryMs = await decidedByRedisAgain(limiter, (i) => probes[i] ?? `probe-x${i}`);
+    await decidedByRedisAgain(limiter, (i) => probes[i] ?? `probe-x${i}`);
     await sleep(100);
     const samples = await traffic.stop();
 
@@ -335,8 +331,7 @@ describe('Reliability: Redis faults with requests in flight', function () {
       samples,
       storeErrors,
       'insurance',
-      `outage key ${LIMIT}/${BURST} admitted, promotion took ${failoverMs.toFixed(0)} ms more, ` +
-        `then Redis deciding again after ${recoveryMs.toFixed(0)} ms`,
+      `outage key ${LIMIT}/${BURST} admitted, then the promoted replica deciding`,
     );
   });
 
@@ -352,7 +347,7 @@ describe('Reliability: Redis faults with requests in flight', function () {
     await refused(old.port);
     const outage = await traffic.burst('outage', BURST);
     await failover;
-    const recoveryMs = await decidedByRedisAgain(limiter);
+    await decidedByRedisAgain(limiter);
     await sleep(100);
     const samples = await traffic.stop();
 
@@ -365,7 +360,7 @@ describe('Reliability: Redis faults with requests in flight', function () {
       samples,
       storeErrors,
       'insurance',
-      `outage key ${LIMIT}/${BURST} admitted, Redis deciding again ${recoveryMs.toFixed(0)} ms after the promotion`,
+      `outage key ${LIMIT}/${BURST} admitted, then the promoted replica deciding`,
     );
   });
 
@@ -376,7 +371,7 @@ describe('Reliability: Redis faults with requests in flight', function () {
      * (the limiter's subscriber connects through the proxy too, and is left alone).
      * `settledOnClose`: whether the call had settled by the next turn of the event loop after the client
      * saw its connection close, i.e. the close itself ended it, rather than a later resend or a timeout.
-     * Returns that, the decision, how long after the close it came, and the count Redis holds afterwards.
+     * Returns that, the decision, and the count Redis holds afterwards.
      * The limiter's storeTimeout is one no busy machine reaches: only the client's settings end the call.
      */
     async function loseOneReply(options: RedisOptions) {
@@ -389,30 +384,23 @@ describe('Reliability: Redis faults with requests in flight', function () {
       // commandTimeout on a busy machine would, and the victim's request would then never reach Redis).
       await decidedByRedisAgain(limiter, (i) => `warm-up-${i}`);
       storeErrors.length = 0;
-      let settledAt: number | undefined;
-      const closed = new Promise<{ closedAt: number; settledOnClose: boolean }>((resolve) =>
+      let settled = false;
+      const closed = new Promise<boolean>((resolve) =>
         client.once('close', () => {
-          const closedAt = performance.now();
-          setImmediate(() => resolve({ closedAt, settledOnClose: settledAt !== undefined }));
+          setImmediate(() => resolve(settled));
         }),
       );
       const lost = proxy.loseNextReply('fcall');
       const decision = await limiter.consume('api', 'victim').finally(() => {
-        settledAt = performance.now();
+        settled = true;
       });
       await lost;
-      const { closedAt, settledOnClose } = await closed;
+      const settledOnClose = await closed;
       // Status is an operator call: it throws while the client reconnects. ioredis resends the unanswered
       // commands, if it does, before it tells of 'ready': the status is sent after any resend.
       await ready(client);
       const count = (await limiter.status('api', 'victim')).count;
-      return {
-        decision,
-        afterCloseMs: (settledAt ?? Number.NaN) - closedAt,
-        settledOnClose,
-        count,
-        storeErrors,
-      };
+      return { decision, settledOnClose, count, storeErrors };
     }
 
     it('defaults: a reply lost to a dropped connection is resent on reconnect and counted twice, silently', async () => {
@@ -427,10 +415,9 @@ describe('Reliability: Redis faults with requests in flight', function () {
     });
 
     it('recommended: the call fails at once, the policy decides, and Redis counted the request once', async () => {
-      const { decision, afterCloseMs, settledOnClose, count, storeErrors } =
-        await loseOneReply(RECOMMENDED_REDIS_OPTIONS);
+      const { decision, settledOnClose, count, storeErrors } = await loseOneReply(RECOMMENDED_REDIS_OPTIONS);
       console.log(
-        `      recommended: count ${count} in Redis, decided by insurance ${afterCloseMs.toFixed(1)} ms after the connection closed`,
+        `      recommended: count ${count} in Redis, decided by insurance as the connection closed`,
       );
       expect(count).to.equal(1);
       expect(decision).to.include({ allowed: true, remaining: LIMIT - 1 }); // the insurance store's first unit
@@ -440,22 +427,17 @@ describe('Reliability: Redis faults with requests in flight', function () {
     });
 
     it('autoResendUnfulfilledCommands: false alone also counts once, but the call then ends only at commandTimeout', async () => {
-      const { count, afterCloseMs, settledOnClose, storeErrors } = await loseOneReply({
+      const { count, settledOnClose, storeErrors } = await loseOneReply({
         autoResendUnfulfilledCommands: false,
         commandTimeout: STORE_TIMEOUT_MS,
       });
-      console.log(
-        `      resend off alone: count ${count}, decided ${afterCloseMs.toFixed(1)} ms after the close`,
-      );
+      console.log(`      resend off alone: count ${count}, decided once a timeout ended the call`);
       expect(count).to.equal(1);
       expect(settledOnClose, 'the close left the call waiting').to.equal(false);
       // ioredis's commandTimeout and the limiter's storeTimeout have the same length here: under load
       // either timer may fire first, and both end the call the same way.
       expect(storeErrors).to.have.length(1);
-      expect(storeErrors[0]?.error.message).to.be.oneOf([
-        'Command timed out',
-        `store did not answer within ${STORE_TIMEOUT_MS} ms`,
-      ]);
+      expect(storeErrors[0]?.error.message).to.be.oneOf(TIMED_OUT);
     });
 
     it('enableOfflineQueue: false: requests answered by the policy during an outage are not replayed into Redis later', async () => {
@@ -498,35 +480,44 @@ describe('Reliability: Redis faults with requests in flight', function () {
       const op: StoreOp = { rule: rule.store, key: 'k', cost: 1, limit: rule.limit as number };
       await store.evaluate([op], 'check');
       server.pause();
-      const start = performance.now();
       try {
+        // The store alone, with no limiter and so no storeTimeout around it: only the client's
+        // commandTimeout can end this call, and it ends it with its own error.
         const error = await store.evaluate([op], 'check').then(
           () => undefined,
           (e: Error) => e,
         );
-        const tookMs = performance.now() - start;
         expect(error?.message).to.equal('Command timed out');
-        expect(tookMs).to.be.within(STORE_TIMEOUT_MS - 5, BOUND_MS);
       } finally {
         server.resume();
       }
     });
 
-    it('retryStrategy: Redis decides again within the 2 s backoff cap of coming back after a 3 s outage', async function () {
+    it('retryStrategy: through a 3 s outage the client keeps reconnecting, at most 2 s apart, and Redis decides again once back', async function () {
       this.timeout(30_000);
       const server = await own(startRedis());
       const client = server.client(RECOMMENDED_REDIS_OPTIONS);
       await ready(client);
       const { limiter, storeErrors } = setup(client, 'insurance');
+      // ioredis tells of each reconnect it schedules, with the delay retryStrategy gave it.
+      const delays: number[] = [];
+      client.on('reconnecting', (delayMs: number) => delays.push(delayMs));
       const closed = next(client, 'close');
       process.kill(server.pid, 'SIGKILL');
       await closed;
-      await sleep(3000); // reconnect attempts back off: 100, 200 ... 2000 ms apart
+      await sleep(3000); // the outage: long enough for the backoff to grow
       await limiter.consume('api', 'down');
+      const downAttempts = delays.length;
+      const back = next(client, 'ready');
       await server.restart();
-      const recoveryMs = await decidedByRedisAgain(limiter);
-      console.log(`      Redis deciding again ${recoveryMs.toFixed(0)} ms after a 3 s outage ended`);
-      expect(recoveryMs).to.be.at.most(2000 + RETRY_MS + 500);
+      // The next scheduled attempt reaches the server (the test's timeout only ends a hang).
+      await back;
+      await decidedByRedisAgain(limiter);
+      console.log(`      reconnect delays through the outage, ms: ${delays.join(', ')}`);
+      expect(downAttempts, 'reconnect attempts while Redis was down').to.be.at.least(2);
+      expect(delays, 'backing off by 100 ms an attempt, capped at 2 s').to.deep.equal(
+        delays.map((_, i) => Math.min((i + 1) * 100, 2000)),
+      );
       expect(storeErrors.length).to.be.greaterThan(0);
     });
   });
