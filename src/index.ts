@@ -64,6 +64,7 @@ export type {
 } from './stores/store.js';
 export type * from './types.js';
 export {
+  FUNCTION_CONFLICT_WARNING,
   MEMORY_STORE_FULL_WARNING,
   OBSERVER_ERROR_WARNING,
   REDIRECT_OUTCOME_WARNING,

@@ -22,6 +22,12 @@ export const REDIRECT_OUTCOME_WARNING = 'RATEKEEPER_REDIRECT_OUTCOME';
 /** The memory store grew past `maxKeys`: every key it could evict still denies. */
 export const MEMORY_STORE_FULL_WARNING = 'RATEKEEPER_MEMORY_STORE_FULL';
 
+/**
+ * A Redis server holds ratekeeper's function names (or its library's name) for a library that is not
+ * ratekeeper's: that library is never called, and the store runs its scripts by EVALSHA instead.
+ */
+export const FUNCTION_CONFLICT_WARNING = 'RATEKEEPER_FUNCTION_CONFLICT';
+
 /** A `limiter.observe` hook threw (once per observer); the decision went on without it. */
 export const OBSERVER_ERROR_WARNING = 'RATEKEEPER_OBSERVER_ERROR';
 

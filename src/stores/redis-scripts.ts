@@ -4,12 +4,16 @@ import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { FUNCTION_CONFLICT_WARNING, warnOnce } from '../warnings.js';
 import type { RedisConnection } from './redis-connection.js';
+import { FunctionConflict, loadLibrary, NO_FUNCTIONS } from './redis-function-library.js';
 
 /** Every script as one Redis function library, loaded once per server (FUNCTION LOAD). */
 export interface RedisLibrary {
   readonly name: string;
   readonly source: string;
+  /** The names of its functions. */
+  readonly functions: readonly string[];
 }
 
 /**
@@ -143,7 +147,7 @@ function assembleLibrary(dir: string): { library: RedisLibrary; names: Map<strin
     );
   });
   const source = [`#!lua name=ratekeeper_${tag}`, body, ...register].join('\n');
-  return { library: { name: `ratekeeper_${tag}`, source }, names };
+  return { library: { name: `ratekeeper_${tag}`, source, functions: [...names.values()] }, names };
 }
 
 let loaded: RedisScripts | undefined;
@@ -179,13 +183,16 @@ export function loadScripts(): RedisScripts {
 
 /** What a server without the library, or a script cache without the script, answers. */
 const NOT_LOADED = /^(NOSCRIPT|ERR Function not found)/;
-/** What a server without functions answers: Redis < 7, FUNCTION or FCALL refused (ACL) or renamed away. */
-const NO_FUNCTIONS = /^(ERR unknown command|NOPERM|ERR unknown subcommand)/i;
 
-/** Per connection: whether its servers run functions (until one says it does not), and a load under way. */
+/**
+ * Per connection: whether its servers run our functions (until one says it does not, or holds our names
+ * for another library), whether the library was loaded or found to be ours, and a load under way.
+ */
 interface FunctionState {
   functions: boolean;
+  checked: boolean;
   loading: Promise<void> | undefined;
+  readonly warn: (message: string) => void;
 }
 
 const states = new WeakMap<RedisConnection, FunctionState>();
@@ -193,7 +200,12 @@ const states = new WeakMap<RedisConnection, FunctionState>();
 function stateOf(connection: RedisConnection): FunctionState {
   let state = states.get(connection);
   if (state === undefined) {
-    state = { functions: true, loading: undefined };
+    state = {
+      functions: true,
+      checked: false,
+      loading: undefined,
+      warn: warnOnce(FUNCTION_CONFLICT_WARNING),
+    };
     states.set(connection, state);
   }
   return state;
@@ -204,37 +216,45 @@ function messageOf(error: unknown): string {
 }
 
 /**
- * Loads the library on every master (one server off a Cluster); a library already there, loaded by
- * another process, is as good. Shared by the calls that found it missing at the same time.
+ * Loads the library on every master, or finds ours there, before any function of it is called (on first
+ * use, and when a server answers that it has none). Where functions are refused, or another library
+ * holds our names, the connection runs its scripts by SHA from then on: another tenant's code is never
+ * called. Shared by the calls that need it at the same time.
  */
-function loadLibrary(
+function ensureLibrary(
   connection: RedisConnection,
   state: FunctionState,
   library: RedisLibrary,
 ): Promise<void> {
-  state.loading ??= connection
-    .eachMaster((node) =>
-      node.send('FUNCTION', ['LOAD', library.source]).catch((error: unknown) => {
-        if (!messageOf(error).includes('already exists')) throw error;
-      }),
-    )
-    .then(
-      () => {
-        state.loading = undefined;
-      },
-      (error: unknown) => {
-        state.loading = undefined;
+  state.loading ??= loadLibrary(connection, library).then(
+    () => {
+      state.loading = undefined;
+      state.checked = true;
+    },
+    (error: unknown) => {
+      state.loading = undefined;
+      if (error instanceof FunctionConflict) {
+        state.warn(
+          `a Redis function library that is not ratekeeper's holds its names (${error.conflict}): ` +
+            'ratekeeper never calls it, and runs its own scripts by EVALSHA instead. Delete that library ' +
+            '(FUNCTION DELETE), or give each tenant its own ACL user without the FUNCTION command.',
+        );
+      } else if (!NO_FUNCTIONS.test(messageOf(error))) {
         throw error;
-      },
-    );
+      }
+      state.functions = false;
+      state.checked = true;
+    },
+  );
   return state.loading;
 }
 
 /**
- * Runs a script: FCALL of its function, the library loaded when the server answers that it has none (a
- * new server, a restart, a failover to a node that never had it, FUNCTION FLUSH); where functions are
- * refused, EVALSHA from then on, and EVAL (which also caches the script again) only on NOSCRIPT. One
- * round trip in the usual case. On a Cluster every key must share a slot: the first one routes the call.
+ * Runs a script: FCALL of its function, the library loaded (or found there with our code) before the
+ * connection's first call, and again when the server answers that it has none (a new server, a restart,
+ * a failover to a node that never had it, FUNCTION FLUSH); where functions are refused or another
+ * library holds our names, EVALSHA from then on, and EVAL (which also caches the script again) only on
+ * NOSCRIPT. One round trip in the usual case. On a Cluster every key must share a slot: the first one routes the call.
  */
 export function runScript(
   connection: RedisConnection,
@@ -258,6 +278,7 @@ export async function runScriptThen(
   next: (() => Promise<unknown>) | undefined,
 ): Promise<unknown> {
   const state = stateOf(connection);
+  if (!state.checked) await ensureLibrary(connection, state, script.library);
   const functions = state.functions;
   const argv = [functions ? script.fn : script.sha, String(keys.length)];
   for (let i = 0; i < keys.length; i++) argv.push(keys[i] as string);
@@ -286,7 +307,8 @@ export async function runScriptThen(
 
 /**
  * The call again, after the first found its code missing: FCALL once the library is loaded, or, where
- * the server refuses functions, EVAL (which caches the script for the EVALSHA calls that follow).
+ * the server refuses functions or holds our names for another library, EVAL (which caches the script
+ * for the EVALSHA calls that follow).
  */
 async function runLoaded(
   connection: RedisConnection,
@@ -296,9 +318,9 @@ async function runLoaded(
   functions: boolean,
   routingKey: string | undefined,
 ): Promise<unknown> {
-  if (functions) {
+  if (functions) await ensureLibrary(connection, state, script.library);
+  if (functions && state.functions) {
     try {
-      await loadLibrary(connection, state, script.library);
       return await connection.send('FCALL', argv, routingKey);
     } catch (error) {
       if (!NO_FUNCTIONS.test(messageOf(error))) throw error;
