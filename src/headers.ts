@@ -63,6 +63,9 @@ export function appendsField(name: string, value: string): boolean {
  *   one list member per matched rule in rule order, members joined by `, ` (RFC 9651 canonical form).
  * - Denied: `Retry-After: ceil(retryAfterMs / 1000)`, at least 1.
  *
+ * Every figure is an RFC 9651 Integer of at most 15 digits: larger ones (a limit of
+ * `Number.MAX_SAFE_INTEGER`) are sent as `999999999999999` (`MAX_HEADER_INTEGER`).
+ *
  * For a rule that denies, the reset time is the later of its `resetMs` and its `retryAfterMs`, so
  * `t` and `X-RateLimit-Reset` never point before the time `Retry-After` names.
  *
@@ -128,15 +131,15 @@ function headerFields(
   const fields: HeaderField[] = [];
   if (decision.rules.length > 0 && (mode === 'legacy' || mode === 'both')) {
     const ms = effectiveResetMs(decision);
-    const reset = delta ? seconds(ms) : Math.ceil((clock() + ms) / 1000);
+    const reset = delta ? seconds(ms) : sfInteger(Math.ceil((clock() + ms) / 1000));
     fields.push(
-      ['X-RateLimit-Limit', String(decision.limit)],
+      ['X-RateLimit-Limit', String(sfInteger(decision.limit))],
       ['X-RateLimit-Remaining', String(remainingOf(decision))],
       ['X-RateLimit-Reset', String(reset)],
     );
   }
   if (decision.rules.length > 0 && (mode === 'draft-6' || mode === 'draft-7')) {
-    const limit = String(decision.limit);
+    const limit = String(sfInteger(decision.limit));
     const remaining = String(remainingOf(decision));
     const reset = String(seconds(effectiveResetMs(decision)));
     if (mode === 'draft-6') {
@@ -168,8 +171,7 @@ function headerFields(
 
 function ruleStrings(r: RuleResult, windows: Readonly<Record<string, number>> | undefined): RuleStrings {
   const name = sfString(r.rule);
-  const w = windows?.[r.rule];
-  const policy = `${name};q=${r.limit}${w !== undefined && Number.isSafeInteger(w) && w > 0 ? `;w=${w}` : ''}`;
+  const policy = `${name};q=${sfInteger(r.limit)}${windowParam(windows?.[r.rule])}`;
   return { limit: r.limit, name, policy };
 }
 
@@ -178,23 +180,37 @@ function ruleStrings(r: RuleResult, windows: Readonly<Record<string, number>> | 
  * describe first (its limit is the one `RateLimit-Limit` and `limit=` give), then the others in rule order.
  */
 function draftPolicies(decision: Decision, windows: Readonly<Record<string, number>> | undefined): string {
-  const policy = (r: RuleResult) => {
-    const w = windows?.[r.rule];
-    return `${r.limit}${w !== undefined && Number.isSafeInteger(w) && w > 0 ? `;w=${w}` : ''}`;
-  };
+  const policy = (r: RuleResult) => `${sfInteger(r.limit)}${windowParam(windows?.[r.rule])}`;
   const first = decision.rules.find((r) => r.rule === decision.rule) ?? (decision.rules[0] as RuleResult);
   let policies = policy(first);
   for (const r of decision.rules) if (r !== first) policies += `, ${policy(r)}`;
   return policies;
 }
 
-/** Whole seconds, rounded up, never negative. */
+/**
+ * The largest RFC 9651 Integer: at most 15 digits. Every figure of every field (limits, remaining,
+ * seconds, epoch seconds) is sent as at most this, so that a strict parser never drops the field: a
+ * limit of `Number.MAX_SAFE_INTEGER` (an "unlimited" plan) reads `999999999999999`.
+ */
+export const MAX_HEADER_INTEGER = 999_999_999_999_999;
+
+/** `n` as an RFC 9651 Integer: clamped to 15 digits. */
+function sfInteger(n: number): number {
+  return Math.min(n, MAX_HEADER_INTEGER);
+}
+
+/** The `;w=<seconds>` parameter, or nothing for a rule without a nominal window. */
+function windowParam(w: number | undefined): string {
+  return w !== undefined && Number.isSafeInteger(w) && w > 0 ? `;w=${sfInteger(w)}` : '';
+}
+
+/** Whole seconds, rounded up, never negative, at most 15 digits. */
 function seconds(ms: number): number {
-  return Number.isFinite(ms) && ms > 0 ? Math.ceil(ms / 1000) : 0;
+  return Number.isFinite(ms) && ms > 0 ? sfInteger(Math.ceil(ms / 1000)) : 0;
 }
 
 function remainingOf(r: Decision | RuleResult): number {
-  return r.locked || !(r.remaining > 0) ? 0 : Math.floor(r.remaining);
+  return r.locked || !(r.remaining > 0) ? 0 : sfInteger(Math.floor(r.remaining));
 }
 
 function effectiveResetMs(r: Decision | RuleResult): number {
