@@ -3,7 +3,7 @@
 import type { Context, Next } from 'hono';
 import type { GetConnInfo } from 'hono/conninfo';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
-import type { Decision, Limiter, RequestInfo } from '../src/index.js';
+import type { Decision, RequestInfo } from '../src/index.js';
 import { signalAborted } from './common.js';
 import type { HttpExchange } from './exchange.js';
 import { clientAddress, compileTrustList, type Trust } from './proxy-trust.js';
@@ -54,13 +54,6 @@ interface NodeSocket {
 }
 interface NodeRequest {
   socket?: NodeSocket;
-}
-
-/** Whether some rule keys on the body (`'body.x'`, a template with `{body.x}`, in an array too). */
-export function readsBody(limiter: Limiter): boolean {
-  const reads = (key: unknown): boolean =>
-    typeof key === 'string' ? /(^|\{)body\./.test(key) : Array.isArray(key) && key.some(reads);
-  return limiter.rules.some((rule) => reads(rule.key));
 }
 
 export class HonoRequestInfo implements RequestInfo {

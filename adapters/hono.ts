@@ -6,7 +6,7 @@ import { fieldsOf } from '../src/config/known-fields.js';
 import type { Decision, Limiter, Rule } from '../src/index.js';
 import { createSetup, type RateLimitOptions } from './common.js';
 import { exchange } from './exchange.js';
-import { compileTrust, HonoExchange, type HonoReading, readsBody, type TrustProxy } from './hono-exchange.js';
+import { compileTrust, HonoExchange, type HonoReading, type TrustProxy } from './hono-exchange.js';
 import { type SlowDownOptions, slowDownRequest, slowDownSetup } from './slow-down.js';
 
 export type { RateLimitOptions } from './common.js';
@@ -88,7 +88,7 @@ export function rateLimit(
   const reading: HonoReading = {
     trust: compileTrust(trustProxy),
     getConnInfo,
-    body: options.readBody ?? readsBody(setup.limiter),
+    body: options.readBody ?? setup.limiter.ruleFacts.some((rule) => rule.readsBody),
     trustsAll: trustProxy === true,
     trustsNone: trustProxy === undefined || trustProxy === false || trustProxy === 0,
   };
@@ -126,7 +126,7 @@ export function slowDown(rulesOrLimiter: Rule[] | Limiter, options: HonoSlowDown
   const reading: HonoReading = {
     trust: compileTrust(trustProxy),
     getConnInfo,
-    body: read ?? readsBody(setup.limiter),
+    body: read ?? setup.limiter.ruleFacts.some((rule) => rule.readsBody),
     trustsAll: trustProxy === true,
     trustsNone: trustProxy === undefined || trustProxy === false || trustProxy === 0,
   };

@@ -1,7 +1,7 @@
 // Wiring warnings shared by the HTTP adapters: a request no rule matched, which the app routes to a method and
 // path some rule does match (a mount prefix, a rewritten URL, a method override placed after the limiter);
 // a proxy's forwarding header reaching an 'ip' rule of an app that trusts no proxy.
-import type { Decision, Limiter, RequestInfo, Rule } from '../src/index.js';
+import type { Decision, Limiter, RequestInfo } from '../src/index.js';
 import {
   UNMATCHED_ROUTE_WARNING,
   UNTRUSTED_FORWARDED_WARNING,
@@ -119,12 +119,6 @@ export type TrustSetting = keyof typeof TRUST_SETTINGS;
 
 const warnUntrusted = warnOncePerProcess(UNTRUSTED_FORWARDED_WARNING);
 
-/** Whether a rule's key reads the client address: `'ip'`, a template with `{ip}`, or an array holding one. */
-export function keysOnIp(key: Rule['key']): boolean {
-  if (typeof key === 'string') return key === 'ip' || key.includes('{ip}');
-  return Array.isArray(key) && key.some(keysOnIp);
-}
-
 /** The header a proxy forwards the client's address in, when the request carries one. */
 export function forwardedHeader(headers: RequestInfo['headers']): string | undefined {
   if (headers['x-forwarded-for'] !== undefined) return 'X-Forwarded-For';
@@ -149,7 +143,7 @@ export interface ForwardedCheck {
  * reached the app directly carrying the header is a client's own claim, rightly ignored: the warning says both.
  */
 export function createForwardedCheck(limiter: Limiter): ForwardedCheck {
-  const ipRules = new Set(limiter.rules.filter((rule) => keysOnIp(rule.key)).map((rule) => rule.name));
+  const ipRules = new Set(limiter.ruleFacts.filter((rule) => rule.keysOnIp).map((rule) => rule.name));
   return {
     get done() {
       return ipRules.size === 0 || warnUntrusted.done;

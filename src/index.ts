@@ -46,6 +46,7 @@ export {
   VERIFICATION_CODE_DEFAULTS,
   verificationCodeRules,
 } from './recipes/index.js';
+export type { RuleFacts } from './rules/facts.js';
 export { DIRECT_REQUEST } from './rules/limits.js';
 export type { MemoryStoreOptions } from './stores/memory-store.js';
 export { MemoryStore } from './stores/memory-store.js';

@@ -40,7 +40,54 @@ export function burstOf(op: StoreOp): number {
   return op.rule.burst || op.limit;
 }
 
+/** The fields a `window` may have besides `type`; a field no type had before is validated in src/rules/window.ts. */
+export type WindowField = 'size' | 'buckets' | 'burst' | 'unit' | 'cron' | 'timezone';
+
+/**
+ * A window type as the rest of the library knows it, so that no other part lists types by name: the rule
+ * compiler reads its fields and bound, the limiter its capacity, the operators' tools its name.
+ */
+export interface WindowKind {
+  /** The type in plain words, for people: `'token bucket'`. */
+  readonly title: string;
+  /** Its `window` fields besides `type`. With `'burst'` it is a bucket: its count drains unit by unit. */
+  readonly fields: readonly WindowField[];
+  /** Other names a rule may give the type (`'leaky-bucket'` for GCRA). */
+  readonly aliases: readonly string[];
+  /** Units a key holds at `limit` (the limit in force), given the rule's explicit burst (0: none). */
+  capacity(limit: number, burst: number): number;
+  /**
+   * The largest limit (and burst) its exact integer arithmetic holds for a window of `sizeMs`, where
+   * that arithmetic has a bound (buckets: max(limit, burst) × size in µs below 2^53); undefined: none.
+   */
+  readonly maxLimit: ((sizeMs: number) => number) | undefined;
+}
+
+/** A window whose capacity is its limit, with no bound of its own on the limit. */
+export function countingWindow(title: string, fields: readonly WindowField[]): WindowKind {
+  return { title, fields, aliases: [], capacity: (limit) => limit, maxLimit: undefined };
+}
+
+/** Token bucket and GCRA: the explicit burst, else the limit; state in µs of max(limit, burst) × size. */
+export function bucketWindow(title: string, aliases: readonly string[] = []): WindowKind {
+  return {
+    title,
+    fields: ['size', 'burst'],
+    aliases,
+    capacity: (limit, burst) => burst || limit,
+    maxLimit: (sizeMs) => largestUnder(sizeMs * 1000),
+  };
+}
+
+/** The largest n with n × unit ≤ 2^53 - 1, exactly (a float quotient may round up to the next integer). */
+function largestUnder(unit: number): number {
+  const n = Math.floor(Number.MAX_SAFE_INTEGER / unit);
+  return n * unit > Number.MAX_SAFE_INTEGER ? n - 1 : n;
+}
+
 export interface Algorithm<S> {
+  /** What the window is: its fields, capacity and name (see WindowKind). */
+  readonly kind: WindowKind;
   /** Decides an op against the state (undefined: nothing stored). Reads only. `add`: count even past the limit (record). */
   evaluate(state: S | undefined, op: StoreOp, nowMs: number, add: boolean): Verdict;
   /** Writes the op's cost into the state (creating it), as evaluated. May mutate `state`. */

@@ -1,5 +1,5 @@
 // Calendar window: a fixed window whose end is a wall-clock boundary (midnight in a zone, a cron tick).
-import type { Algorithm } from './algorithm.js';
+import { type Algorithm, countingWindow } from './algorithm.js';
 import { type CounterState, evaluateCounter, refundCounter } from './fixed.js';
 import type { StoreOp } from './types.js';
 
@@ -14,6 +14,8 @@ function countIn(state: CounterState | undefined, endMs: number): number {
 }
 
 export const calendar: Algorithm<CounterState> = {
+  kind: countingWindow('calendar', ['unit', 'cron', 'timezone']),
+
   evaluate(state, op, nowMs, add) {
     const endMs = periodEnd(op, nowMs);
     return evaluateCounter(countIn(state, endMs), endMs, op, nowMs, add);

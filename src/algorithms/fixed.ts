@@ -1,5 +1,5 @@
 // Fixed window: starts at the first counted hit and lasts `size`; a count and the window's end.
-import { type Algorithm, type Verdict, verdict } from './algorithm.js';
+import { type Algorithm, countingWindow, type Verdict, verdict } from './algorithm.js';
 import type { StoreOp } from './types.js';
 
 export interface CounterState {
@@ -43,6 +43,8 @@ export function refundCounter(
 }
 
 export const fixed: Algorithm<CounterState> = {
+  kind: countingWindow('fixed window', ['size']),
+
   evaluate(state, op, nowMs, add) {
     // A missing or ended window reads as a fresh one starting now.
     if (state !== undefined && nowMs < state.endMs)

@@ -1,5 +1,5 @@
 // GCRA (leaky bucket as a meter): one number per key, the theoretical arrival time (TAT) in whole microseconds.
-import { type Algorithm, burstOf, verdict } from './algorithm.js';
+import { type Algorithm, bucketWindow, burstOf, verdict } from './algorithm.js';
 import { ceilDiv, floorDiv } from './int-math.js';
 import type { StoreOp } from './types.js';
 
@@ -43,6 +43,8 @@ function msUntil(backlogUs: number, units: number, op: StoreOp): number {
 }
 
 export const gcra: Algorithm<GcraState> = {
+  kind: bucketWindow('GCRA', ['leaky-bucket']),
+
   evaluate(state, op, nowMs, add) {
     const burst = burstOf(op);
     const backlog = backlogUs(state, nowMs);

@@ -1,6 +1,6 @@
-// The window algorithms by type.
+// The window algorithms by type, and the names a rule may give them.
 
-import type { Algorithm } from './algorithm.js';
+import type { Algorithm, WindowKind } from './algorithm.js';
 import { calendar } from './calendar.js';
 import { fixed } from './fixed.js';
 import { gcra } from './gcra.js';
@@ -9,7 +9,15 @@ import { slidingLog } from './sliding-log.js';
 import { tokenBucket } from './token-bucket.js';
 import type { WindowType } from './types.js';
 
-export { type Algorithm, type Verdict, verdict } from './algorithm.js';
+export {
+  type Algorithm,
+  bucketWindow,
+  countingWindow,
+  type Verdict,
+  verdict,
+  type WindowField,
+  type WindowKind,
+} from './algorithm.js';
 export type { OpResult, StoreLockout, StoreOp, StoreRule } from './types.js';
 
 export const algorithms: Readonly<Record<WindowType, Algorithm<unknown>>> = {
@@ -20,3 +28,24 @@ export const algorithms: Readonly<Record<WindowType, Algorithm<unknown>>> = {
   'token-bucket': tokenBucket,
   gcra,
 } as Record<WindowType, Algorithm<unknown>>;
+
+/** Every name a rule's `window.type` may give (types, then aliases), to the type it names. */
+const BY_NAME: ReadonlyMap<string, WindowType> = new Map([
+  ...(Object.keys(algorithms) as WindowType[]).map((type) => [type, type] as const),
+  ...(Object.entries(algorithms) as Array<[WindowType, Algorithm<unknown>]>).flatMap(([type, a]) =>
+    a.kind.aliases.map((alias) => [alias, type] as const),
+  ),
+]);
+
+/** The names a rule may give a window type, aliases included, in the order of the types. */
+export const WINDOW_NAMES: readonly string[] = [...BY_NAME.keys()];
+
+/** The window type a rule's `window.type` names (an alias resolved), or undefined when it names none. */
+export function windowTypeOf(name: unknown): WindowType | undefined {
+  return typeof name === 'string' ? BY_NAME.get(name) : undefined;
+}
+
+/** What a window type is: its fields, capacity, bound and plain-words name. */
+export function windowKind(type: WindowType): WindowKind {
+  return algorithms[type].kind;
+}

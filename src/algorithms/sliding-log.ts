@@ -1,5 +1,5 @@
 // Sliding log: exact; a hit at t counts until t + size. One entry per distinct millisecond, weighted by cost.
-import { type Algorithm, verdict } from './algorithm.js';
+import { type Algorithm, countingWindow, verdict } from './algorithm.js';
 
 /** Entries oldest first: `ts` epoch ms, `cost` units hit at that millisecond. */
 export interface LogState {
@@ -20,6 +20,8 @@ function clamp(state: LogState | undefined, nowMs: number): number {
 }
 
 export const slidingLog: Algorithm<LogState> = {
+  kind: countingWindow('sliding log', ['size']),
+
   evaluate(state, op, now, add) {
     const nowMs = clamp(state, now);
     const { sizeMs } = op.rule;

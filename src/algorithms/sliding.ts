@@ -1,5 +1,5 @@
 // Sliding counter: `buckets` sub-windows of size/buckets; a hit counts for at least `size`, so it never over-admits.
-import { type Algorithm, verdict } from './algorithm.js';
+import { type Algorithm, countingWindow, verdict } from './algorithm.js';
 import type { StoreOp } from './types.js';
 
 /** Bucket index (floor(t / width)) to units counted in that bucket, oldest first. */
@@ -36,6 +36,8 @@ function expiryMs(index: number, op: StoreOp, nowMs: number): number {
 }
 
 export const sliding: Algorithm<BucketState> = {
+  kind: countingWindow('sliding window', ['size', 'buckets']),
+
   evaluate(state, op, nowMs, add) {
     const { buckets } = op.rule;
     const { limit } = op;

@@ -1,5 +1,5 @@
 // Token bucket: refills `limit` tokens per `size`, continuously, up to `burst`; a request takes `cost` tokens.
-import { type Algorithm, burstOf, verdict } from './algorithm.js';
+import { type Algorithm, bucketWindow, burstOf, verdict } from './algorithm.js';
 import { ceilDiv, floorDiv } from './int-math.js';
 import type { StoreOp } from './types.js';
 
@@ -34,6 +34,8 @@ function refilled(state: TokenState | undefined, op: StoreOp, nowMs: number): nu
 }
 
 export const tokenBucket: Algorithm<TokenState> = {
+  kind: bucketWindow('token bucket'),
+
   evaluate(state, op, nowMs, add) {
     const { limit } = op;
     const { sizeMs } = op.rule;

@@ -100,15 +100,14 @@ export class DenyCache {
       this.set(r, atMs, atMs + retryAfterMs, undefined);
       return true;
     }
-    const rule = op.compiled;
-    if (rule.countOn !== 'all' || rule.resetOnSuccess) return false;
+    const facts = op.compiled.facts;
+    if (facts.countsOutcomes) return false;
     // Decided at an override's limit rather than the one asked for: once the override ends (its 'for'
     // runs out) the key's limit is the request's again, which the denial says nothing about.
     if (r.limit !== op.limit) return false;
     // A bucket in debt (a record took it past its capacity) counts down with every unit that drips back,
     // before any unit is free: its count would go stale in the cache. (A window's count only ever resets.)
-    const bucket = op.rule.type === 'token-bucket' || op.rule.type === 'gcra';
-    if (bucket && r.count > (op.rule.burst || r.limit)) return false;
+    if (facts.bucket && r.count > facts.capacity(r.limit)) return false;
     // After resetMs a unit is back (remaining and count change), after retryAfterMs this cost fits.
     const sameForMs = Math.min(r.resetMs, retryAfterMs);
     if (sameForMs <= 0) return false;

@@ -7,6 +7,7 @@ import { EventEmitter } from 'node:events';
 import type { AcquireOptions, OverrideOptions, WrapOptions } from '../calls/options.js';
 import { PacedCalls } from '../calls/paced-calls.js';
 import { describe } from '../errors.js';
+import type { RuleFacts } from '../rules/facts.js';
 import type { EvalMode, Store } from '../stores/store.js';
 import type { Decision, LockInfo, Outcome, RequestInfo, Rule, RuleStatus } from '../types.js';
 import { Decider } from './decider.js';
@@ -23,6 +24,7 @@ import type { StoreHealth } from './store-health.js';
 export class Limiter extends EventEmitter<LimiterEvents> {
   readonly #ops: OpBuilder;
   readonly #definitions: readonly Rule[];
+  readonly #facts: readonly RuleFacts[];
   readonly #store: Store;
   readonly #policy: FailurePolicy;
   readonly #denyCache: DenyCache | undefined;
@@ -50,7 +52,8 @@ export class Limiter extends EventEmitter<LimiterEvents> {
           };
     this.#ops = new OpBuilder(resolved.rules, () => store.now(), probe);
     this.#definitions = Object.freeze([...options.rules]);
-    this.#needsOutcomes = resolved.rules.some((r) => r.countOn !== 'all' || r.resetOnSuccess);
+    this.#facts = Object.freeze(resolved.rules.map((r) => r.facts));
+    this.#needsOutcomes = resolved.rules.some((r) => r.facts.countsOutcomes);
     this.#policy = new FailurePolicy(store, { ...resolved, policy: resolved.onStoreError }, this.#observers);
     if (resolved.denyCacheMaxKeys !== undefined) {
       const cache = new DenyCache(resolved.denyCacheMaxKeys);
@@ -83,6 +86,14 @@ export class Limiter extends EventEmitter<LimiterEvents> {
   /** The rules as given (validated), in order: for operator tools that show windows and limits. */
   get rules(): readonly Rule[] {
     return this.#definitions;
+  }
+
+  /**
+   * What each rule is, in order: its window's type, name and capacity, whether its key reads the client
+   * address or the body, counts outcomes, has a lockout. What adapters and tools read instead of raw rules.
+   */
+  get ruleFacts(): readonly RuleFacts[] {
+    return this.#facts;
   }
 
   /** The rule names, in order. */

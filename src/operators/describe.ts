@@ -1,4 +1,5 @@
 // Plain-words descriptions of rules and durations, shared by the command line and the web console.
+import { windowKind, windowTypeOf } from '../algorithms/index.js';
 import { parseDuration } from '../rules/duration.js';
 import type { LockoutSpec, MatchSpec, Rule, WindowSpec } from '../types.js';
 
@@ -25,21 +26,15 @@ export function summarizeRule(rule: Rule): RuleSummary {
 }
 
 export function describeWindow(window: WindowSpec): string {
-  if (window.type === 'calendar') {
+  const type = windowTypeOf(window.type);
+  const title = type === undefined ? window.type : windowKind(type).title;
+  if ('unit' in window || 'cron' in window) {
     const zone = window.timezone === undefined ? '' : `, ${window.timezone}`;
-    return 'cron' in window ? `per cron '${window.cron}'${zone}` : `per ${window.unit} (calendar${zone})`;
+    return 'cron' in window ? `per cron '${window.cron}'${zone}` : `per ${window.unit} (${title}${zone})`;
   }
   const size = formatDuration(parseDuration(window.size) ?? 0);
-  const names: Record<string, string> = {
-    fixed: 'fixed window',
-    'sliding-log': 'sliding log',
-    sliding: 'sliding window',
-    'token-bucket': 'token bucket',
-    gcra: 'GCRA',
-    'leaky-bucket': 'GCRA',
-  };
   const burst = 'burst' in window && window.burst !== undefined ? `, burst ${window.burst}` : '';
-  return `per ${size} (${names[window.type] ?? window.type}${burst})`;
+  return `per ${size} (${title}${burst})`;
 }
 
 export function describeMatch(match: string | MatchSpec | undefined): string {

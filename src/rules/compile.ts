@@ -10,6 +10,7 @@ import { describe } from '../errors.js';
 import { createExtractor, type Extractor, normalizeIdentity } from '../keys/extractors.js';
 import type { LimitFunction, MatchSpec, RequestInfo, Rule } from '../types.js';
 import type { PeriodFn } from './calendar.js';
+import { type RuleFacts, ruleFacts } from './facts.js';
 import { compileLockout } from './lockout.js';
 import { createMatcher, type Matcher } from './match.js';
 import { compileWindow } from './window.js';
@@ -33,6 +34,8 @@ export interface CompiledRule {
   readonly periods: PeriodFn | undefined;
   /** Whole seconds of the window, for the `w` parameter of `RateLimit-Policy` (0 when not fixed-length). */
   readonly windowSeconds: number;
+  /** What the rule is, for the parts that must not read its raw fields (see rules/facts.ts). */
+  readonly facts: RuleFacts;
 }
 
 const RULE_FIELDS = fieldsOf<Rule>({
@@ -96,6 +99,7 @@ function compileRule(input: unknown, index: number, options: CompileOptions): Co
     resetOnSuccess,
     periods: window.periods,
     windowSeconds: window.windowSeconds,
+    facts: ruleFacts(rule, window.type, window.burst, { countOn, resetOnSuccess }, lockout !== undefined),
     store: {
       name,
       type: window.type,

@@ -1,6 +1,6 @@
 // Limits: a rule's number or limit function, checked at construction, read and checked per request.
 
-import type { StoreRule } from '../algorithms/types.js';
+import { type StoreRule, windowKind } from '../algorithms/index.js';
 import { mustBe, refuse } from '../config/refuse.js';
 import { describe, RateLimitRequestError } from '../errors.js';
 import type { LimitFunction, RequestInfo } from '../types.js';
@@ -19,24 +19,21 @@ export const DIRECT_REQUEST: Readonly<RequestInfo> = Object.freeze({
 const POSITIVE = 'a positive integer';
 
 /**
- * Why `limit` cannot be a limit of `rule`, or undefined when it can: a positive safe integer, and for
- * token bucket and GCRA small enough that max(limit, burst) × size in µs stays below 2^53 (their state
- * is exact integer arithmetic on those figures).
+ * Why `limit` cannot be a limit of `rule`, or undefined when it can: a positive safe integer, and within
+ * the bound of its window's exact arithmetic where it has one (token bucket and GCRA: max(limit, burst)
+ * × size in µs below 2^53).
  */
 export function limitProblem(limit: unknown, rule: StoreRule): string | undefined {
   if (typeof limit !== 'number' || !Number.isSafeInteger(limit) || limit < 1) return POSITIVE;
-  if (!exceedsBucketMath(limit, rule)) return undefined;
-  const most = Math.floor(Number.MAX_SAFE_INTEGER / (rule.sizeMs * 1000));
+  if (!exceedsExactMath(limit, rule)) return undefined;
+  const most = windowKind(rule.type).maxLimit?.(rule.sizeMs);
   return `at most ${most} for a ${rule.type} window of ${rule.sizeMs} ms (max(limit, burst) × size in µs must stay below 2^53)`;
 }
 
-/** Token bucket and GCRA figures past 2^53 for this limit (and the rule's explicit burst). */
-export function exceedsBucketMath(
-  limit: number,
-  rule: Pick<StoreRule, 'type' | 'burst' | 'sizeMs'>,
-): boolean {
-  if (rule.type !== 'token-bucket' && rule.type !== 'gcra') return false;
-  return Math.max(limit, rule.burst) * rule.sizeMs * 1000 > Number.MAX_SAFE_INTEGER;
+/** Whether this limit (with the rule's explicit burst) is past what the window's exact arithmetic holds. */
+export function exceedsExactMath(limit: number, rule: Pick<StoreRule, 'type' | 'burst' | 'sizeMs'>): boolean {
+  const most = windowKind(rule.type).maxLimit?.(rule.sizeMs);
+  return most !== undefined && Math.max(limit, rule.burst) > most;
 }
 
 /** The limit of one request (or direct call) for a rule, checked: a number, or a promise of one. */

@@ -1,5 +1,7 @@
-// A rule's window, validated and normalized: its type, its length in ms, buckets or burst, calendar periods.
+// A rule's window, validated and normalized: its type, and each field its type takes (src/algorithms/<type>.ts
+// lists them): its length in ms, buckets or burst, calendar periods.
 
+import { algorithms, WINDOW_NAMES, windowKind, windowTypeOf } from '../algorithms/index.js';
 import { CRON_FIELDS, cronFieldCount } from '../config/hints.js';
 import { assertKnownFields } from '../config/known-fields.js';
 import { type FieldRefusal, mustBe, refuse } from '../config/refuse.js';
@@ -7,7 +9,7 @@ import { RULE_DEFAULTS } from '../defaults.js';
 import type { LimitFunction, WindowType } from '../types.js';
 import { assertCron, CALENDAR_UNITS, createPeriodFn, isValidTimeZone, type PeriodFn } from './calendar.js';
 import { parsePeriod, periodAllowed } from './duration.js';
-import { exceedsBucketMath } from './limits.js';
+import { exceedsExactMath } from './limits.js';
 
 /** A window as the algorithms need it; fields a type does not use are 0. */
 export interface CompiledWindow {
@@ -21,18 +23,8 @@ export interface CompiledWindow {
   readonly windowSeconds: number;
 }
 
-/** The fields each window type takes (`leaky-bucket` is GCRA's alias). */
-const WINDOW_FIELDS: Readonly<Record<string, readonly string[]>> = {
-  fixed: ['type', 'size'],
-  calendar: ['type', 'unit', 'cron', 'timezone'],
-  'sliding-log': ['type', 'size'],
-  sliding: ['type', 'size', 'buckets'],
-  'token-bucket': ['type', 'size', 'burst'],
-  gcra: ['type', 'size', 'burst'],
-  'leaky-bucket': ['type', 'size', 'burst'],
-};
-const WINDOW_TYPES = Object.keys(WINDOW_FIELDS);
-const ANY_WINDOW_FIELD = [...new Set(Object.values(WINDOW_FIELDS).flat())];
+/** Every field some window type takes: with an unknown type, `typ` still finds `type`. */
+const ANY_WINDOW_FIELD = ['type', ...new Set(Object.values(algorithms).flatMap((a) => a.kind.fields))];
 
 /** Nominal length of calendar units, for the `w` of `RateLimit-Policy` (a month as 30 days). */
 const UNIT_SECONDS: Record<string, number> = {
@@ -53,31 +45,35 @@ export function compileWindow(
   if (window === null || typeof window !== 'object')
     fail('ERR_WINDOW', 'window', 'an object with a type', window);
   const w = window as Record<string, unknown>;
-  const known =
-    typeof w.type === 'string' && Object.hasOwn(WINDOW_FIELDS, w.type) ? WINDOW_FIELDS[w.type] : undefined;
-  // With an unknown type, a field is checked against every type's: `typ` still finds `type`.
-  assertKnownFields(w, known ?? ANY_WINDOW_FIELD, where, 'window');
-  if (known === undefined) {
-    fail('ERR_WINDOW', 'window.type', `one of ${WINDOW_TYPES.map((t) => `'${t}'`).join(', ')}`, w.type);
+  const type = windowTypeOf(w.type);
+  const fields = type === undefined ? undefined : windowKind(type).fields;
+  assertKnownFields(w, fields === undefined ? ANY_WINDOW_FIELD : ['type', ...fields], where, 'window');
+  if (type === undefined || fields === undefined) {
+    return fail(
+      'ERR_WINDOW',
+      'window.type',
+      `one of ${WINDOW_NAMES.map((t) => `'${t}'`).join(', ')}`,
+      w.type,
+    );
   }
-  const type = (w.type === 'leaky-bucket' ? 'gcra' : w.type) as WindowType;
 
+  // Each field the type takes, validated; the others stay 0.
   let sizeMs = 0;
   let buckets = 0;
   let burst = 0;
   let periods: PeriodFn | undefined;
-  if (type === 'calendar') periods = calendarPeriods(w, where, fail);
-  else {
+  if (fields.includes('unit')) periods = calendarPeriods(w, where, fail);
+  if (fields.includes('size')) {
     sizeMs =
       parsePeriod(w.size) ?? fail('ERR_DURATION', 'window.size', periodAllowed(w.size, '1d', true), w.size);
   }
-  if (type === 'sliding') {
+  if (fields.includes('buckets')) {
     buckets = (w.buckets as number | undefined) ?? RULE_DEFAULTS.slidingBuckets;
     if (!Number.isSafeInteger(buckets) || buckets < 1 || buckets > 1000) {
       fail('ERR_WINDOW', 'window.buckets', 'an integer from 1 to 1000', w.buckets);
     }
   }
-  if ((type === 'token-bucket' || type === 'gcra') && w.burst !== undefined) {
+  if (fields.includes('burst') && w.burst !== undefined) {
     // Else 0 in the store rule: the capacity is the limit of each request (see StoreRule.burst).
     burst = w.burst as number;
     if (!Number.isSafeInteger(burst) || burst < 1)
@@ -85,7 +81,7 @@ export function compileWindow(
   }
   // Bucket state is exact integer arithmetic on max(limit, burst) × size in µs; keep it below 2^53
   // (a limit function's values are checked per request, in rules/limits.ts).
-  if (exceedsBucketMath(typeof limit === 'number' ? limit : 1, { type, sizeMs, burst })) {
+  if (exceedsExactMath(typeof limit === 'number' ? limit : 1, { type, sizeMs, burst })) {
     fail(
       'ERR_WINDOW',
       'window.size',
