@@ -2,33 +2,45 @@
 // written as an escape, so two keys that differ never look alike; and the escaped form read back to the key.
 
 /**
- * Characters shown as escapes: C0 and C1 controls (a terminal obeys escape sequences), format characters
- * (zero-width spaces and joiners, word joiner, byte order mark, soft hyphen, bidirectional marks, embeddings,
- * overrides and isolates, tag characters), the line and paragraph separators, and the backslash that starts
- * an escape, so that a key holding the text `\u200b` and one holding U+200B are told apart.
+ * Characters shown as escapes, every one that does not print as itself: C0 and C1 controls (a terminal obeys
+ * escape sequences), format characters (zero-width spaces and joiners, word joiner, byte order mark, soft
+ * hyphen, bidirectional marks, embeddings, overrides and isolates, tag characters), every other default-
+ * ignorable character (variation selectors, the combining grapheme joiner, the Hangul fillers U+115F, U+1160,
+ * U+3164 and U+FFA0), every space and line or paragraph separator (U+00A0, U+3000, U+2028 ...; a plain
+ * space too, where it is not a single space between two other characters: see `visibleKey`), the braille
+ * blank U+2800, lone surrogates, private-use and unassigned code points, and the backslash that starts an
+ * escape, so that a key holding the text `\u200b` and one holding U+200B are told apart.
  */
-const HIDDEN = /[\p{Cc}\p{Cf}\u2028\u2029\\]/gu;
+const HIDDEN = /[\p{Cc}\p{Cf}\p{Cs}\p{Co}\p{Cn}\p{Z}\p{Default_Ignorable_Code_Point}\u2800\\]/gu;
+
+/** Whether the plain space at `at` reads as itself: one space between two characters that are not spaces. */
+function innerSpace(key: string, at: number): boolean {
+  return at > 0 && at < key.length - 1 && key[at - 1] !== ' ' && key[at + 1] !== ' ';
+}
+
+function escapeHidden(c: string, at: number, key: string): string {
+  if (c === '\\') return '\\\\';
+  if (c === ' ' && innerSpace(key, at)) return c;
+  const code = c.codePointAt(0) as number;
+  if (code < 0x100) return `\\x${code.toString(16).padStart(2, '0')}`;
+  if (code < 0x10000) return `\\u${code.toString(16).padStart(4, '0')}`;
+  return `\\u{${code.toString(16)}}`;
+}
 
 /**
- * `key` with every hidden character escaped: `\\` for a backslash, `\xNN` below U+0100, `\uNNNN` in the
- * basic plane, `\u{NNNNN}` above it. A key without one is returned as it is. `readVisibleKey` undoes it.
- * @example visibleKey('alice\u200b') // 'alice\\u200b'; visibleKey('\u202e7.311.0.302') // '\\u202e7.311.0.302'
+ * `key` with every hidden character escaped: `\\` for a backslash, `\xNN` below U+0100 (a leading or
+ * trailing space, or one of several in a row, is `\x20`), `\uNNNN` in the basic plane (a lone surrogate
+ * too), `\u{NNNNN}` above it. A key without one is returned as it is. `readVisibleKey` undoes it.
+ * @example visibleKey('alice\u200b') // 'alice\\u200b'; visibleKey('alice ') // 'alice\\x20'
  */
 export function visibleKey(key: string): string {
-  return key.replace(HIDDEN, (c) => {
-    if (c === '\\') return '\\\\';
-    const code = c.codePointAt(0) as number;
-    if (code < 0x100) return `\\x${code.toString(16).padStart(2, '0')}`;
-    if (code < 0x10000) return `\\u${code.toString(16).padStart(4, '0')}`;
-    return `\\u{${code.toString(16)}}`;
-  });
+  return key.replace(HIDDEN, escapeHidden);
 }
 
 /** Whether `visibleKey` shows `key` otherwise than it is. */
 export function hasHiddenCharacters(key: string): boolean {
-  return HIDDEN_ONE.test(key);
+  return visibleKey(key) !== key;
 }
-const HIDDEN_ONE = new RegExp(HIDDEN.source, 'u');
 
 const ESCAPE = /\\(?:\\|x([0-9a-fA-F]{2})|u\{([0-9a-fA-F]{1,6})\}|u([0-9a-fA-F]{4}))/g;
 

@@ -156,6 +156,51 @@ describe('ratekeeper command line', function () {
     await limiter.close();
   });
 
+  it('locked shows keys that read as alice (trailing space, U+00A0, Hangul filler, braille blank) as escapes, and --escaped reads each back', async () => {
+    const prefix = newPrefix();
+    const limiter = createLimiter({ store: new RedisStore({ client: control, prefix }), rules: [LOGIN] });
+    const lookalikes: Record<string, string> = {
+      alice: 'alice',
+      'alice ': 'alice\\x20',
+      ' alice': '\\x20alice',
+      'alice\u00a0': 'alice\\xa0',
+      'alice\u3164': 'alice\\u3164',
+      'alice\u115f': 'alice\\u115f',
+      'alice\uffa0': 'alice\\uffa0',
+      'alice\u2800': 'alice\\u2800',
+      'al  ice': 'al\\x20\\x20ice',
+    };
+    for (const key of Object.keys(lookalikes))
+      for (let i = 0; i < 3; i++) await limiter.consume('login', key);
+    const locked = await cli(prefix, 'locked', 'login');
+    const shown = locked.stdout
+      .trimEnd()
+      .split('\n')
+      .slice(1, -1)
+      .map((line) => line.split(/ {2,}/).slice(3).join('  '));
+    expect(shown.sort()).to.deep.equal(Object.values(lookalikes).sort());
+    expect(locked.stdout).not.to.match(/[\u00a0\u3164\u115f\uffa0\u2800]|alice \n|al {2}ice/);
+    for (const [key, text] of Object.entries(lookalikes)) {
+      const status = await cli(prefix, 'status', 'login', text, '--escaped', '--json');
+      expect(JSON.parse(status.stdout), text).to.include({ key, locked: true });
+    }
+    const unlocked = await cli(prefix, 'unlock', 'login', 'alice\\x20', 'alice\\u3164', '--escaped');
+    expect(unlocked.stdout).to.equal('unlocked  login  alice\\x20\nunlocked  login  alice\\u3164\n');
+    const statuses = await Promise.all(Object.keys(lookalikes).map((key) => limiter.status('login', key)));
+    expect(statuses.map((s) => s.locked)).to.deep.equal([
+      true,
+      false,
+      true,
+      true,
+      false,
+      true,
+      true,
+      true,
+      true,
+    ]);
+    await limiter.close();
+  });
+
   it('reads rules from a CommonJS module and uses a limiter a module exports, with its own store', async () => {
     const prefix = newPrefix();
     const viaCjs = await runCli(

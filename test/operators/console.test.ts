@@ -113,7 +113,7 @@ describe('operator console', () => {
     expect(page.text).to.include('<td class="key"><bdi>alice</bdi></td>');
     const visibleText = page.text.replace(/<input[^>]*>/g, '').replace(/href="[^"]*"/g, '');
     expect(visibleText, 'no hidden character outside the forms').not.to.match(/[\u200b\u202e]/);
-    expect(page.text, 'the form carries the key itself').to.include('name="key" value="alice\u200b"');
+    expect(page.text, 'the form carries the key as shown').to.include('name="key" value="alice\\u200b"');
     const lookup = await request(server)
       .get('/ops')
       .query({ rule: 'login', key: '\u202e7.311.0.302' })
@@ -133,6 +133,48 @@ describe('operator console', () => {
     expect((await limiter.status('login', 'alice\u200b')).locked).to.equal(false);
     expect((await limiter.status('login', 'alice')).locked, 'the look-alike stays locked').to.equal(true);
     expect((await limiter.status('login', '\u202e7.311.0.302')).locked).to.equal(true);
+  });
+
+  it('shows keys that read as alice (spaces, U+00A0, Hangul fillers, U+2800, lone surrogates) as escapes; its links and forms act on the exact key', async () => {
+    const lookalikes: Record<string, string> = {
+      'alice ': 'alice\\x20',
+      'alice\u00a0': 'alice\\xa0',
+      'alice\u3164': 'alice\\u3164',
+      'alice\u2800': 'alice\\u2800',
+      'alice\ud800': 'alice\\ud800',
+      'alice\ufffd': 'alice\ufffd',
+      'al\\ice': 'al\\\\ice',
+    };
+    for (const key of Object.keys(lookalikes))
+      for (let i = 0; i < 3; i++) await limiter.consume('login', key);
+    const { token, cookie, page } = await session(server);
+    const cells = [...page.text.matchAll(/<td class="key"><bdi>([^<]*)<\/bdi><\/td>/g)].map((m) => m[1]);
+    expect(cells.sort()).to.deep.equal(
+      ['alice', '&lt;img src=x onerror=alert(1)&gt;', ...Object.values(lookalikes)].sort(),
+    );
+    // The look-up link of the lone-surrogate key finds that key, not alice\ufffd.
+    const link = /href="(\?rule=login&amp;key=alice%5Cud800)"/.exec(page.text)?.[1]?.replace('&amp;', '&');
+    expect(link, 'the link carries the key as shown').to.be.a('string');
+    const lookup = await request(server).get(`/ops${link}`).set('x-operator', 'yes');
+    expect(lookup.text).to.include('<span class="key"><bdi>alice\\ud800</bdi></span>');
+    expect(lookup.text).to.include('name="key" value="alice\\ud800"');
+    const port = (server.address() as { port: number }).port;
+    for (const shown of ['alice\\ud800', 'alice\\x20']) {
+      const done = await request(server)
+        .post('/ops')
+        .set({ 'x-operator': 'yes', cookie, origin: `http://127.0.0.1:${port}` })
+        .type('form')
+        .send({ action: 'unlock', rule: 'login', key: shown, csrf: token });
+      expect(done.status).to.equal(303);
+    }
+    const locked = await Promise.all(Object.keys(lookalikes).map((key) => limiter.status('login', key)));
+    expect(locked.map((s) => s.locked)).to.deep.equal([false, true, true, true, false, true, true]);
+    const bad = await request(server)
+      .get('/ops')
+      .query({ rule: 'login', key: 'al\\ice' })
+      .set('x-operator', 'yes');
+    expect(bad.status).to.equal(400);
+    expect(bad.text).to.include('starts no escape');
   });
 
   it('unlocks with a valid token and cookie; refuses (403) and changes nothing without one, with a wrong one, or from another origin', async () => {

@@ -6,6 +6,7 @@ import { mustBe, refuse } from '../../config/refuse.js';
 import { OPERATOR_DEFAULTS } from '../../defaults.js';
 import { describe } from '../../errors.js';
 import type { Limiter } from '../../limiter/limiter.js';
+import { readVisibleKey } from '../visible-key.js';
 import { type Change, readChange } from './change.js';
 import { refuseChange } from './csrf.js';
 import { buildPage, type Limiters, send } from './respond.js';
@@ -49,7 +50,10 @@ export function operatorConsole<Req extends IncomingMessage = IncomingMessage>(
       if (req.method === 'GET' || req.method === 'HEAD') {
         const url = new URL(req.url ?? '/', 'http://console');
         const rule = url.searchParams.get('rule') ?? undefined;
-        const key = url.searchParams.get('key') ?? undefined;
+        const shown = url.searchParams.get('key');
+        const key = shown === null ? undefined : keyShown(shown);
+        if (key instanceof Error)
+          return await buildPage(req, res, config, { status: 400, error: key.message });
         const done = url.searchParams.get('done') ?? undefined;
         return await buildPage(req, res, config, { rule, key, done });
       }
@@ -86,16 +90,18 @@ async function apply(
     buildPage(req, res, config, { status: 400, error: `Refused: ${why}. Nothing was changed.` });
   if (limiter === undefined) return badRequest(`no rule named '${change.rule}'`);
   if (change.key === '') return badRequest('no key given');
+  const key = keyShown(change.key);
+  if (key instanceof Error) return badRequest(key.message);
   try {
     if (change.action === 'unlock') {
       // Through reset: the store clears count, lock and level, and every process's deny cache forgets the key.
-      await limiter.reset(change.rule, change.key);
+      await limiter.reset(change.rule, key);
     } else if (change.action === 'clear-override') {
-      await limiter.override(change.rule, change.key, null);
+      await limiter.override(change.rule, key, null);
     } else {
       const limit = /^\d{1,15}$/.test(change.limit) ? Number(change.limit) : Number.NaN;
       if (Number.isNaN(limit)) return badRequest(`the limit must be a whole number, got '${change.limit}'`);
-      await limiter.override(change.rule, change.key, limit, change.for === '' ? {} : { for: change.for });
+      await limiter.override(change.rule, key, limit, change.for === '' ? {} : { for: change.for });
     }
   } catch (error) {
     // The limiter's own refusals (a bad limit or duration, a store without overrides) are the operator's
@@ -114,6 +120,18 @@ async function apply(
     `?${new URLSearchParams({ rule: change.rule, key: change.key, done: change.action })}`,
   );
   res.end();
+}
+
+/**
+ * A key as the page shows it (`visibleKey`), which its links and forms carry and an operator types, read
+ * back to the key; an Error naming a backslash that starts no escape.
+ */
+function keyShown(text: string): string | Error {
+  try {
+    return readVisibleKey(text);
+  } catch (error) {
+    return error as Error;
+  }
 }
 
 function resolve<Req extends IncomingMessage>(

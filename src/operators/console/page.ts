@@ -52,7 +52,7 @@ ${m.error === undefined ? '' : html`<p class="error" role="alert">${m.error}</p>
 <form method="get" class="lookup"><label>Rule <select name="rule">${m.rules.map(
     (r) =>
       html`<option value="${r.summary.name}"${r.summary.name === m.lookup?.rule ? html` selected` : ''}>${r.summary.name}</option>`,
-  )}</select></label><label>Key <input name="key" required size="40" value="${m.lookup?.key ?? ''}"></label><button>Look up</button></form>
+  )}</select></label><label>Key, as shown (a \\ starts an escape) <input name="key" required size="40" value="${m.lookup === undefined ? '' : visibleKey(m.lookup.key)}"></label><button>Look up</button></form>
 ${m.lookup?.status === undefined ? '' : statusBlock(m.lookup.status, m.token)}
 <h2>Locked keys</h2>
 ${lockedSections(m)}
@@ -83,7 +83,11 @@ function statusBlock(s: RuleStatus, token: string): SafeHtml {
 ${s.overridden ? changeForm(s, token, 'clear-override', 'Clear override') : ''}</p></section>`;
 }
 
-/** A POST form acting on one key; `fields` are the visible inputs before the button. */
+/**
+ * A POST form acting on one key; `fields` are the visible inputs before the button. The key travels as shown
+ * (`visibleKey`), as in the look-up links: a lone surrogate, a NUL or a CR would not survive UTF-8 and the
+ * HTML parser, and the form would act on another key.
+ */
 function changeForm(
   target: { rule: string; key: string },
   token: string,
@@ -91,7 +95,7 @@ function changeForm(
   label: string,
   fields: SafeHtml | string = '',
 ): SafeHtml {
-  return html`<form method="post"><input type="hidden" name="${CSRF_FIELD}" value="${token}"><input type="hidden" name="action" value="${action}"><input type="hidden" name="rule" value="${target.rule}"><input type="hidden" name="key" value="${target.key}">${fields}<button${action === 'unlock' ? html` class="danger"` : ''}>${label}</button></form>`;
+  return html`<form method="post"><input type="hidden" name="${CSRF_FIELD}" value="${token}"><input type="hidden" name="action" value="${action}"><input type="hidden" name="rule" value="${target.rule}"><input type="hidden" name="key" value="${visibleKey(target.key)}">${fields}<button${action === 'unlock' ? html` class="danger"` : ''}>${label}</button></form>`;
 }
 
 function lockedSections(m: PageModel): SafeHtml[] | SafeHtml {
@@ -102,7 +106,7 @@ function lockedSections(m: PageModel): SafeHtml[] | SafeHtml {
       (
         l,
       ) => html`<tr><td class="key">${shownKey(l.key)}</td><td>${formatDuration(l.remainingMs)}</td><td>${utc(l.lockedUntil)}</td><td>${l.level}</td>
-<td><a href="${query({ rule: l.rule, key: l.key })}">look up</a></td><td>${changeForm(l, m.token, 'unlock', 'Unlock')}</td></tr>`,
+<td><a href="${query({ rule: l.rule, key: visibleKey(l.key) })}">look up</a></td><td>${changeForm(l, m.token, 'unlock', 'Unlock')}</td></tr>`,
     );
     const more =
       locked.length >= m.lockedLimit
@@ -119,7 +123,7 @@ function lockedSections(m: PageModel): SafeHtml[] | SafeHtml {
 /**
  * A key as text the operator can trust: invisible, control and bidirectional characters written as escapes,
  * isolated from the text around it (`<bdi>`), so 'alice\u200b' never reads as 'alice' nor a reversed address
- * as another. The forms and links beside it carry the key itself.
+ * as another. The forms and links beside it carry the same text, which the console reads back to the key.
  */
 function shownKey(key: string): SafeHtml {
   return html`<bdi>${visibleKey(key)}</bdi>`;
