@@ -81,6 +81,14 @@ export const REDIS_STORE_DEFAULTS = {
   clockSyncIntervalMs: 60_000,
 } as const;
 
+export const POSTGRES_STORE_DEFAULTS = {
+  schema: 'ratekeeper',
+  tablePrefix: 'rk_',
+  clockSyncIntervalMs: 60_000,
+  sweepIntervalMs: 1000,
+  sweepBatch: 1000,
+} as const;
+
 /** Defaults of the HTTP adapters' options and of `formatHeaders`. */
 export const ADAPTER_DEFAULTS = {
   headers: 'legacy',

@@ -50,6 +50,8 @@ export type { RuleFacts } from './rules/facts.js';
 export { DIRECT_REQUEST } from './rules/limits.js';
 export type { MemoryStoreOptions } from './stores/memory-store.js';
 export { MemoryStore } from './stores/memory-store.js';
+export type { PostgresPool, PostgresStoreOptions } from './stores/postgres-store.js';
+export { PostgresStore } from './stores/postgres-store.js';
 export type { RedisStoreOptions } from './stores/redis-store.js';
 export { RedisStore } from './stores/redis-store.js';
 export type {

@@ -1,7 +1,12 @@
 // The command line of `npx ratekeeper`: commands, options, usage text; wrong usage is refused before anything connects.
 import { parseArgs } from 'node:util';
 import { closestName } from '../../config/known-fields.js';
-import { LIMITER_DEFAULTS, OPERATOR_DEFAULTS, REDIS_STORE_DEFAULTS } from '../../defaults.js';
+import {
+  LIMITER_DEFAULTS,
+  OPERATOR_DEFAULTS,
+  POSTGRES_STORE_DEFAULTS,
+  REDIS_STORE_DEFAULTS,
+} from '../../defaults.js';
 import { parseDuration, parsePeriod, periodAllowed } from '../../rules/duration.js';
 import { readVisibleKey } from '../visible-key.js';
 
@@ -16,6 +21,8 @@ Commands:
   rules                               the rules loaded, with their windows and limits
   watch [rule...]                     live decisions per rule, from apps that publish them
                                       (publishDecisionCounts); Ctrl-C to stop
+  sql                                 the SQL of the PostgresStore's schema (tables and functions), for
+                                      teams that apply migrations themselves (--schema, --table-prefix)
 
 Options:
   --redis <url>      Redis URL (redis://[user:password@]host:port[/db], rediss:// for TLS); default $REDIS_URL
@@ -30,11 +37,13 @@ Options:
   --interval <d>     watch: refresh interval; default 1s
   --window <d>       watch: the span totals and rates cover; default 10s
   --once             watch: print one view and exit
+  --schema <s>       sql: the PostgresStore's schema option; default ratekeeper
+  --table-prefix <p> sql: the PostgresStore's tablePrefix option; default rk_
   -h, --help         this text
   -v, --version      the package version
 `;
 
-export type Command = 'status' | 'locked' | 'unlock' | 'override' | 'rules' | 'watch';
+export type Command = 'status' | 'locked' | 'unlock' | 'override' | 'rules' | 'watch' | 'sql';
 
 export interface CliArgs {
   command: Command | 'help' | 'version';
@@ -50,6 +59,9 @@ export interface CliArgs {
   intervalMs: number;
   windowMs: number;
   once: boolean;
+  /** sql: the PostgresStore's schema and table prefix. */
+  schema: string;
+  tablePrefix: string;
 }
 
 /** Wrong usage: printed with a pointer to --help, exit status 2. */
@@ -64,6 +76,7 @@ const ARITY: Record<Command, [min: number, max: number, form: string]> = {
   override: [3, 3, 'override <rule> <key> <limit|null>'],
   rules: [0, 0, 'rules'],
   watch: [0, Number.POSITIVE_INFINITY, 'watch [rule...]'],
+  sql: [0, 0, 'sql'],
 };
 
 /** Parses argv (without node and the script); throws `UsageError` naming what was wrong. */
@@ -90,6 +103,8 @@ export function parseCli(argv: string[], env: NodeJS.ProcessEnv): CliArgs {
       v.interval === undefined ? OPERATOR_DEFAULTS.watchIntervalMs : duration('--interval', v.interval),
     windowMs: v.window === undefined ? OPERATOR_DEFAULTS.watchWindowMs : duration('--window', v.window),
     forMs: v.for === undefined ? undefined : period('--for', v.for),
+    schema: v.schema ?? POSTGRES_STORE_DEFAULTS.schema,
+    tablePrefix: v['table-prefix'] ?? POSTGRES_STORE_DEFAULTS.tablePrefix,
   };
   if (command === 'help' || command === 'version') return { command, positionals: [], ...base };
   if (!(command in ARITY)) throw new UsageError(`unknown command '${command}'`);
@@ -138,6 +153,8 @@ const OPTIONS = {
   window: { type: 'string' },
   once: { type: 'boolean' },
   for: { type: 'string' },
+  schema: { type: 'string' },
+  'table-prefix': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
   version: { type: 'boolean', short: 'v' },
 } as const;

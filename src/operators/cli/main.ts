@@ -49,6 +49,7 @@ export async function runCli(
     io.stdout(`${version()}\n`);
     return 0;
   }
+  if (args.command === 'sql') return printSchema(args, io);
   let targets: Targets | undefined;
   try {
     const [command, { openTargets }, { createOutput }] = await Promise.all([
@@ -88,4 +89,16 @@ function version(): string {
     }
   }
   return 'unknown';
+}
+
+/** `sql`: the PostgresStore's schema for the options given, printed; connects to nothing. */
+async function printSchema(args: CliArgs, io: CliIo): Promise<number> {
+  const { postgresNames, schemaSql } = await import('../../stores/postgres-sql.js');
+  try {
+    io.stdout(schemaSql(postgresNames(args.schema, args.tablePrefix)));
+    return 0;
+  } catch (error) {
+    io.stderr(`ratekeeper: ${(error as Error).message}\n`);
+    return 1;
+  }
 }

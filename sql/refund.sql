@@ -1,0 +1,35 @@
+-- Gives reservations back (an outcome that does not count): src/stores/memory-store.ts refund, in one call.
+-- Rows are locked in the order check.sql locks them. Arguments as check.sql's (no mode), and receipts:
+-- per op, what its decision's result said. Never below empty; a row left holding nothing is deleted.
+CREATE OR REPLACE FUNCTION @schema@.@refund@(
+  now_arg bigint, rules text[], keys bytea[], nums float8[], receipts float8[]
+) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+  now_ms bigint := coalesce(now_arg, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint);
+  o @schema@.@op@;
+  st @schema@.@state@;
+  r record;
+  lim bigint;
+  h bytea;
+  i integer;
+BEGIN
+  FOR i IN SELECT u.ord::integer FROM unnest(rules, keys) WITH ORDINALITY AS u(rule, key, ord)
+      ORDER BY u.rule COLLATE "C", sha256(u.key) LOOP
+    h := sha256(keys[i]);
+    o := @schema@.@op_at@(nums, i);
+    SELECT x.lim INTO lim FROM @schema@.@overrides@ x
+      WHERE x.rule = rules[i] AND x.kh = h AND (x.until_ms IS NULL OR x.until_ms > now_ms);
+    IF FOUND THEN o.lim := lim; END IF;
+    SELECT k.a, k.b, k.xs, k.expires_ms, k.forget_ms INTO r
+      FROM @schema@.@keys@ k WHERE k.rule = rules[i] AND k.kh = h FOR UPDATE;
+    CONTINUE WHEN NOT FOUND OR NOT coalesce(r.expires_ms > now_ms, false);
+    st := @schema@.@refund_state@(ROW(r.a, r.b, r.xs)::@schema@.@state@, o, now_ms, receipts[i]::bigint);
+    IF st IS NULL AND NOT coalesce(r.forget_ms > now_ms, false) THEN
+      DELETE FROM @schema@.@keys@ k WHERE k.rule = rules[i] AND k.kh = h;
+    ELSE
+      UPDATE @schema@.@keys@ k SET a = st.a, b = st.b, xs = st.xs,
+        expires_ms = CASE WHEN st IS NULL THEN NULL ELSE @schema@.@expires_at@(st, o) END
+        WHERE k.rule = rules[i] AND k.kh = h;
+    END IF;
+  END LOOP;
+END $$;
