@@ -3,7 +3,8 @@ import type { Request, Response } from 'express';
 import type { Decision, RequestInfo } from '../src/index.js';
 import { pathOf, responseClosed } from './common.js';
 import type { HttpExchange } from './exchange.js';
-import type { TrustSetting, WiringCheck } from './wiring.js';
+import { onUnixSocket, type Trust, unixSocketClient } from './proxy-trust.js';
+import { SPOOFABLE_FIXES, type TrustSetting, type WiringCheck } from './wiring.js';
 
 /**
  * The request as the core sees it; `ip` is Express's own notion (after `trust proxy`). Everything but
@@ -32,10 +33,21 @@ export class ExpressRequestInfo implements RequestInfo {
     return this.#path;
   }
 
+  /**
+   * Express's `req.ip`; on a Unix domain socket, where it is undefined unless `trust proxy` counts hops
+   * (the peer has no address for `'loopback'` or a list to match), the entry the proxy there appended,
+   * read through Express's own compiled `trust proxy` (`unixSocketClient`).
+   */
   get ip(): string | undefined {
     if (!this.#ipRead) {
-      this.#ip = this.#req.ip;
+      const req = this.#req;
+      this.#ip = req.ip;
       this.#ipRead = true;
+      const trust = req.app?.get('trust proxy fn') as Trust | undefined;
+      if (this.#ip === undefined && typeof trust === 'function' && onUnixSocket(req.socket)) {
+        const forwarded = req.headers['x-forwarded-for'];
+        this.#ip = unixSocketClient(Array.isArray(forwarded) ? forwarded.join(', ') : forwarded, trust);
+      }
     }
     return this.#ip;
   }
@@ -89,7 +101,8 @@ export class ExpressExchange implements HttpExchange {
   }
 
   spoofable(): string | undefined {
-    return this.#req.app?.get('trust proxy') === true ? "Express 'trust proxy' is true" : undefined;
+    if (this.#req.app?.get('trust proxy') !== true) return undefined;
+    return `Express 'trust proxy' is true (${SPOOFABLE_FIXES[this.trustSetting]})`;
   }
 
   /** Express's default, `trust proxy` false (or 0 hops), believes no `X-Forwarded-For` entry. */

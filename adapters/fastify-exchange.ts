@@ -4,7 +4,8 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Decision, RequestInfo } from '../src/index.js';
 import { pathOf, responseClosed } from './common.js';
 import type { HttpExchange } from './exchange.js';
-import type { TrustSetting, WiringCheck } from './wiring.js';
+import { compileTrust, onUnixSocket, type Trust, type TrustProxy, unixSocketClient } from './proxy-trust.js';
+import { SPOOFABLE_FIXES, type TrustSetting, type WiringCheck } from './wiring.js';
 
 /** A chain of documentation addresses behind a public peer: only a trust-everything setting takes its left end. */
 const PROBE = {
@@ -17,11 +18,7 @@ const PROBE = {
  * does not expose: its `ip` getter is asked about a 65-hop request from a public address.
  */
 export function believesAnyProxy(request: FastifyRequest): boolean {
-  for (let proto = Object.getPrototypeOf(request); proto !== null; proto = Object.getPrototypeOf(proto)) {
-    const getter = Object.getOwnPropertyDescriptor(proto, 'ip')?.get;
-    if (getter !== undefined) return getter.call({ raw: PROBE }) === '192.0.2.1';
-  }
-  return false;
+  return ipGetterOf(request)?.call({ raw: PROBE }) === '192.0.2.1';
 }
 
 /** Per request class (one per Fastify instance): whether it trusts no proxy. */
@@ -84,8 +81,17 @@ export class FastifyRequestInfo implements RequestInfo {
     return this.#path;
   }
 
-  get ip(): string {
-    return this.#request.ip;
+  /**
+   * Fastify's `request.ip`; on a Unix domain socket, where it is undefined (the peer has no address, and
+   * Fastify 5.12 and later ignore a number of hops), the entry the proxy there appended, read through the
+   * `trustProxy` option compiled as Express compiles `trust proxy` (`unixSocketClient`).
+   */
+  get ip(): string | undefined {
+    const request = this.#request;
+    const ip = request.ip as string | undefined;
+    if (ip !== undefined || !onUnixSocket(request.raw.socket)) return ip;
+    const { trust } = proxyOption(request);
+    return trust && unixSocketClient(request.headers['x-forwarded-for'] as string | undefined, trust);
   }
 
   get query(): Record<string, unknown> {
@@ -103,6 +109,54 @@ export class FastifyRequestInfo implements RequestInfo {
   get user(): unknown {
     return (this.#request as { user?: unknown }).user;
   }
+}
+
+/** A Fastify instance's `trustProxy` option: compiled as Express compiles `trust proxy`, and what Fastify does with it. */
+interface ProxyOption {
+  /** The option compiled; undefined when unset, false or 0, or not found. */
+  trust: Trust | undefined;
+  /** A number of hops that Fastify ignores (5.12 and later: its `request.ip` is the peer whatever the hops). */
+  hopsIgnored: boolean;
+}
+
+const proxyOptions = new WeakMap<object, ProxyOption>();
+
+/**
+ * The `trustProxy` option of the Fastify instance that took `request`. Fastify exposes it nowhere but in the
+ * options it keeps under its `fastify.options` symbol (on the root instance, which child contexts inherit),
+ * so it is read there.
+ */
+function proxyOption(request: FastifyRequest): ProxyOption {
+  const server = request.server;
+  let known = proxyOptions.get(server);
+  if (known === undefined) {
+    let option: TrustProxy | undefined;
+    for (let at: object | null = server; at !== null; at = Object.getPrototypeOf(at)) {
+      const key = Object.getOwnPropertySymbols(at).find((symbol) => symbol.description === 'fastify.options');
+      if (key === undefined) continue;
+      option = (at as Record<symbol, { trustProxy?: TrustProxy } | undefined>)[key]?.trustProxy;
+      break;
+    }
+    const hopsIgnored =
+      typeof option === 'number' && option > 0 && ipGetterOf(request)?.call(HOP_PROBE) === '127.0.0.1';
+    known = { trust: compileTrust(option), hopsIgnored };
+    proxyOptions.set(server, known);
+  }
+  return known;
+}
+
+/** A loopback peer behind one proxy entry: any hop count of 1 or more takes the entry. */
+const HOP_PROBE = {
+  raw: { socket: { remoteAddress: '127.0.0.1' }, headers: { 'x-forwarded-for': '192.0.2.1' } },
+};
+
+/** The `ip` getter of the request's class. */
+function ipGetterOf(request: FastifyRequest): (() => unknown) | undefined {
+  for (let proto = Object.getPrototypeOf(request); proto !== null; proto = Object.getPrototypeOf(proto)) {
+    const getter = Object.getOwnPropertyDescriptor(proto, 'ip')?.get;
+    if (getter !== undefined) return getter;
+  }
+  return undefined;
 }
 
 /** `:name`, `:name(regex)`, an optional `:name?`, or the wildcard `*` of a find-my-way pattern; `::` is a literal colon. */
@@ -162,11 +216,19 @@ export class FastifyExchange implements HttpExchange {
   }
 
   spoofable(): string | undefined {
-    return believesAnyProxy(this.#request) ? 'Fastify trustProxy is true' : undefined;
+    if (!believesAnyProxy(this.#request)) return undefined;
+    return `Fastify trustProxy is true (${SPOOFABLE_FIXES[this.trustSetting]})`;
   }
 
+  /**
+   * No proxy setting, or a number of hops that Fastify ignores (its `request.ip` is the peer, the proxy):
+   * except on a Unix domain socket, where the hops are counted (`FastifyRequestInfo.ip`).
+   */
   untrusted(): TrustSetting | undefined {
-    return trustsNoProxy(this.#request) ? this.trustSetting : undefined;
+    const request = this.#request;
+    if (trustsNoProxy(request)) return this.trustSetting;
+    const ignored = proxyOption(request).hopsIgnored && !onUnixSocket(request.raw.socket);
+    return ignored ? this.trustSetting : undefined;
   }
 
   whenGone(cancel: () => void): () => void {

@@ -6,20 +6,8 @@ import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import type { Decision, RequestInfo } from '../src/index.js';
 import { signalAborted } from './common.js';
 import type { HttpExchange } from './exchange.js';
-import { clientAddress, compileTrustList, type Trust } from './proxy-trust.js';
-import type { TrustSetting, WiringCheck } from './wiring.js';
-
-/** Which proxies' `X-Forwarded-For` entries are believed (Express's `trust proxy` forms). */
-export type TrustProxy = boolean | number | string | string[] | ((address: string, hop: number) => boolean);
-
-/** The trust function of a `trustProxy` setting, as Express and Fastify compile theirs; none for false. */
-export function compileTrust(trust: TrustProxy | undefined): Trust | undefined {
-  if (trust === undefined || trust === false || trust === 0) return undefined;
-  if (trust === true) return () => true;
-  if (typeof trust === 'number') return (_address, hop) => hop < trust;
-  if (typeof trust === 'function') return trust;
-  return compileTrustList(typeof trust === 'string' ? trust.split(',').map((s) => s.trim()) : trust);
-}
+import { clientAddress, onUnixSocket, type Trust, unixSocketClient } from './proxy-trust.js';
+import { SPOOFABLE_FIXES, type TrustSetting, type WiringCheck } from './wiring.js';
 
 /**
  * The body as the handler will read it, through Hono's own cached readers. A form (`urlencoded`,
@@ -84,17 +72,19 @@ export class HonoRequestInfo implements RequestInfo {
     return this.#c.req.path;
   }
 
-  /** The peer, or the right-most `X-Forwarded-For` entry not appended by a trusted proxy. */
+  /**
+   * The peer, or the right-most `X-Forwarded-For` entry not appended by a trusted proxy; on a Node server's
+   * Unix domain socket, whose peer has no address, the entry the proxy there appended (`unixSocketClient`).
+   */
   get ip(): string | undefined {
     if (this.#ipRead) return this.#ip;
     this.#ipRead = true;
-    const peer = this.#getConnInfo
-      ? this.#getConnInfo(this.#c).remote.address
-      : nodeSocket(this.#c)?.remoteAddress;
-    if (peer === undefined || this.#trust === undefined) this.#ip = peer;
-    else {
-      this.#ip = clientAddress(peer, this.#c.req.header('x-forwarded-for'), this.#trust);
-    }
+    const socket = nodeSocket(this.#c);
+    const peer = this.#getConnInfo ? this.#getConnInfo(this.#c).remote.address : socket?.remoteAddress;
+    const trust = this.#trust;
+    if (trust === undefined) this.#ip = peer;
+    else if (peer !== undefined) this.#ip = clientAddress(peer, this.#c.req.header('x-forwarded-for'), trust);
+    else if (onUnixSocket(socket)) this.#ip = unixSocketClient(this.#c.req.header('x-forwarded-for'), trust);
     return this.#ip;
   }
 
@@ -160,7 +150,7 @@ export class HonoExchange implements HttpExchange {
   }
 
   spoofable(): string | undefined {
-    return this.#reading.trustsAll ? 'Hono trustProxy is true' : undefined;
+    return this.#reading.trustsAll ? `Hono trustProxy is true (${SPOOFABLE_FIXES.hono})` : undefined;
   }
 
   untrusted(): TrustSetting | undefined {

@@ -6,12 +6,13 @@ import { fieldsOf } from '../src/config/known-fields.js';
 import type { Decision, Limiter, Rule } from '../src/index.js';
 import { createSetup, type RateLimitOptions } from './common.js';
 import { exchange } from './exchange.js';
-import { compileTrust, HonoExchange, type HonoReading, type TrustProxy } from './hono-exchange.js';
+import { HonoExchange, type HonoReading } from './hono-exchange.js';
+import { compileTrust, type TrustProxy } from './proxy-trust.js';
 import { type SlowDownOptions, slowDownRequest, slowDownSetup } from './slow-down.js';
 
 export type { RateLimitOptions } from './common.js';
 export { SPOOFABLE_IP_WARNING } from './common.js';
-export type { TrustProxy } from './hono-exchange.js';
+export type { TrustProxy } from './proxy-trust.js';
 export type { SlowDownDelay, SlowDownOptions } from './slow-down.js';
 
 declare module 'hono' {

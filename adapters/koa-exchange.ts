@@ -3,7 +3,7 @@ import type { Context, Next } from 'koa';
 import type { Decision, RequestInfo } from '../src/index.js';
 import { errorStatus, pathOf, responseClosed } from './common.js';
 import type { HttpExchange } from './exchange.js';
-import type { TrustSetting, WiringCheck } from './wiring.js';
+import { SPOOFABLE_FIXES, type TrustSetting, type WiringCheck } from './wiring.js';
 
 /**
  * The request as the core sees it; `ip` is Koa's own notion (after `app.proxy`, `maxIpsCount`). Everything
@@ -72,7 +72,8 @@ export class KoaExchange implements HttpExchange {
 
   spoofable(): string | undefined {
     const app = this.#ctx.app;
-    return app.proxy && !(app.maxIpsCount > 0) ? 'Koa app.proxy is on with maxIpsCount 0' : undefined;
+    if (!app.proxy || app.maxIpsCount > 0) return undefined;
+    return `Koa app.proxy is on with app.maxIpsCount 0 (${SPOOFABLE_FIXES.koa})`;
   }
 
   /** Koa's default, `app.proxy` false, believes no `X-Forwarded-For` entry. */

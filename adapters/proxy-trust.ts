@@ -1,9 +1,22 @@
-// Trusted proxies for frameworks without a `trust proxy` of their own (Hono): Express's forms compiled to a
-// trust function over ipaddr.js, and the client address read through the proxies that function trusts.
+// Trusted proxies: Express's `trust proxy` forms compiled to a trust function over ipaddr.js (for Hono, which
+// has no setting of its own, and Fastify's setting on a Unix socket), the client address read through the
+// proxies that function trusts, and the client behind a proxy on a Unix domain socket.
 import ipaddr from 'ipaddr.js';
 
 /** Whether the hop `hop` steps from the server (0: the peer) at `address` is a proxy to believe. */
 export type Trust = (address: string, hop: number) => boolean;
+
+/** Which proxies' `X-Forwarded-For` entries are believed (Express's `trust proxy` forms, Fastify's `trustProxy`). */
+export type TrustProxy = boolean | number | string | string[] | ((address: string, hop: number) => boolean);
+
+/** The trust function of a `trustProxy` setting, as Express compiles its own; none for false, 0 or unset. */
+export function compileTrust(trust: TrustProxy | undefined): Trust | undefined {
+  if (trust === undefined || trust === false || trust === 0) return undefined;
+  if (trust === true) return () => true;
+  if (typeof trust === 'number') return (_address, hop) => hop < trust;
+  if (typeof trust === 'function') return trust;
+  return compileTrustList(typeof trust === 'string' ? trust.split(',').map((s) => s.trim()) : trust);
+}
 
 /** Express's named ranges. */
 const NAMED: Readonly<Record<string, readonly string[]>> = {
@@ -66,4 +79,30 @@ export function clientAddress(peer: string, forwarded: string | undefined, trust
     if (!trust(hops[hop] as string, hop)) return hops[hop] as string;
   }
   return hops[hops.length - 1] as string;
+}
+
+/**
+ * The address trust settings judge a peer on a Unix domain socket as: such a peer has no address, and is a
+ * process on this host, as a client of the loopback interface is.
+ */
+export const UNIX_PEER = '127.0.0.1';
+
+/**
+ * Whether `socket` is a connection to a server listening on a Unix domain socket (or a Windows named pipe),
+ * told by the server's address, a path: never by a missing peer address, which a TCP connection also
+ * shows once it is reset.
+ */
+export function onUnixSocket(socket: unknown): boolean {
+  const server = (socket as { server?: { address?: () => unknown } } | null | undefined)?.server;
+  return typeof server?.address === 'function' && typeof server.address() === 'string';
+}
+
+/**
+ * The client behind a proxy on a Unix domain socket: the peer is judged as `UNIX_PEER` at hop 0, then the
+ * `X-Forwarded-For` entries from the right as `clientAddress` reads them. Undefined when the setting does
+ * not trust that peer, or no entry came: the request then has no client address.
+ */
+export function unixSocketClient(forwarded: string | undefined, trust: Trust): string | undefined {
+  if (forwarded === undefined || !trust(UNIX_PEER, 0)) return undefined;
+  return clientAddress(UNIX_PEER, forwarded, trust);
 }

@@ -107,13 +107,29 @@ export const TRUST_SETTINGS = {
     "Express trusts no proxy: set app.set('trust proxy', n) to the number of proxies in front of the app (or to their addresses)",
   koa: 'Koa trusts no proxy: set app.proxy = true and app.maxIpsCount to the number of proxies in front of the app',
   fastify:
-    'Fastify trusts no proxy: create it with the trustProxy option set to the number of proxies in front of the app (or to their addresses), Fastify({ trustProxy: 1 })',
+    "Fastify trusts no proxy: create it with the trustProxy option set to the proxies' addresses or subnets, Fastify({ trustProxy: '10.0.0.0/8' }) (Fastify 5.12 and later ignore a number of hops)",
   hono: "ratekeeper/hono's rateLimit trusts no proxy: give it the trustProxy option, the number of proxies in front of the app (or their addresses); the peer it starts from is getConnInfo's remote address",
   'nest-express':
     "Nest's Express platform trusts no proxy: call app.set('trust proxy', n) on the NestExpressApplication, n the number of proxies in front of the app (or their addresses)",
   'nest-fastify':
-    "Nest's Fastify platform trusts no proxy: create it with new FastifyAdapter({ trustProxy: n }), n the number of proxies in front of the app (or their addresses)",
+    "Nest's Fastify platform trusts no proxy: create it with new FastifyAdapter({ trustProxy: addresses }), the proxies' addresses or subnets such as '10.0.0.0/8' (Fastify 5.12 and later ignore a number of hops)",
 } as const;
+
+/**
+ * What to set instead of a proxy setting that believes every `X-Forwarded-For` entry, in the framework's own
+ * terms (the advice of the spoofable-IP warning).
+ */
+export const SPOOFABLE_FIXES: Record<TrustSetting, string> = {
+  express: "set app.set('trust proxy', n), n the number of proxies in front of the app, or their addresses",
+  koa: 'set app.maxIpsCount = n, n the number of proxies in front of the app (app.maxIpsCount = 1 behind one)',
+  fastify:
+    "create it with trustProxy set to the proxies' addresses or subnets, such as Fastify({ trustProxy: '10.0.0.0/8' })",
+  hono: 'give trustProxy the number of proxies in front of the app, or their addresses',
+  'nest-express':
+    "call app.set('trust proxy', n) on the NestExpressApplication, n the number of proxies in front of the app, or their addresses",
+  'nest-fastify':
+    "create it with new FastifyAdapter({ trustProxy: addresses }), the proxies' addresses or subnets such as '10.0.0.0/8'",
+};
 
 export type TrustSetting = keyof typeof TRUST_SETTINGS;
 

@@ -48,6 +48,11 @@ for (const stores of [memoryStores, redisStores]) {
   routePrefixSuite('Nest (fastify)', (limiter) => nestPrefixed('fastify', limiter), stores);
 }
 
+// Client addresses on a real Unix domain socket, on both platforms.
+const { unixSocketSuite } = await import('./suites/unix-socket-suite.js');
+const { nestSocketApps } = await import('./suites/nest-unix-socket.js');
+for (const platform of ['express', 'fastify'] as const) unixSocketSuite(nestSocketApps(platform));
+
 // GraphQL resolvers and WebSocket gateways, on NestJS 12 (the GraphQL and WebSocket packages are those of 12).
 if (NEST_MAJOR === 12) {
   const { nestContextSuite } = await import('./suites/nest-contexts.js');

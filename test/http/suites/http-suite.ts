@@ -490,10 +490,12 @@ export function httpSuite(harness: Harness, stores: StoreFactory): void {
         await request(listener).get('/echo').set('x-forwarded-for', '5.6.7.8, 9.9.9.9').expect(200);
       });
 
-      it('warns once when the framework believes the left-most, client-chosen X-Forwarded-For entry', async () => {
+      it('warns once when the framework believes the left-most, client-chosen X-Forwarded-For entry, saying what to set', async () => {
         const codes: string[] = [];
+        const messages: string[] = [];
         const onWarning = (warning: Error & { code?: string }) => {
           if (warning.code !== undefined) codes.push(warning.code);
+          if (warning.code === SPOOFABLE_IP_WARNING) messages.push(warning.message);
         };
         process.on('warning', onWarning);
         try {
@@ -505,6 +507,10 @@ export function httpSuite(harness: Harness, stores: StoreFactory): void {
           process.off('warning', onWarning);
         }
         expect(codes.filter((c) => c === SPOOFABLE_IP_WARNING)).to.have.length(1);
+        // The framework's own setting to change, and to what (Koa: app.maxIpsCount = n).
+        expect(messages[0]).to.match(
+          /^ratekeeper: .+ \((set|call|create it with|give) .+\); any client can choose its rate-limit key/,
+        );
       });
 
       it('keys IPv6 clients by their /56: addresses in one /56 share a count', async () => {
