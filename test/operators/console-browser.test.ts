@@ -1,17 +1,28 @@
-// The operator console in a real headless browser (Debian's chromium, driven by playwright-core) against a
-// real app process on a real Redis: sign in, find a locked key, unlock it, see the app admit the key.
+// The operator console in a real headless browser (the Chromium of the @sparticuz/chromium development
+// dependency, or CHROMIUM_PATH's, driven by playwright-core) against a real app process on a real Redis: sign
+// in, find a locked key, unlock it, see the app admit the key.
 // RATEKEEPER_SCREENSHOT=docs/console.png writes the README's screenshot.
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import npmChromium from '@sparticuz/chromium';
 import { expect } from 'chai';
 import { type BrowserContext, chromium, type Page } from 'playwright-core';
 import { OPERATOR_PASSWORD } from '../fixtures/ops-rules.js';
 import { type AppProcess, startApp } from '../support/ops.js';
 import { getRedis } from '../support/redis.js';
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+/**
+ * The browser: CHROMIUM_PATH when set, else the headless Chromium that @sparticuz/chromium carries in its
+ * tarball (unpacked once into the temporary folder), so `npm ci` is all the test needs.
+ */
+async function chromiumPath(): Promise<string> {
+  const given = process.env.CHROMIUM_PATH;
+  if (given === undefined) return npmChromium.executablePath();
+  if (!existsSync(given)) throw new Error(`no Chromium at CHROMIUM_PATH=${given}`);
+  return given;
+}
 const FLAGS = [
   '--no-sandbox',
   '--disable-gpu',
@@ -33,16 +44,12 @@ describe('operator console in a headless browser', function () {
   const console = () => `http://127.0.0.1:${app.port}/ops`;
 
   before(async () => {
-    if (!existsSync(CHROMIUM)) {
-      throw new Error(
-        `no Chromium at ${CHROMIUM}: apt-get install -y chromium (.ci/run does), or set CHROMIUM_PATH`,
-      );
-    }
+    const executablePath = await chromiumPath();
     const server = await getRedis();
     app = await startApp(server.url, `opsb${randomBytes(4).toString('hex')}`);
     profile = mkdtempSync(join(tmpdir(), 'ratekeeper-chromium-'));
     context = await chromium.launchPersistentContext(profile, {
-      executablePath: CHROMIUM,
+      executablePath,
       headless: true,
       args: FLAGS,
       viewport: { width: 1100, height: 760 },
