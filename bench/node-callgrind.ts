@@ -1,11 +1,14 @@
 // Instructions the Node process runs per HTTP request, counted by callgrind: what each limiter middleware adds to a
-// real request through a loopback socket, independent of machine load.
-// `npm run bench -- node-cost`; alone: npx tsx bench/node-callgrind.ts   (NODE_CALLGRIND_REQUESTS=2000)
-// Each framework's apps (bench/http-apps.ts: bare, the framework's own limiter, ratekeeper; memory and Redis) run in
-// one Node process under valgrind --tool=callgrind (bench/node-callgrind-server.ts). This process sends each app
-// its warm-up requests, zeroes the counters, sends the measured requests from 64 keep-alive connections and
-// dumps them: instructions of the server process (every thread: JIT, GC) per request, less the bare app's.
-// Redis (for the Redis rows) runs outside valgrind and is not counted here (bench/redis-callgrind.ts counts it).
+// real request, independent of machine load.
+// `npm run bench -- node-cost`; alone: npx tsx bench/node-callgrind.ts [app-regex]
+//   (NODE_COST_WARMUP=2000, NODE_COST_REQUESTS=3000, NODE_COST_RUNS=2; CALLGRIND_KEEP=1 keeps the dumps for
+//   callgrind_annotate)
+// Each app (bench/node-cost-app.ts: Express 5 bare, with express-rate-limit, with ratekeeper; memory and Redis)
+// runs with its own keep-alive client (10 requests in flight, GET /, one rule keyed by IP, limit 1e9, fixed 1 h)
+// in one Node process under valgrind --tool=callgrind. The process sends its warm-up; this one zeroes the
+// counters (callgrind_control -z); the process sends the measured requests; this one dumps them (-d):
+// instructions of the process (every thread: JIT, GC; the client's work too, alike for every app) per request,
+// less the bare app's. Redis runs outside valgrind and is not counted (bench/redis-callgrind.ts counts it).
 
 import { execFile, spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
@@ -16,28 +19,31 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { stopChild, track } from '../test/support/processes.js';
 import { startRedis } from '../test/support/redis.js';
-import { drive } from './http-in-process.js';
+import { IN_FLIGHT, NODE_COST_APPS, type NodeCostApp } from './node-cost-app.js';
 import { num, ratio, type Section, type Table, textTable } from './report.js';
 
 const run = promisify(execFile);
 
-/** The apps measured besides the bare one: each framework's own limiter, and ours. */
-const MEASURED: Record<'express' | 'fastify', RegExp> = {
-  express: /express-rate-limit|ratekeeper/,
-  fastify: /@fastify\/rate-limit|ratekeeper/,
+const NAMES: Record<NodeCostApp, string> = {
+  bare: 'express (bare)',
+  'erl-memory': 'express-rate-limit (memory)',
+  'erl-redis': 'express-rate-limit + rate-limit-redis',
+  'rk-memory': 'ratekeeper (memory)',
+  'rk-redis': 'ratekeeper (RedisStore, ioredis)',
 };
-const CONNECTIONS = 64;
-/** Measured rounds per app, interleaved. */
-const ROUNDS = 3;
+/** Each ratekeeper app's peer: the ratio's denominator. */
+const PEER: Partial<Record<NodeCostApp, NodeCostApp>> = {
+  'rk-memory': 'erl-memory',
+  'rk-redis': 'erl-redis',
+};
 
 export interface NodeCostRow {
-  framework: string;
+  app: NodeCostApp;
   name: string;
-  group: string;
-  /** Instructions of the server process per request. */
-  perRequest: number;
-  /** perRequest less the bare app's. */
-  added: number;
+  /** Instructions of the process per request, one figure per run. */
+  perRequest: number[];
+  /** perRequest less the bare app's, per run. */
+  added: number[];
 }
 
 function lastDump(dir: string): string {
@@ -53,15 +59,16 @@ function dumpInstructions(file: string): number {
   return Number(totals[1]);
 }
 
-/** One framework's apps under callgrind: instructions per request of each. */
-async function measureFramework(
-  framework: 'express' | 'fastify',
+/** One app in its own process under callgrind: instructions per measured request. */
+async function measureApp(
+  app: NodeCostApp,
   redisPort: number,
+  warmUp: number,
   requests: number,
-  log: (line: string) => void,
-): Promise<NodeCostRow[]> {
-  const dir = mkdtempSync(join(tmpdir(), 'rk-node-callgrind-'));
-  const script = fileURLToPath(new URL('./node-callgrind-server.ts', import.meta.url));
+  keep: boolean,
+): Promise<number> {
+  const dir = mkdtempSync(join(tmpdir(), `rk-node-cost-${app}-`));
+  const script = fileURLToPath(new URL('./node-cost-app.ts', import.meta.url));
   const child = track(
     spawn(
       'valgrind',
@@ -72,103 +79,125 @@ async function measureFramework(
         '--import',
         'tsx',
         script,
-        framework,
+        app,
         String(redisPort),
-        MEASURED[framework].source,
+        String(warmUp),
+        String(requests),
       ],
-      { stdio: ['ignore', 'pipe', 'ignore'], cwd: fileURLToPath(new URL('..', import.meta.url)) },
+      { stdio: ['pipe', 'pipe', 'inherit'], cwd: fileURLToPath(new URL('..', import.meta.url)) },
     ),
   );
   try {
-    const line = await new Promise<string>((resolve, reject) => {
-      const lines = createInterface({ input: child.stdout as NonNullable<typeof child.stdout> });
-      lines.once('line', resolve);
-      child.once('exit', (code) => reject(new Error(`the app process exited (${code}) before listening`)));
-    });
-    const servers = JSON.parse(line) as Array<{ name: string; group: string; port: number }>;
-    const keys = Array.from({ length: 10_000 }, (_, i) => `client-${i}`);
-    // Warm-up of every app first (V8 compiles the paths they share), then ROUNDS measured rounds in turn;
-    // the least count of each app is kept: a GC or a compilation landing in one window inflates it.
-    for (const server of servers) await drive(server.port, CONNECTIONS, Math.max(requests, 3000), keys);
-    const counts = servers.map((): number[] => []);
-    for (let round = 0; round < ROUNDS; round++) {
-      for (const [i, server] of servers.entries()) {
-        await run('callgrind_control', ['-z', String(child.pid)]);
-        await drive(server.port, CONNECTIONS, requests, keys);
-        await run('callgrind_control', ['-d', String(child.pid)]);
-        counts[i]?.push(Math.round(dumpInstructions(lastDump(dir)) / requests));
-      }
-    }
-    const rows: NodeCostRow[] = servers.map((server, i) => {
-      const perRequest = Math.min(...(counts[i] ?? []));
-      log(
-        `  ${server.name.padEnd(48)} ${num(perRequest).padStart(12)} instructions / request (${counts[i]?.map((c) => num(c)).join(', ')})`,
-      );
-      return { framework, name: server.name, group: server.group, perRequest, added: Number.NaN };
-    });
-    const bare = rows.find((r) => r.group === 'bare');
-    for (const row of rows) row.added = bare === undefined ? Number.NaN : row.perRequest - bare.perRequest;
-    return rows;
+    const lines = createInterface({ input: child.stdout as NonNullable<typeof child.stdout> });
+    const said = (word: string) =>
+      new Promise<void>((resolve, reject) => {
+        const onLine = (line: string) => {
+          if (line !== word) return;
+          lines.off('line', onLine);
+          resolve();
+        };
+        lines.on('line', onLine);
+        child.once('exit', (code) =>
+          reject(new Error(`${app}: the process exited (${code}) before '${word}'`)),
+        );
+      });
+    await said('warm');
+    await run('callgrind_control', ['-z', String(child.pid)]);
+    const done = said('done');
+    child.stdin?.write('go\n');
+    await done;
+    await run('callgrind_control', ['-d', String(child.pid)]);
+    return Math.round(dumpInstructions(lastDump(dir)) / requests);
   } finally {
     await stopChild(child, 10_000);
-    rmSync(dir, { recursive: true, force: true });
+    if (keep) console.log(`  ${app}: dumps kept in ${dir}`);
+    else rmSync(dir, { recursive: true, force: true });
   }
 }
 
 export async function runNodeCallgrind(
   redisPort: number,
   log: (line: string) => void,
-  requests = Number(process.env.NODE_CALLGRIND_REQUESTS ?? 2000),
+  options: { filter?: RegExp } = {},
 ): Promise<{ section: Section; rows: NodeCostRow[] }> {
+  const warmUp = Number(process.env.NODE_COST_WARMUP ?? 2000);
+  const requests = Number(process.env.NODE_COST_REQUESTS ?? 3000);
+  const runs = Number(process.env.NODE_COST_RUNS ?? 2);
+  const keep = process.env.CALLGRIND_KEEP === '1';
+  const apps = NODE_COST_APPS.filter((a) => a === 'bare' || !options.filter || options.filter.test(a));
   log(
-    `express and fastify apps under callgrind (at once), ${requests} requests per round from ${CONNECTIONS} connections`,
+    `Express apps under callgrind, one process each with its client (${IN_FLIGHT} in flight): ` +
+      `${warmUp} requests of warm-up, ${requests} measured, ${runs} runs`,
   );
-  const frameworks = await Promise.all(
-    (['express', 'fastify'] as const).map((framework) =>
-      measureFramework(framework, redisPort, requests, log),
-    ),
-  );
-  const rows = frameworks.flat();
-  return { section: nodeSection(rows, requests), rows };
+  const rows: NodeCostRow[] = apps.map((app) => ({ app, name: NAMES[app], perRequest: [], added: [] }));
+  for (let r = 0; r < runs; r++) {
+    // Two at a time: valgrind runs one thread at a time, and the machine has cores to spare for two.
+    const counts: number[] = [];
+    for (let i = 0; i < apps.length; i += 2) {
+      const pair = apps.slice(i, i + 2);
+      const measured = await Promise.all(
+        pair.map((app) => measureApp(app, redisPort, warmUp, requests, keep)),
+      );
+      counts.push(...measured);
+    }
+    const bare = counts[0] as number;
+    for (const [i, row] of rows.entries()) {
+      const count = counts[i] as number;
+      row.perRequest.push(count);
+      row.added.push(count - bare);
+      log(`  run ${r + 1}: ${row.name.padEnd(40)} ${num(count).padStart(10)} (added ${num(count - bare)})`);
+    }
+  }
+  return { section: nodeSection(rows, warmUp, requests), rows };
 }
 
-function nodeSection(rows: NodeCostRow[], requests: number): Section {
-  const table = (framework: string): Table => {
-    const own = rows.filter((r) => r.framework === framework);
-    const peerOf = (store: string) => own.find((r) => r.group === 'peer' && r.name.includes(store));
-    return {
-      title: `${framework}: Node instructions per HTTP request (callgrind)`,
-      columns: ['app', 'instructions / request', 'added by the limiter', 'vs its peer (same store)'],
-      rows: own.map((r) => {
-        const store = r.name.includes('redis') ? 'redis' : 'memory';
-        const peer = peerOf(store);
-        return [
-          r.name,
-          num(r.perRequest),
-          r.group === 'bare' ? '-' : num(r.added),
-          r.group === 'ratekeeper' && peer ? ratio(r.added / peer.added) : '-',
-        ];
-      }),
-    };
+/** Each run's ratio of a ratekeeper row's added instructions to its peer's. */
+export function peerRatios(rows: readonly NodeCostRow[], app: NodeCostApp): number[] {
+  const own = rows.find((r) => r.app === app);
+  const peer = rows.find((r) => r.app === PEER[app]);
+  if (own === undefined || peer === undefined) return [];
+  return own.added.map((added, i) => added / (peer.added[i] as number));
+}
+
+function nodeSection(rows: NodeCostRow[], warmUp: number, requests: number): Section {
+  const table: Table = {
+    title: 'express: Node instructions per HTTP request (callgrind), per run',
+    columns: ['app', 'instructions / request', 'added by the limiter', 'vs express-rate-limit (same store)'],
+    rows: rows.map((r) => [
+      r.name,
+      r.perRequest.map((n) => num(n)).join('; '),
+      r.app === 'bare' ? '-' : r.added.map((n) => num(n)).join('; '),
+      PEER[r.app]
+        ? peerRatios(rows, r.app)
+            .map((x) => ratio(x))
+            .join('; ')
+        : '-',
+    ]),
   };
   return {
     id: 'node-callgrind',
     title: 'Node work per HTTP request (callgrind)',
     intro:
-      `Each app serves ${num(requests)} GET requests per round (after a warm-up of every app; ${ROUNDS} rounds in turn, ` +
-      `the least count kept) from ${CONNECTIONS} keep-alive loopback ` +
-      'connections of one client process, 10,000 distinct keys, all admitted; instructions of the server process ' +
-      '(all its threads) counted by valgrind --tool=callgrind between a zeroing and a dump, per request. "Added" is ' +
-      'the app less the bare app of its framework; Redis itself is not counted (see the callgrind table of ' +
-      'redis-server). Command: `npm run bench -- node-cost`.',
-    tables: [table('express'), table('fastify')],
+      `Each app in its own Node process under valgrind --tool=callgrind with a keep-alive client in the same ` +
+      `process (${IN_FLIGHT} requests in flight, GET /, one rule keyed by IP, limit 1e9, fixed 1 h; ratekeeper's ` +
+      `RedisStore with storeTimeout 600000 and onStoreError 'deny', default headers; express-rate-limit with ` +
+      `standardHeaders 'draft-6' and legacyHeaders true, rate-limit-redis on the same Redis): ${num(warmUp)} ` +
+      `requests of warm-up, counters zeroed, ${num(requests)} requests measured, counters dumped; instructions of ` +
+      'the process (all threads) per request. "Added" is the app less the bare app of the same run. ' +
+      'Command: `npm run bench -- node-cost`.',
+    tables: [table],
   };
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const filter = process.argv[2] ? new RegExp(process.argv[2], 'i') : undefined;
   const redis = await startRedis();
   try {
-    const { section } = await runNodeCallgrind(redis.port, (line) => console.log(line));
+    const { section } = await runNodeCallgrind(
+      redis.port,
+      (line) => console.log(line),
+      filter ? { filter } : {},
+    );
     for (const table of section.tables) console.log(textTable(table));
   } finally {
     await redis.stop();

@@ -207,10 +207,10 @@ async function main(): Promise<number> {
       );
     }
     if (command === 'node-cost') {
-      // Node's own work per HTTP request, each framework's apps under callgrind (minutes: not part of 'all').
+      // Node's own work per HTTP request, each Express app under callgrind (minutes: not part of 'all').
       await runScenario(
         'node-cost',
-        () => runNodeCallgrind(server.port, log),
+        () => runNodeCallgrind(server.port, log, filter ? { filter } : {}),
         sections,
         findings,
         () => {},

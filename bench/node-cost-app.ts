@@ -1,0 +1,111 @@
+// Child process of bench/node-callgrind.ts, run under valgrind: one Express 5 app and a keep-alive client in
+// this one process. It sends the warm-up, says `warm`, waits for `go` on stdin (the parent has zeroed
+// callgrind's counters), sends the measured requests, says `done` and waits to be killed.
+// Usage: node --import tsx bench/node-cost-app.ts <app> <redis port> <warm-up> <measured>
+// <app>: bare | erl-memory | erl-redis | rk-memory | rk-redis.
+
+import { Agent, createServer, request, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import express, { type RequestHandler } from 'express';
+import { rateLimit as expressRateLimit, MemoryStore } from 'express-rate-limit';
+import { type RedisReply, RedisStore } from 'rate-limit-redis';
+import { openRedis } from './contender.js';
+import { loadRatekeeper } from './ratekeeper.js';
+
+export const NODE_COST_APPS = ['bare', 'erl-memory', 'erl-redis', 'rk-memory', 'rk-redis'] as const;
+export type NodeCostApp = (typeof NODE_COST_APPS)[number];
+
+/** Requests in flight from the client. */
+export const IN_FLIGHT = 10;
+const LIMIT = 1e9;
+const WINDOW_MS = 3_600_000;
+
+/** The limiter in front of the route, configured as the issue measures it (one rule keyed by IP). */
+async function limiterOf(app: NodeCostApp, redisPort: number): Promise<RequestHandler | undefined> {
+  if (app === 'bare') return undefined;
+  if (app === 'erl-memory' || app === 'erl-redis') {
+    const client = app === 'erl-redis' ? openRedis(redisPort) : undefined;
+    return expressRateLimit({
+      windowMs: WINDOW_MS,
+      limit: LIMIT,
+      standardHeaders: 'draft-6',
+      legacyHeaders: true,
+      store: client
+        ? new RedisStore({
+            sendCommand: (command: string, ...args: string[]) =>
+              client.call(command, ...args) as Promise<RedisReply>,
+            prefix: 'ncg-erl:',
+          })
+        : new MemoryStore(),
+    });
+  }
+  const rk = await loadRatekeeper();
+  const { rateLimit } = (await import(new URL('../adapters/express.js', import.meta.url).href)) as {
+    rateLimit(limiter: unknown): RequestHandler;
+  };
+  const limiter = rk.createLimiter({
+    store:
+      app === 'rk-redis'
+        ? new rk.RedisStore({ client: openRedis(redisPort), prefix: 'ncg-rk' })
+        : new rk.MemoryStore(),
+    rules: [{ name: 'api', key: 'ip', limit: LIMIT, window: { type: 'fixed', size: WINDOW_MS } }],
+    ...(app === 'rk-redis' && { storeTimeout: 600_000, onStoreError: 'deny' }),
+  } as Parameters<typeof rk.createLimiter>[0]);
+  return rateLimit(limiter);
+}
+
+/** `count` GET / requests, IN_FLIGHT at a time on the agent's keep-alive sockets; rejects on a non-200. */
+function send(port: number, agent: Agent, count: number): Promise<void> {
+  let sent = 0;
+  let done = 0;
+  return new Promise((resolve, reject) => {
+    const next = () => {
+      if (sent === count) return;
+      sent++;
+      const req = request({ port, host: '127.0.0.1', path: '/', agent }, (res) => {
+        if (res.statusCode !== 200) reject(new Error(`status ${res.statusCode}`));
+        res.resume();
+        res.on('end', () => {
+          done++;
+          if (done === count) resolve();
+          else next();
+        });
+      });
+      req.on('error', reject);
+      req.end();
+    };
+    for (let i = 0; i < IN_FLIGHT; i++) next();
+  });
+}
+
+async function main(): Promise<void> {
+  const [app, redisPort, warmUp, measured] = process.argv.slice(2) as [NodeCostApp, string, string, string];
+  const handler = await limiterOf(app, Number(redisPort));
+  const routes = express();
+  routes.disable('x-powered-by');
+  routes.disable('etag');
+  if (handler) routes.use(handler);
+  routes.get('/', (_req, res) => {
+    res.send('ok');
+  });
+  const server = await new Promise<Server>((resolve, reject) => {
+    const s = createServer({ keepAliveTimeout: 600_000 }, routes);
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => resolve(s));
+  });
+  const port = (server.address() as AddressInfo).port;
+  const agent = new Agent({ keepAlive: true, maxSockets: IN_FLIGHT });
+  await send(port, agent, Number(warmUp));
+  const lines = createInterface({ input: process.stdin });
+  const go = new Promise<void>((resolve) => lines.once('line', () => resolve()));
+  process.stdout.write('warm\n');
+  await go;
+  await send(port, agent, Number(measured));
+  process.stdout.write('done\n');
+  // Serves until killed.
+  setInterval(() => {}, 1 << 30);
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) await main();
