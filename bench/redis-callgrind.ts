@@ -14,8 +14,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
+import { CheckCall } from '../src/stores/redis-calls.js';
 import { connectionOf } from '../src/stores/redis-connection.js';
-import { CheckCall } from '../src/stores/redis-protocol.js';
 import { loadScripts, runScript } from '../src/stores/redis-scripts.js';
 import { RedisStore } from '../src/stores/redis-store.js';
 import type { StoreOp, StoreRule } from '../src/stores/store.js';
@@ -185,8 +185,18 @@ function floorCase(
   };
 }
 
-/** The clocked bound (FLOOR_CLOCKED): `perCall` decisions of `keysEach` keys per FCALL. */
-function clockedCase(client: Redis, id: string, name: string, perCall: number, keysEach: number): Case {
+/**
+ * The clocked bound (FLOOR_CLOCKED): `perCall` decisions of `keysEach` keys per FCALL, or per EVALSHA of
+ * the same script when `sha` is given.
+ */
+function clockedCase(
+  client: Redis,
+  id: string,
+  name: string,
+  perCall: number,
+  keysEach: number,
+  sha?: string,
+): Case {
   let keys: string[] = [];
   return {
     id,
@@ -197,7 +207,9 @@ function clockedCase(client: Redis, id: string, name: string, perCall: number, k
       if (keys.length < perCall * keysEach) return Promise.resolve();
       const batch = keys;
       keys = [];
-      return client.call('FCALL', 'rkbench_floor_clocked', String(batch.length), ...batch);
+      return sha === undefined
+        ? client.call('FCALL', 'rkbench_floor_clocked', String(batch.length), ...batch)
+        : client.evalsha(sha, batch.length, ...batch);
     },
   };
 }
@@ -312,7 +324,12 @@ const TARGETS: ReadonlyArray<{ what: string; row: string; over: string; atMost: 
     over: 'rate-limit-redis',
     atMost: 0.75,
   },
-  { what: 'fixed, 1 in flight, vs the single-decision floor (a)', row: 'fixed 1', over: 'a', atMost: 1.2 },
+  {
+    what: 'fixed, 1 in flight, vs the clock floor by EVALSHA (e1)',
+    row: 'fixed 1',
+    over: 'e1',
+    atMost: 1.25,
+  },
   { what: '3 fixed rules vs 1, 64 in flight', row: 'fixed x3 64', over: 'fixed 64', atMost: 2.2 },
   { what: 'sliding, 64 in flight, vs (c)', row: 'sliding 64', over: 'c', atMost: 2.5 },
   { what: 'sliding-log, 64 in flight, vs (c)', row: 'sliding-log 64', over: 'c', atMost: 2.5 },
@@ -341,6 +358,7 @@ export async function runRedisCallgrind(
     await new Promise((r) => setTimeout(r, 3000));
     const oneSha = (await client.script('LOAD', FLOOR_ONE)) as string;
     const manySha = (await client.script('LOAD', FLOOR_MANY)) as string;
+    const clockedSha = (await client.script('LOAD', FLOOR_CLOCKED)) as string;
     await client.call('FUNCTION', 'LOAD', 'REPLACE', FLOOR_LIBRARY);
     const express = await peerCase(
       expressRedis,
@@ -358,7 +376,7 @@ export async function runRedisCallgrind(
     );
     closers.push(express.close, flexible.close);
     const fixed = [storeRule('r1', 'fixed'), storeRule('r2', 'fixed'), storeRule('r3', 'fixed')];
-    const floors = new Set(['a', 'b', 'c', 'd', 'e', 'f', 'g']);
+    const floors = new Set(['a', 'b', 'c', 'd', 'e', 'e1', 'f', 'g']);
     const cases: Case[] = [
       floorCase(
         client,
@@ -371,6 +389,14 @@ export async function runRedisCallgrind(
       floorCase(client, 'c', '(c) batched floor: one EVALSHA deciding 32 keys', { sha: manySha }, 32),
       floorCase(client, 'd', '(d) the same as a Redis function (FCALL)', { fn: 'rkbench_floor_many' }, 32),
       clockedCase(client, 'e', '(e) bound: FCALL with TIME and SET NX GET PX, 1 per call', 1, 1),
+      clockedCase(
+        client,
+        'e1',
+        '(e1) clock floor: TIME and SET NX GET PX by EVALSHA, 1 per call',
+        1,
+        1,
+        clockedSha,
+      ),
       clockedCase(client, 'f', '(f) bound: the same, 32 per call', 32, 1),
       clockedCase(client, 'g', '(g) bound: the same with 3 keys per decision, 32 per call', 32, 3),
       express.case,

@@ -54,7 +54,7 @@ local freshAdmits, readOrCreate = algorithms.freshAdmits, algorithms.readOrCreat
 -- SET with both NX and GET: Redis 7.0 and later (algorithms.lua readOrCreate uses GET then SET before).
 local SET_NX_GET = algorithms.SET_NX_GET
 
--- The bits of a reply head (Flag in src/stores/redis-protocol.ts: the same names and values).
+-- The bits of a reply head (Flag in src/stores/redis-replies.ts: the same names and values).
 local Flag = {
   ALLOWED = 1, LOCKED = 2, LOCKED_NOW = 4, RETRY_AFTER_FOLLOWS = 8, LOCKED_UNTIL_FOLLOWS = 16, OVERRIDDEN = 32,
   FRESH = 64,

@@ -1,6 +1,6 @@
--- The Lua side of src/stores/redis-protocol.ts: how ops and the time arrive in ARGV, and the format of a
--- lock's value and of a lock-index member. A module (require('protocol')), not a script: no KEYS, no
--- reply of its own; readOps and readOp read the drivers' ARGV as laid out here.
+-- The Lua side of src/stores/redis-op-text.ts and redis-keys.ts: how ops and the time arrive in ARGV,
+-- and the format of a lock's value and of a lock-index member. A module (require('protocol')), not a
+-- script: no KEYS, no reply of its own; readOps and readOp read the drivers' ARGV as laid out here.
 
 local num = require('values').num
 
@@ -14,13 +14,13 @@ local function clockMs(arg)
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- An op travels as one text (opText in redis-protocol.ts): its 13 fields joined by ',': type, limit,
+-- An op travels as one text (opText in redis-op-text.ts): its 13 fields joined by ',': type, limit,
 -- sizeMs, buckets, burst, flags, lockout durationMs (0: no lockout), escalate, maxDurationMs (0: no cap),
 -- forgetAfterMs, cost (units), periodEndMs, nextPeriodEndMs (epoch ms, calendar windows; else 0).
 -- flags: '0', or '1' (dry run), when the op's rule has never had an override (its override is not
 -- read: the usual case costs nothing); else 2 (read the key's override: its override key follows
 -- its count key in KEYS) + 1 (dry run) + 4 (its burst follows the limit), overrideFlags in
--- redis-protocol.ts. Such an op has readsOverride = true, and burstFollows.
+-- redis-op-text.ts. Such an op has readsOverride = true, and burstFollows.
 -- Ops and request shapes are read from their text once and kept (memo): in a function library (FCALL)
 -- the next calls find them, so a decision parses nothing; a script (EVAL) keeps them for its call.
 -- A kept op is shared by its uses: never modified, but for the fresh-state memo of check.lua.

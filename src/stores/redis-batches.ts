@@ -1,7 +1,11 @@
 // Batching: the requests of one event-loop phase that one node can decide go out as one call of lua/check.lua.
+
+import { CheckCall } from './redis-calls.js';
 import { decidedAt } from './redis-clock.js';
 import type { RedisConnection } from './redis-connection.js';
-import { CheckCall, decodeCheckReply, hasLockout, type KeySpace, type ScriptTime } from './redis-protocol.js';
+import type { KeySpace } from './redis-keys.js';
+import { hasLockout, type ScriptTime } from './redis-op-text.js';
+import { decodeCheckReply } from './redis-replies.js';
 import { type RedisScript, runScript } from './redis-scripts.js';
 import { SlotMap } from './redis-slot-map.js';
 import type { EvalMode, EvalResult, StoreOp } from './store.js';

@@ -1,6 +1,6 @@
 // The Redis store's time: the server's clock (scripts read TIME; this process keeps its offset) or an injected one.
 import type { RedisConnection } from './redis-connection.js';
-import { type ScriptTime, SERVER_TIME } from './redis-protocol.js';
+import { type ScriptTime, SERVER_TIME } from './redis-op-text.js';
 
 /**
  * Scripts decide on the Redis server's own clock, so every process agrees. This process also needs the

@@ -1,9 +1,12 @@
 // Requests over several Cluster slots: decided slot group by slot group, earlier groups refunded when a later one denies.
 import type { Batcher } from './redis-batches.js';
+import { REFUND_FIELDS, refundCall } from './redis-calls.js';
 import { decidedAt } from './redis-clock.js';
 import type { RedisConnection } from './redis-connection.js';
 import { escapeIdentity, tagSlot } from './redis-hash-tags.js';
-import { integers, type KeySpace, REFUND_FIELDS, refundCall, type ScriptTime } from './redis-protocol.js';
+import type { KeySpace } from './redis-keys.js';
+import type { ScriptTime } from './redis-op-text.js';
+import { integers } from './redis-replies.js';
 import { type RedisScript, runScript } from './redis-scripts.js';
 import type { EvalMode, EvalResult, OpResult, Refund, StoreOp } from './store.js';
 

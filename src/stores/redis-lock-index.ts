@@ -6,9 +6,9 @@ import {
   type KeySpace,
   lockIndexKey,
   lockIndexPattern,
-  luaNumber,
   parseLockIndexMember,
-} from './redis-protocol.js';
+} from './redis-keys.js';
+import { luaNumber } from './redis-op-text.js';
 
 /** Keys SCAN looks at per call: a call costs Redis about a millisecond. */
 const SCAN_COUNT = '10000';

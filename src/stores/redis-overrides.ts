@@ -1,13 +1,10 @@
 // Limit overrides on Redis: lua/override.lua sets one beside its key's count; the scripts read those of the
 // rules that have had one, so that every other rule's decisions cost what they did before overrides.
+
+import { overrideCall } from './redis-calls.js';
 import type { RedisConnection } from './redis-connection.js';
-import {
-  type KeySpace,
-  type OverrideReads,
-  overriddenRulesKey,
-  overrideCall,
-  type ScriptTime,
-} from './redis-protocol.js';
+import { type KeySpace, type OverrideReads, overriddenRulesKey } from './redis-keys.js';
+import type { ScriptTime } from './redis-op-text.js';
 import type { Resets } from './redis-resets.js';
 import { type RedisScript, runScriptThen } from './redis-scripts.js';
 

@@ -1,7 +1,10 @@
 // Resets: lua/reset.lua clears a key, and every process sharing the prefix hears of it (deny caches forget it).
 import { randomBytes } from 'node:crypto';
+import { resetCall } from './redis-calls.js';
 import type { RedisConnection, RedisSubscription } from './redis-connection.js';
-import { integers, type KeySpace, resetCall, resetChannel, type ScriptTime } from './redis-protocol.js';
+import { type KeySpace, resetChannel } from './redis-keys.js';
+import type { ScriptTime } from './redis-op-text.js';
+import { integers } from './redis-replies.js';
 import { type RedisScript, runScriptThen } from './redis-scripts.js';
 
 /**

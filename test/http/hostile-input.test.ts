@@ -23,7 +23,7 @@ import {
   UNPARSED_BODY_KEY,
 } from '../../src/index.js';
 import { escapeIdentity, tagSlot } from '../../src/stores/redis-hash-tags.js';
-import { opKeys } from '../../src/stores/redis-protocol.js';
+import { opKeys } from '../../src/stores/redis-keys.js';
 import { getRedis, useCluster } from '../support/redis.js';
 import { PATIENT } from '../support/settle.js';
 

@@ -8,7 +8,7 @@ import type { Redis } from 'ioredis';
 import { type CompiledRule, compileRules } from '../../src/rules/compile.js';
 import { MemoryStore } from '../../src/stores/memory-store.js';
 import { escapeIdentity, tagSlot } from '../../src/stores/redis-hash-tags.js';
-import { opKeys, resetChannel } from '../../src/stores/redis-protocol.js';
+import { opKeys, resetChannel } from '../../src/stores/redis-keys.js';
 import { RedisStore } from '../../src/stores/redis-store.js';
 import type { EvalMode, Store, StoreOp } from '../../src/stores/store.js';
 import type { LockInfo, Rule } from '../../src/types.js';

@@ -1,0 +1,198 @@
+// The KEYS and ARGV of each script call: lua/check.lua's batch of requests (CheckCall), and the calls of
+// lua/refund.lua, lua/override.lua and lua/reset.lua.
+import { escapeIdentity } from './redis-hash-tags.js';
+import {
+  countKey,
+  indexSlot,
+  type KeySpace,
+  lockIndexKey,
+  lockKey,
+  opKeys,
+  overrideKey,
+} from './redis-keys.js';
+import { hasLockout, luaNumber, OpTable, opText, type ScriptTime, timeArgument } from './redis-op-text.js';
+import type { EvalMode, StoreOp, StoreRule } from './store.js';
+
+/** Whether the ops of `rule` read their override in a call on `space`. */
+function readsOverride(space: KeySpace | undefined, rule: StoreRule): boolean {
+  return space?.overrides?.reads(rule.name) === true;
+}
+
+/**
+ * One call of lua/check.lua being filled: the KEYS and ARGV of several requests. Requests of the same
+ * shape (time, mode, ops) are common (every request through one route has the same rules), so each
+ * distinct shape is sent once and each request is its keys (and its shape's index, when the call has
+ * several).
+ */
+export class CheckCall {
+  readonly keys: string[] = [];
+  /** `now shape text` -> its 1-based index. */
+  readonly #shapes = new Map<string, string>();
+  /** Per shape: now, its text. */
+  readonly #shapeFields: string[] = [];
+  /** Per request: its shape's index, then the identity of each of its lockout ops. */
+  readonly #requestFields: string[] = [];
+  /** Where each request's shape index is in #requestFields (left out when the call has one shape). */
+  readonly #indexAt: number[] = [];
+  /** Requests and ops added so far. */
+  requests = 0;
+  ops = 0;
+  /** The op texts of the request being added (reused). */
+  readonly #texts: string[] = [];
+  /** The shape of the request added last. */
+  #last:
+    | {
+        readonly now: string;
+        readonly mode: EvalMode;
+        readonly consumeNothing: boolean;
+        readonly texts: readonly string[];
+        readonly index: string;
+      }
+    | undefined;
+
+  /**
+   * Adds a request: its keys (per op the count key, its override key when its rule's overrides are
+   * read, and the lock key and lock index when its rule has a lockout) and its shape.
+   * `consumeNothing`: decide and lock, but consume nothing.
+   */
+  add(
+    space: KeySpace,
+    ops: readonly StoreOp[],
+    mode: EvalMode,
+    consumeNothing: boolean,
+    time: ScriptTime,
+  ): void {
+    const now = timeArgument(time);
+    // The texts of the request's ops, joined after its mode into its shape below.
+    const texts = this.#texts;
+    texts.length = 0;
+    this.#indexAt.push(this.#requestFields.length);
+    this.#requestFields.push('');
+    let identity: string | undefined;
+    let tag = '';
+    for (let i = 0; i < ops.length; i++) {
+      const op = ops[i] as StoreOp;
+      // The rules of a request usually share one identity: escaped once.
+      if (op.key !== identity) {
+        identity = op.key;
+        tag = escapeIdentity(identity);
+      }
+      const count = countKey(space.prefix, tag, op.rule.name);
+      this.keys.push(count);
+      const reads = readsOverride(space, op.rule);
+      if (reads) this.keys.push(overrideKey(count));
+      if (hasLockout(op.rule)) {
+        this.keys.push(lockKey(count), lockIndexKey(space.prefix, op.rule.name, indexSlot(space, tag)));
+        this.#requestFields.push(identity);
+      }
+      texts.push(opText(op, reads));
+    }
+    const last = this.#last;
+    let index: string | undefined;
+    // The request before had the same shape (every request through one route does): no text to build.
+    if (
+      last !== undefined &&
+      last.now === now &&
+      last.mode === mode &&
+      last.consumeNothing === consumeNothing &&
+      sameTexts(last.texts, texts)
+    ) {
+      index = last.index;
+    } else {
+      const shape = `${mode}|${consumeNothing ? '1' : '0'}|${texts.join('|')}`;
+      const key = `${now} ${shape}`;
+      index = this.#shapes.get(key);
+      if (index === undefined) {
+        index = luaNumber(this.#shapes.size + 1);
+        this.#shapes.set(key, index);
+        this.#shapeFields.push(now, shape);
+      }
+      this.#last = { now, mode, consumeNothing, texts: texts.slice(), index };
+    }
+    this.#requestFields[this.#indexAt[this.#indexAt.length - 1] as number] = index;
+    this.requests++;
+    this.ops += ops.length;
+  }
+
+  /** The ARGV (see lua/check.lua). */
+  args(): string[] {
+    const fields = this.#requestFields;
+    if (this.#shapes.size > 1) {
+      return [
+        'shapes',
+        luaNumber(this.#shapes.size),
+        ...this.#shapeFields,
+        luaNumber(this.requests),
+        ...fields,
+      ];
+    }
+    // One shape: the number of requests and their shape's index go unsaid.
+    const args = this.#shapeFields.slice();
+    let next = 0;
+    for (let i = 0; i < fields.length; i++) {
+      if (i === this.#indexAt[next]) next++;
+      else args.push(fields[i] as string);
+    }
+    return args;
+  }
+}
+
+function sameTexts(a: readonly string[], b: readonly string[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+/** Reply integers per refund of lua/refund.lua: remaining, resetMs, count. */
+export const REFUND_FIELDS = 3;
+
+/**
+ * KEYS and ARGV of one call of lua/refund.lua; all the count keys in one slot, then the override keys
+ * of the refunds whose rule's overrides are read.
+ */
+export function refundCall(
+  space: KeySpace,
+  refunds: ReadonlyArray<{ readonly op: StoreOp; readonly receipt: number }>,
+  time: ScriptTime,
+): { keys: string[]; args: string[] } {
+  const keys: string[] = [];
+  const overrideKeys: string[] = [];
+  const ops = new OpTable();
+  const body = [timeArgument(time), luaNumber(refunds.length)];
+  for (const { op, receipt } of refunds) {
+    const count = opKeys(space.prefix, op.rule.name, op.key).count;
+    const reads = readsOverride(space, op.rule);
+    keys.push(count);
+    if (reads) overrideKeys.push(overrideKey(count));
+    body.push(ops.index(op, reads), luaNumber(receipt));
+  }
+  return { keys: keys.concat(overrideKeys), args: ops.fields().concat(body) };
+}
+
+/** KEYS and ARGV of lua/override.lua: `limit` null clears, `forMs` undefined holds until cleared. */
+export function overrideCall(
+  space: KeySpace,
+  rule: string,
+  identity: string,
+  limit: number | null,
+  forMs: number | undefined,
+  time: ScriptTime,
+): { keys: string[]; args: string[] } {
+  return {
+    keys: [overrideKey(opKeys(space.prefix, rule, identity).count)],
+    args: [
+      timeArgument(time),
+      limit === null ? '' : luaNumber(limit),
+      forMs === undefined ? '' : luaNumber(forMs),
+    ],
+  };
+}
+
+/** KEYS and ARGV of lua/reset.lua for one rule and identity. */
+export function resetCall(space: KeySpace, rule: string, identity: string, time: ScriptTime) {
+  const keys = opKeys(space.prefix, rule, identity);
+  return {
+    keys: [keys.count, keys.lock, lockIndexKey(space.prefix, rule, indexSlot(space, keys.tag))],
+    args: [timeArgument(time), identity],
+  };
+}
