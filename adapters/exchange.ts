@@ -1,4 +1,5 @@
 // The request sequence every HTTP adapter runs, written once; an adapter maps its framework to `HttpExchange`.
+import { RateLimitRequestError } from '../src/errors.js';
 import { appendsField } from '../src/headers.js';
 import type { Decision, Limiter, RequestInfo } from '../src/index.js';
 import { type ClientSocket, clientGone, type Setup } from './common.js';
@@ -42,6 +43,11 @@ export interface HttpExchange {
   readonly handle: ((decision: Decision) => unknown) | undefined;
   /** Sends the default denial: `status`, and `body` as text (a string) or JSON (anything else). */
   send(status: number, body: unknown): void;
+  /**
+   * Answers a request whose key the limiter refused (`badRequest`'s body): where absent, `send(400, body)`.
+   * Nest's guard throws it through the app's exception filters instead.
+   */
+  refuse?(body: BadRequestBody): void | Promise<void>;
   /** Ends a response whose headers were out before a denial: no status or body can follow them. */
   end(): void;
   /**
@@ -73,7 +79,18 @@ export async function exchange<Req>(setup: Setup<Req>, http: HttpExchange, reque
   }
   let info = await http.info();
   if (http.attached === true) info = routeRelative(setup.limiter, info) ?? info;
-  const decision = await setup.limiter.check(info);
+  let decision: Decision;
+  try {
+    decision = await setup.limiter.check(info);
+  } catch (error) {
+    // An object or array where a rule reads a key: the client's error, answered 400; nothing was consumed.
+    const body = badRequest(error);
+    if (body === undefined) throw error;
+    if (http.refuse !== undefined) await http.refuse(body);
+    else if (http.sent()) http.end();
+    else http.send(400, body);
+    return 'answered';
+  }
   // Gone while the store decided: the handler must not run; what was reserved stays counted.
   if (clientGone(http.socket())) return 'gone';
   // A limiter that matched no rule sets no header and leaves the decision of an earlier one in place.
@@ -98,6 +115,32 @@ export async function exchange<Req>(setup: Setup<Req>, http: HttpExchange, reque
   // Nothing to report (no rule counts outcomes): the response is not listened to.
   if (setup.reports) http.finished((status) => setup.report(decision, status));
   return 'next';
+}
+
+/** The body of the 400 answering a request whose key the limiter refused. */
+export interface BadRequestBody {
+  statusCode: 400;
+  error: 'Bad Request';
+  /** What was wrong, naming the field: `'body.username must be a string, a number or a boolean'`. */
+  message: string;
+  /** The key form whose value was refused (`'body.username'`, `'query.user'`); absent for a key function. */
+  field?: string;
+}
+
+/**
+ * The 400's body when `error` is the limiter refusing a request's key (`ERR_KEY_VALUE`: an object or an
+ * array where a rule reads one), else undefined: any other error is the app's, thrown to the framework.
+ */
+export function badRequest(error: unknown): BadRequestBody | undefined {
+  if (!(error instanceof RateLimitRequestError) || error.code !== 'ERR_KEY_VALUE') return undefined;
+  const field = error.field;
+  const what = field === undefined ? 'a value the rate limiter keys on' : field;
+  return {
+    statusCode: 400,
+    error: 'Bad Request',
+    message: `${what} must be a string, a number or a boolean`,
+    ...(field === undefined ? {} : { field }),
+  };
 }
 
 /**

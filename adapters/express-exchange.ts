@@ -2,7 +2,7 @@
 import type { Request, Response } from 'express';
 import type { Decision, RequestInfo } from '../src/index.js';
 import { pathOf, responseClosed } from './common.js';
-import type { HttpExchange } from './exchange.js';
+import type { BadRequestBody, HttpExchange } from './exchange.js';
 import { onUnixSocket, type Trust, unixSocketClient } from './proxy-trust.js';
 import { SPOOFABLE_FIXES, type TrustSetting, type WiringCheck } from './wiring.js';
 
@@ -75,6 +75,8 @@ export class ExpressExchange implements HttpExchange {
   readonly #req: Request;
   readonly #res: Response;
   handle: ((decision: Decision) => unknown) | undefined;
+  /** Set by Nest's guard: the 400 for a refused key goes through the app's exception filters. */
+  refuse?: (body: BadRequestBody) => void;
   /** How the untrusted-forwarded warning names the proxy setting (Nest on Express names its own). */
   trustSetting: TrustSetting = 'express';
   /** Set by Nest's guard for a route's own `@RateLimit`; else whether Express is running a route's handlers. */

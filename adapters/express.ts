@@ -39,6 +39,8 @@ export interface ExpressRateLimitOptions extends RateLimitOptions<Request> {
  *   every rule and nothing is reset. A client gone before or during the decision never reaches the
  *   next handler.
  * - Limiter errors (a key function that threw, a bad cost) go to `next(err)`; nothing is consumed.
+ * - An object or array where a rule reads a key (`{"username": ["alice"]}`, `?user=a&user=b`) is answered
+ *   400 `{ statusCode, error, message, field }` naming the field, before any handler; nothing is consumed.
  *
  * @example
  * app.post('/login', express.json(), rateLimit([{ name: 'login', match: 'POST /login',

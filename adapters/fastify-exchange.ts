@@ -3,7 +3,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Decision, RequestInfo } from '../src/index.js';
 import { pathOf, responseClosed } from './common.js';
-import type { HttpExchange } from './exchange.js';
+import type { BadRequestBody, HttpExchange } from './exchange.js';
 import { compileTrust, onUnixSocket, type Trust, type TrustProxy, unixSocketClient } from './proxy-trust.js';
 import { SPOOFABLE_FIXES, type TrustSetting, type WiringCheck } from './wiring.js';
 
@@ -190,6 +190,8 @@ export class FastifyExchange implements HttpExchange {
   readonly #reply: FastifyReply;
   readonly #prefix: string;
   handle: ((decision: Decision) => unknown) | undefined;
+  /** Set by Nest's guard: the 400 for a refused key goes through the app's exception filters. */
+  refuse?: (body: BadRequestBody) => void;
   /** How the untrusted-forwarded warning names the proxy setting (Nest on Fastify names its own). */
   trustSetting: TrustSetting = 'fastify';
   /** The route's own limiter (`config.rateLimit`, Nest's `@RateLimit`) decides, not the plugin's. */

@@ -70,6 +70,8 @@ const routeLimiters = new Map<Rule[], Limiter>();
  *   included; a redirect is neither outcome (see `isFailure`). A connection closed before the response
  *   finished is not reported. A client gone before or during the decision never reaches the handler.
  * - Limiter errors (a key function that threw, a bad cost) go to Fastify's error handler; nothing is consumed.
+ * - An object or array where a rule reads a key (`{"username": ["alice"]}`, `?user=a&user=b`) is answered
+ *   400 `{ statusCode, error, message, field }` naming the field, before any handler; nothing is consumed.
  * - Limiters the plugin builds from `rules` are closed with the instance; a given `limiter` is the caller's.
  *
  * @example

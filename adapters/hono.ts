@@ -74,6 +74,8 @@ const HONO_FIELDS = fieldsOf<Omit<HonoRateLimitOptions, keyof RateLimitOptions<u
  *   threw is judged by the response `app.onError` made of it; a redirect is neither outcome (see
  *   `isFailure`). A client gone (on Node) before or during the decision never reaches the handler.
  * - Limiter errors (a key function that threw, a bad cost) are thrown to `app.onError`; nothing is consumed.
+ * - An object or array where a rule reads a key (`{"username": ["alice"]}`, `?user=a&user=b`) is answered
+ *   400 `{ statusCode, error, message, field }` naming the field, before any handler; nothing is consumed.
  * - The decision is `c.get('rateLimit')`.
  *
  * @example

@@ -29,6 +29,8 @@ export interface KoaRateLimitOptions extends RateLimitOptions<Context> {
  *   A redirect is neither outcome (see `isFailure`). A client gone before or during the decision never
  *   reaches `next`.
  * - Limiter errors (a key function that threw, a bad cost) are thrown; nothing is consumed.
+ * - An object or array where a rule reads a key (`{"username": ["alice"]}`, `?user=a&user=b`) is answered
+ *   400 `{ statusCode, error, message, field }` naming the field, before any handler; nothing is consumed.
  * - The decision is `ctx.state.rateLimit`.
  *
  * @example

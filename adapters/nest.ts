@@ -91,6 +91,8 @@ let routeGuard: RateLimitGuard | undefined;
  *   `isFailure` on the status its response finishes with, whatever exception filter set it; a redirect is
  *   neither outcome (see `isFailure`). A client gone before or during the decision never reaches the handler.
  * - Limiter errors (a key function that threw, a bad cost) reach Nest's exception filters; nothing is consumed.
+ * - An object or array where a rule reads a key (`{"username": ["alice"]}`, `?user=a&user=b`) throws an
+ *   `HttpException` 400 `{ statusCode, error, message, field }` naming the field; nothing is consumed.
  * - GraphQL resolvers are limited by the HTTP request of their GraphQL context (`{ req }` with Apollo on
  *   Express, `{ request }` on Fastify), each resolver call on its own (aliases in one request count one by
  *   one); a denial is a `RateLimitException` in the response's `errors`.
@@ -139,6 +141,9 @@ export class RateLimitGuard implements CanActivate {
     on.attached = own !== undefined && type === 'http';
     const handler = this.#handler;
     const message = this.#message;
+    on.refuse = (body) => {
+      throw new HttpException(body, 400);
+    };
     on.handle = async (decision) => {
       if (handler !== undefined) await handler(context, decision);
       // Through the app's exception filters, unless the handler answered; a handler that returns without

@@ -34,19 +34,27 @@ export type RequestErrorCode =
   | 'ERR_COST'
   | 'ERR_KEY_FUNCTION'
   | 'ERR_KEY'
+  | 'ERR_KEY_VALUE'
   | 'ERR_LIMIT'
   | 'ERR_QUEUE_FULL'
   | 'ERR_DELAY'
   | 'ERR_CONTEXT';
 
-/** Thrown at request time when a request cannot be decided (a bad cost or limit, a key function that threw). Nothing is consumed. */
+/**
+ * Thrown at request time when a request cannot be decided (a bad cost or limit, a key function that threw,
+ * an object or array where a rule reads a key: `ERR_KEY_VALUE`, which the HTTP adapters answer with 400).
+ * Nothing is consumed.
+ */
 export class RateLimitRequestError extends Error {
   override readonly name = 'RateLimitRequestError';
   readonly code: RequestErrorCode;
+  /** `ERR_KEY_VALUE`: the key form whose value was refused (`'body.username'`, `'query.user'`, `'key function'`). */
+  readonly field?: string;
 
-  constructor(code: RequestErrorCode, message: string, options?: { cause?: unknown }) {
-    super(message, options);
+  constructor(code: RequestErrorCode, message: string, options?: { cause?: unknown; field?: string }) {
+    super(message, options !== undefined && 'cause' in options ? { cause: options.cause } : undefined);
     this.code = code;
+    if (options?.field !== undefined) this.field = options.field;
   }
 }
 

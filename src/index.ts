@@ -13,7 +13,6 @@ export type { HeaderOptions, HeadersMode, ResetFormat } from './headers.js';
 export { formatHeaders } from './headers.js';
 export {
   MAX_KEY_LENGTH,
-  NON_SCALAR_KEY,
   normalizeIdentity,
   OVERSIZED_KEY,
   UNPARSED_BODY_KEY,

@@ -15,8 +15,9 @@ const ARGUMENT_PATH = /^\d+(\.[^.]+)*$/;
  * returns throws `RateLimitRequestError` when the arguments give no key (nothing is consumed).
  *
  * A template is read by the rules' own key templates (keys/extractors.ts) over the arguments as a body, so it
- * behaves as they do: only strings and finite numbers, own fields only, values escaped when several
- * placeholders share the key, and no two placeholders with only letters or digits between them.
+ * behaves as they do: strings, finite numbers and booleans, own fields only, values escaped when several
+ * placeholders share the key, and no two placeholders with only letters or digits between them. An
+ * object or array where a placeholder reads is refused (`ERR_KEY`), as a missing value is.
  */
 export function argumentKey<A extends unknown[]>(
   key: string | ((...args: A) => string | number),
@@ -52,18 +53,28 @@ export function argumentKey<A extends unknown[]>(
   try {
     extract = createExtractor(
       key.replace(PLACEHOLDER, (_, path: string) => `{body.${path}}`),
-      { ipv6Subnet: 128, normalize: undefined, nonScalar: 'none' },
+      { ipv6Subnet: 128, normalize: undefined },
     );
   } catch (error) {
     const reason = (error as Error).message.replaceAll('{body.', '{').replaceAll("'body.", "'");
     refuse('ERR_KEY', 'wrap', `key ${describe(key)} cannot be read: ${reason}`);
   }
   return (args) => {
-    const identity = extract({ method: '', path: '', headers: {}, body: args });
+    let identity: string | undefined;
+    try {
+      identity = extract({ method: '', path: '', headers: {}, body: args });
+    } catch (error) {
+      const field = (error as RateLimitRequestError).field?.replace(/^body\./, '');
+      throw new RateLimitRequestError(
+        'ERR_KEY',
+        `wrap: key ${describe(key)} found an object or an array at {${field}}, where a key must be a string, a number or a boolean; nothing was consumed`,
+        { cause: error },
+      );
+    }
     if (identity !== undefined) return identity;
     throw new RateLimitRequestError(
       'ERR_KEY',
-      `wrap: key ${describe(key)} found no non-empty string or finite number in the arguments; nothing was consumed`,
+      `wrap: key ${describe(key)} found no non-empty string, finite number or boolean in the arguments; nothing was consumed`,
     );
   };
 }

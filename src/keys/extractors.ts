@@ -1,16 +1,20 @@
 // Key extraction: turns a rule's key form into a function from a request to an identity string.
 
+import { RateLimitRequestError } from '../errors.js';
 import type { KeyExtractor, KeySpec, RequestInfo } from '../types.js';
 import { quoted, UNPARSED_BODY_WARNING, UNRESOLVED_IP_WARNING, warnOnce } from '../warnings.js';
 import { ipKey } from './ip.js';
 import {
-  boundIdentity,
+  identityOf,
   MAX_KEY_LENGTH,
+  type Material,
   memoized,
-  NON_SCALAR_KEY,
   type Normalizer,
-  OVERSIZED_KEY,
+  OVERSIZED,
+  Sentinel,
+  UNPARSED_BODY,
   UNPARSED_BODY_KEY,
+  UNRESOLVED_IP,
   UNRESOLVED_IP_KEY,
 } from './material.js';
 
@@ -18,7 +22,6 @@ export {
   boundIdentity,
   MAX_IDENTITY_LENGTH,
   MAX_KEY_LENGTH,
-  NON_SCALAR_KEY,
   normalizeIdentity,
   OVERSIZED_KEY,
   UNPARSED_BODY_KEY,
@@ -28,42 +31,66 @@ export {
 /** Returns the identity for a request, or undefined when the rule does not apply to it. */
 export type Extractor = (req: RequestInfo) => string | undefined;
 
+/**
+ * Returns what a key form reads from a request: the user's text (normalized; a composite's or a template's
+ * parts joined, escaped), a `Sentinel`, or undefined when the rule does not apply to it.
+ */
+export type Reader = (req: RequestInfo) => Material | undefined;
+
 export interface KeyOptions {
   ipv6Subnet: number;
   normalize: Normalizer | undefined;
-  /** The rule's name, for its warnings. */
+  /** The rule's name, for its warnings and errors. */
   rule?: string | undefined;
-  /**
-   * What a value that is neither a string nor a finite number keys as: `'shared'`, the rule's one bucket
-   * `NON_SCALAR_KEY` (requests: a handler may coerce it); `'none'`, no key (service calls refuse the call).
-   * @default 'shared'
-   */
-  nonScalar?: 'shared' | 'none';
 }
 
-/** Builds the extractor for a key form; throws an Error (with the reason) for an unknown form. */
+/**
+ * Builds the extractor for a key form; throws an Error (with the reason) for an unknown form. The extractor
+ * throws `RateLimitRequestError` (`ERR_KEY_VALUE`, naming the field) for an object or an array where the
+ * form reads a key.
+ */
 export function createExtractor(spec: KeySpec, options: KeyOptions): Extractor {
-  if (Array.isArray(spec)) {
-    if (spec.length === 0) throw new Error('a composite key needs at least one part');
-    const parts = spec.map((part) => single(part, options));
-    return (req) => {
-      let out = '';
-      for (let i = 0; i < parts.length; i++) {
-        const value = (parts[i] as Extractor)(req);
-        if (value === undefined) return undefined;
-        out += i === 0 ? escapePart(value) : `|${escapePart(value)}`;
-      }
-      return boundIdentity(out);
-    };
-  }
-  const one = single(spec as string | KeyExtractor, options);
+  const read = createReader(spec, options);
   return (req) => {
-    const value = one(req);
-    return value === undefined ? undefined : boundIdentity(value);
+    const material = read(req);
+    return material === undefined ? undefined : identityOf(material);
   };
 }
 
-function single(spec: string | KeyExtractor, options: KeyOptions): Extractor {
+/** Builds the reader of a key form: what `createExtractor` turns into an identity. */
+export function createReader(spec: KeySpec, options: KeyOptions): Reader {
+  return Array.isArray(spec) ? composite(spec, options) : single(spec as string | KeyExtractor, options);
+}
+
+/**
+ * A composite key: its parts joined by `|`, each escaped (`%`, `|`, and a leading `#` of a user's text).
+ * An absent part is an empty part: the rule applies while any part is present, so `tenant: null` still
+ * counts per username, and no part's value can shift into another's.
+ */
+function composite(spec: ReadonlyArray<string | KeyExtractor>, options: KeyOptions): Reader {
+  if (spec.length === 0) throw new Error('a composite key needs at least one part');
+  const parts = spec.map((part) => single(part, options));
+  return (req) => {
+    let out = '';
+    let present = false;
+    let reserved = false;
+    for (let i = 0; i < parts.length; i++) {
+      if (i > 0) out += '|';
+      const value = (parts[i] as Reader)(req);
+      if (value === undefined) continue;
+      present = true;
+      if (typeof value === 'string') out += escapePart(value, true);
+      else {
+        reserved = true;
+        out += escapePart(value.text, false);
+      }
+    }
+    if (!present) return undefined;
+    return reserved ? Sentinel.assembled(out) : out;
+  };
+}
+
+function single(spec: string | KeyExtractor, options: KeyOptions): Reader {
   if (typeof spec === 'function') return fromFunction(spec, options);
   if (typeof spec !== 'string' || spec === '')
     throw new Error('a key form must be a non-empty string or a function');
@@ -71,15 +98,14 @@ function single(spec: string | KeyExtractor, options: KeyOptions): Extractor {
   return field(spec, options);
 }
 
-function field(spec: string, options: KeyOptions): Extractor {
-  const text = material(options.normalize, options.nonScalar);
+function field(spec: string, options: KeyOptions): Reader {
   if (spec === 'ip') return ipExtractor(options);
+  const text = material(options.normalize, spec, options.rule);
   if (spec === 'user') {
     return (req) => {
       const user = req.user;
       // No user (or a user without an id) is an anonymous request: the rule does not apply.
-      const id = user !== null && typeof user === 'object' ? ownValue(user, 'id') : user;
-      return id === null ? undefined : text(id);
+      return text(user !== null && typeof user === 'object' ? ownValue(user, 'id') : user);
     };
   }
   if (spec.startsWith('header:')) {
@@ -114,29 +140,59 @@ function field(spec: string, options: KeyOptions): Extractor {
 }
 
 /**
- * Request material to key text: strings and finite numbers; any other value present (an array, an object,
- * a boolean, a null) becomes `NON_SCALAR_KEY`, so no shape of a field skips the rule; a value longer than
- * `MAX_KEY_LENGTH` becomes `OVERSIZED_KEY` before any work is done on it; then the normalizer, at most once
- * per value per request (memoized). Undefined (the rule does not apply) for a missing or empty value.
+ * Request material to key text. Absent (the rule does not apply): undefined, `null`, `''`, or text that
+ * normalizes to `''`. Strings, finite numbers, booleans (and bigints) key as their text; a text longer than
+ * `MAX_KEY_LENGTH` is `OVERSIZED` before any work is done on it; then the normalizer, at most once per value
+ * per request (memoized). Anything else (an array, an object such as `{"$ne": ""}`, NaN) is refused with
+ * `RateLimitRequestError` `ERR_KEY_VALUE` naming `field`: a handler might coerce it into a name
+ * (`String(["alice"])` is `'alice'`), so it may neither skip the rule nor share a key with other requests.
  */
 function material(
   normalize: Normalizer | undefined,
-  nonScalar: KeyOptions['nonScalar'] = 'shared',
-): (value: unknown) => string | undefined {
+  field: string | undefined,
+  rule: string | undefined,
+): (value: unknown) => Material | undefined {
   const norm = normalize === undefined ? undefined : memoized(normalize);
-  const other = nonScalar === 'shared' ? NON_SCALAR_KEY : undefined;
   return (value) => {
-    if (value === undefined || value === '') return undefined;
-    const s = scalar(value);
-    if (s === undefined) return other;
-    if (s.length > MAX_KEY_LENGTH) return OVERSIZED_KEY;
+    if (value === undefined || value === null || value === '') return undefined;
+    let s: string;
+    if (typeof value === 'string') s = value;
+    else if (
+      (typeof value === 'number' && Number.isFinite(value)) ||
+      typeof value === 'boolean' ||
+      typeof value === 'bigint'
+    )
+      s = String(value);
+    else throw refusedValue(field, value, rule);
+    if (s.length > MAX_KEY_LENGTH) return OVERSIZED;
     const out = norm === undefined ? s : norm(s);
     return out === '' ? undefined : out;
   };
 }
 
-/** `'ip'`: the canonical address, or `UNRESOLVED_IP_KEY` (with a one-time warning) when there is none. */
-function ipExtractor(options: KeyOptions): Extractor {
+/** The error for a value no key can be made of: an object, an array, a number that is not finite. */
+function refusedValue(
+  field: string | undefined,
+  value: unknown,
+  rule: string | undefined,
+): RateLimitRequestError {
+  const kind = Array.isArray(value)
+    ? 'an array'
+    : typeof value === 'number'
+      ? String(value)
+      : typeof value === 'object'
+        ? 'an object'
+        : `a ${typeof value}`;
+  const what = field === undefined ? 'the key function returned' : `${field} is`;
+  return new RateLimitRequestError(
+    'ERR_KEY_VALUE',
+    `${ruleLabel(rule)}${what} ${kind}, where a key must be a string, a number or a boolean; nothing was consumed`,
+    field === undefined ? {} : { field },
+  );
+}
+
+/** `'ip'`: the canonical address, or `UNRESOLVED_IP` (with a one-time warning) when there is none. */
+function ipExtractor(options: KeyOptions): Reader {
   const warn = warnOnce(UNRESOLVED_IP_WARNING);
   const subnet = options.ipv6Subnet;
   return (req) => {
@@ -150,18 +206,18 @@ function ipExtractor(options: KeyOptions): Extractor {
     warn(
       `${ruleLabel(options.rule)}${why}; such requests share the key '${UNRESOLVED_IP_KEY}', so the rule still limits them, together`,
     );
-    return UNRESOLVED_IP_KEY;
+    return UNRESOLVED_IP;
   };
 }
 
 /**
  * A `body.*` key for a request whose body is not a parsed object: none when it carries no body (the rule
- * does not apply), else `UNPARSED_BODY_KEY`, with a one-time warning.
+ * does not apply), else `UNPARSED_BODY`, with a one-time warning.
  */
 function unparsedBody(
   spec: string,
   rule: string | undefined,
-): (req: RequestInfo, body: unknown) => string | undefined {
+): (req: RequestInfo, body: unknown) => Sentinel | undefined {
   const warn = warnOnce(UNPARSED_BODY_WARNING);
   return (req, body) => {
     const headers = req.headers;
@@ -176,7 +232,7 @@ function unparsedBody(
     warn(
       `${ruleLabel(rule)}keys on '${spec}', but a request reached it whose ${seen}, so the rule counted it on the key '${UNPARSED_BODY_KEY}', which every such request shares: put a body parser (express.json(), @koa/bodyparser) before the rate limiter, for each content type clients send`,
     );
-    return UNPARSED_BODY_KEY;
+    return UNPARSED_BODY;
   };
 }
 
@@ -190,8 +246,14 @@ const SOURCES: ReadonlyArray<readonly [string, (req: RequestInfo) => unknown]> =
   ['param.', (req) => req.params],
 ];
 
-function template(spec: string, options: KeyOptions): Extractor {
-  const pieces: Array<string | Extractor> = [];
+/**
+ * A template such as `'sms:{body.phone}'`. With one placeholder its value is used as it is (a leading `#`
+ * doubled, apart from the sentinels); an absent value: the rule does not apply. With several, each value is
+ * escaped for the template's own characters (and a leading `#`), and an absent value is an empty one, as in
+ * a composite key: the rule applies while any is present.
+ */
+function template(spec: string, options: KeyOptions): Reader {
+  const pieces: Array<string | Reader> = [];
   const re = /\{([^{}]+)\}/g;
   let last = 0;
   for (let m = re.exec(spec); m !== null; m = re.exec(spec)) {
@@ -221,35 +283,46 @@ function template(spec: string, options: KeyOptions): Extractor {
   const literal = new Set(
     `${pieces.filter((p): p is string => typeof p === 'string').join('')}%`.replace(/[\p{L}\p{N}]/gu, ''),
   );
-  const escapeValue = (value: string): string =>
-    placeholders < 2 ? value : Array.from(value, (c) => (literal.has(c) ? escapeChar(c) : c)).join('');
+  // A user's value never starts with a bare '#', which only a sentinel's does.
+  const escapeValue =
+    placeholders < 2
+      ? (value: string): string => (value.charCodeAt(0) === 35 ? `#${value}` : value)
+      : (value: string): string =>
+          Array.from(value, (c, i) => (literal.has(c) || (i === 0 && c === '#') ? escapeChar(c) : c)).join(
+            '',
+          );
   return (req) => {
     let out = '';
+    let present = false;
+    let reserved = false;
     for (const piece of pieces) {
       if (typeof piece === 'string') out += piece;
       else {
         const value = piece(req);
-        if (value === undefined) return undefined;
-        out += escapeValue(value);
+        if (value === undefined) {
+          if (placeholders < 2) return undefined;
+          continue;
+        }
+        present = true;
+        if (typeof value === 'string') out += escapeValue(value);
+        else {
+          reserved = true;
+          out += value.text;
+        }
       }
     }
-    return out;
+    if (!present) return undefined;
+    return reserved ? Sentinel.assembled(out) : out;
   };
 }
 
-function fromFunction(fn: KeyExtractor, options: KeyOptions): Extractor {
-  const text = material(options.normalize, options.nonScalar);
+/** A key function's value, as any request material; a `Sentinel` it hands on (the login recipe's) stays one. */
+function fromFunction(fn: KeyExtractor, options: KeyOptions): Reader {
+  const text = material(options.normalize, undefined, options.rule);
   return (req) => {
     const value: unknown = fn(req);
-    return value === null ? undefined : text(value);
+    return value instanceof Sentinel ? value : text(value);
   };
-}
-
-/** Only strings and finite numbers become key text: objects such as `{"$ne": ""}` never do. */
-function scalar(value: unknown): string | undefined {
-  if (typeof value === 'string') return value;
-  if (typeof value === 'number' && Number.isFinite(value)) return String(value);
-  return undefined;
 }
 
 /** Own enumerable data only, so `__proto__` or `constructor` in a body never reaches a prototype. */
@@ -267,7 +340,11 @@ function escapeChar(c: string): string {
   return code < 0x100 ? `%${code.toString(16).padStart(2, '0')}` : `%u${code.toString(16).padStart(6, '0')}`;
 }
 
-/** Escapes the separator, so user `a|b` with IP `c` never equals user `a` with IP `b|c`. */
-function escapePart(value: string): string {
-  return /[%|]/.test(value) ? value.replace(/%/g, '%25').replace(/\|/g, '%7C') : value;
+/**
+ * Escapes the separator, so user `a|b` with IP `c` never equals user `a` with IP `b|c`; and, in a user's
+ * text (`user`), a leading `#`, so that only a sentinel's part starts with one.
+ */
+function escapePart(value: string, user: boolean): string {
+  const escaped = /[%|]/.test(value) ? value.replace(/%/g, '%25').replace(/\|/g, '%7C') : value;
+  return user && escaped.charCodeAt(0) === 35 ? `%23${escaped.slice(1)}` : escaped;
 }

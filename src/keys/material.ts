@@ -1,6 +1,6 @@
 // Key material from a request, made safe before any work is done on it: bounded in length, normalized in
-// linear time and once per request, and digested when long. Also the identities reserved for requests
-// whose material cannot key them alone.
+// linear time and once per request, and turned into an identity that no other material shares. Also the
+// sentinels: identities reserved for requests whose material cannot key them alone.
 import { createHash } from 'node:crypto';
 
 /**
@@ -9,6 +9,36 @@ import { createHash } from 'node:crypto';
  * `OVERSIZED_KEY`, so its cost is bounded and padding a name past the bound gains no fresh budget.
  */
 export const MAX_KEY_LENGTH = 8192;
+
+/** Identities longer than this are replaced by a digest, so a long username costs 44 bytes of state. */
+export const MAX_IDENTITY_LENGTH = 256;
+
+/**
+ * A key that no request value can produce: a sentinel (`OVERSIZED`, `UNRESOLVED_IP`, `UNPARSED_BODY`), or a
+ * composite or template key with a sentinel among its parts. Only this module and the extractors make
+ * them; a key function may hand one on (the login recipe does), but cannot forge one.
+ */
+export class Sentinel {
+  /** The sentinel's text, as it reads inside a composite or template key (`'#unresolved-ip'`). */
+  readonly text: string;
+  /** The identity it counts on. */
+  readonly identity: string;
+
+  private constructor(text: string, identity: string) {
+    this.text = text;
+    this.identity = identity;
+  }
+
+  /** One of the three sentinels: its identity is its text, a form no user value takes (see `textIdentity`). */
+  static named(text: `#${string}`): Sentinel {
+    return new Sentinel(text, text);
+  }
+
+  /** A composite or template key assembled with a sentinel among its parts. */
+  static assembled(text: string): Sentinel {
+    return new Sentinel(text, textIdentity(text));
+  }
+}
 
 /** The identity shared by the requests whose key material is longer than `MAX_KEY_LENGTH`. */
 export const OVERSIZED_KEY = '#oversized';
@@ -21,45 +51,51 @@ export const OVERSIZED_KEY = '#oversized';
 export const UNRESOLVED_IP_KEY = '#unresolved-ip';
 
 /**
- * The identity of a key whose material is present but is neither a string nor a finite number: an array
- * (`{"username": ["alice"]}`, `?user=a&user=b`), an object (`{"$ne": ""}`), a boolean or a null. A handler
- * may still coerce such a value into a name (`String(["alice"])` is `'alice'`), so the rule is never
- * skipped: every such request of a rule shares this one bucket, and all of them together get `limit`.
- */
-export const NON_SCALAR_KEY = '#non-scalar';
-
-/**
  * The identity of a `body.*` key when the request carries a body that nothing parsed (no parser for its
  * content type, or one placed after the rate limiter). The handler may read it all the same, so such
  * requests share this one bucket per rule, with a one-time warning, instead of escaping the rule.
  */
 export const UNPARSED_BODY_KEY = '#unparsed-body';
 
-/** Identities longer than this are replaced by a digest, so a long username costs 44 bytes of state. */
-export const MAX_IDENTITY_LENGTH = 256;
+export const OVERSIZED = Sentinel.named(OVERSIZED_KEY);
+export const UNRESOLVED_IP = Sentinel.named(UNRESOLVED_IP_KEY);
+export const UNPARSED_BODY = Sentinel.named(UNPARSED_BODY_KEY);
 
-const DIGEST = /^#[\w-]{43}$/;
-const RESERVED: ReadonlySet<string> = new Set([
-  OVERSIZED_KEY,
-  UNRESOLVED_IP_KEY,
-  NON_SCALAR_KEY,
-  UNPARSED_BODY_KEY,
-]);
+/** What a key form reads from a request: the user's text (normalized), or a sentinel. */
+export type Material = string | Sentinel;
+
+/** A lone surrogate: UTF-8 (Redis, pub/sub) would turn every one into U+FFFD. */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/** `#` + base64url(SHA-256) of the string's UTF-16 code units: lossless for any string, lone surrogates included. */
+function digest(value: string): string {
+  return `#${createHash('sha256').update(value, 'utf16le').digest('base64url')}`;
+}
 
 /**
- * Bounds an identity's length: long identities become `#` + a SHA-256 digest (base64url) of their UTF-16
- * code units (so lone surrogates cannot collide). Any other identity starting with `#` is digested too,
- * except a digest or a reserved identity: bounding is idempotent, so a key extractor may bound and the
- * core bound again.
+ * An identity as it is stored: itself when it is at most `MAX_IDENTITY_LENGTH` long and well-formed
+ * Unicode; otherwise its digest, so a long name costs 44 bytes and no two strings that UTF-8 would make
+ * equal (`'bob\ud800'`, `'bob\ud801'`) share a key anywhere. Idempotent: the keys `consume`, `status` and
+ * `reset` take are the identities decisions show.
  */
 export function boundIdentity(identity: string): string {
-  if (
-    identity.charCodeAt(0) !== 35
-      ? identity.length <= MAX_IDENTITY_LENGTH
-      : DIGEST.test(identity) || RESERVED.has(identity)
-  )
-    return identity;
-  return `#${createHash('sha256').update(identity, 'utf16le').digest('base64url')}`;
+  return identity.length <= MAX_IDENTITY_LENGTH && !LONE_SURROGATE.test(identity)
+    ? identity
+    : digest(identity);
+}
+
+/**
+ * The identity of a user's text: one more `#` in front when it starts with `#`, then bounded. Sentinels
+ * and digests are `#` and a letter, digit, `-` or `_`; a user's text never takes that form, so an account
+ * named `#OVERSIZED` keys as `##oversized`, apart from the sentinel.
+ */
+export function textIdentity(text: string): string {
+  return boundIdentity(text.charCodeAt(0) === 35 ? `#${text}` : text);
+}
+
+/** The identity of what a key form read. */
+export function identityOf(material: Material): string {
+  return typeof material === 'string' ? textIdentity(material) : material.identity;
 }
 
 /** A run of more than 30 combining marks: no text needs one (UAX #15, Stream-Safe Text Format). */

@@ -172,6 +172,8 @@ export class OpBuilder {
       try {
         key = rule.extract(view);
       } catch (error) {
+        // An object or array where the rule reads a key (ERR_KEY_VALUE) is the client's, not a fault.
+        if (error instanceof RateLimitRequestError && error.code === 'ERR_KEY_VALUE') throw error;
         throw new RateLimitRequestError(
           'ERR_KEY_FUNCTION',
           `rule "${rule.name}": key function threw: ${(error as Error)?.message ?? error}`,

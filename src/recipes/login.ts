@@ -3,7 +3,7 @@
 import { assertKnownFields, fieldsOf } from '../config/known-fields.js';
 import { mustBe, refuse } from '../config/refuse.js';
 import { LIMITER_DEFAULTS } from '../defaults.js';
-import { createExtractor, normalizeIdentity } from '../keys/extractors.js';
+import { createReader, normalizeIdentity, type Reader } from '../keys/extractors.js';
 import type { Duration, KeyExtractor, LockoutSpec, MatchSpec, RequestInfo, Rule } from '../types.js';
 
 /** Options of `loginRules`. Every figure has a default; the rule names are `<prefix>-pair` and so on. */
@@ -18,9 +18,10 @@ export interface LoginRulesOptions {
   /**
    * Where the username is: a key form (`'body.username'`, `'body.email'`, `'header:x-user'`, a
    * function, or an array such as `['body.tenant', 'body.username']`). Its value is normalized (NFKC,
-   * trimmed, lower-cased, as `normalizeIdentity`); a request without a username falls under the per-IP
-   * rule only, and one whose username is an array, an object, a null or a boolean is counted by the
-   * account rules on the one shared key `'#non-scalar'` (`NON_SCALAR_KEY`).
+   * trimmed, lower-cased, as `normalizeIdentity`); a request without a username (missing, `null`, blank)
+   * falls under the per-IP rules only (`login-ip`, and `login-pair` on the IP alone); one whose username
+   * is an array or an object is refused (`RateLimitRequestError` `ERR_KEY_VALUE`: HTTP 400), and a
+   * boolean or a number keys as its text.
    * @default 'body.username'
    */
   username?: string | KeyExtractor | ReadonlyArray<string | KeyExtractor>;
@@ -49,7 +50,9 @@ export interface LoginRulesOptions {
   /**
    * True when the request comes from a device the account's owner logged in from before (OWASP device
    * cookie). Such requests skip `<prefix>-account`, so an attacker elsewhere cannot slow the owner down;
-   * the pair, IP and cap rules still apply. `username` is the normalized username the rules key on.
+   * the pair, IP and cap rules still apply. `username` is the normalized username the rules key on (a
+   * composite form's parts joined by `|`, each escaped). Not asked when the request has none the rules
+   * can tell apart (a body nothing parsed, a name over `MAX_KEY_LENGTH`): the account rules then apply.
    * A throw fails the request (nothing is counted). @default () => false
    */
   isTrustedDevice?: (req: RequestInfo, username: string) => boolean;
@@ -165,9 +168,9 @@ export function loginRules(options: LoginRulesOptions = {}): Rule[] {
     refuse('ERR_OPTION', 'loginRules', mustBe('trustedDeviceSkipsCap', 'true or false', skipsCap));
   }
   const usernameKey = o.username as Rule['key'];
-  let username: (req: RequestInfo) => string | undefined;
+  let username: Reader;
   try {
-    username = createExtractor(usernameKey, {
+    username = createReader(usernameKey, {
       ipv6Subnet: LIMITER_DEFAULTS.ipv6Subnet,
       normalize: normalizeIdentity,
       rule: `${o.prefix}-account`,
@@ -179,6 +182,14 @@ export function loginRules(options: LoginRulesOptions = {}): Rule[] {
       mustBe('username', `a key form such as 'body.username' (${(error as Error).message})`, o.username),
     );
   }
+  // The username as the account rules key it, unless the device is trusted for it: its text (normalized; a
+  // composite's parts joined), or a sentinel (a body nothing parsed, a name past MAX_KEY_LENGTH), counted as
+  // the cap counts it and never handed to isTrustedDevice as if it were someone's name. The function returns
+  // the sentinel object itself, which the limiter keys on as such: a string would be a user's text.
+  const accountKey = ((req: RequestInfo) => {
+    const name = username(req);
+    return name === undefined || (typeof name === 'string' && trusted(req, name) === true) ? undefined : name;
+  }) as KeyExtractor;
   const match = o.match === null ? {} : { match: o.match };
   const failures = { countOn: 'failure', ...match } as const;
 
@@ -204,12 +215,9 @@ export function loginRules(options: LoginRulesOptions = {}): Rule[] {
     {
       name: `${o.prefix}-account`,
       ...failures,
-      // The username exactly as the cap keys it (normalized, then length-bounded), unless the device is
-      // trusted for it. No `normalize` here: the digest of a long name must not be lower-cased again.
-      key: (req) => {
-        const name = username(req);
-        return name === undefined || trusted(req, name) === true ? undefined : name;
-      },
+      // The username exactly as the cap keys it, unless the device is trusted for it. No `normalize` here:
+      // the text is normalized already.
+      key: accountKey,
       limit: o.accountLimit,
       window: { type: 'gcra', size: o.accountWindow, burst: o.accountBurst },
     },
@@ -217,14 +225,7 @@ export function loginRules(options: LoginRulesOptions = {}): Rule[] {
       name: `${o.prefix}-account-cap`,
       ...failures,
       // As login-account's key, when trusted devices skip the cap; else the username form itself.
-      ...(skipsCap
-        ? {
-            key: (req: RequestInfo) => {
-              const name = username(req);
-              return name === undefined || trusted(req, name) === true ? undefined : name;
-            },
-          }
-        : { key: usernameKey, normalize: true }),
+      ...(skipsCap ? { key: accountKey } : { key: usernameKey, normalize: true }),
       limit: o.accountCap,
       window: { type: 'fixed', size: o.accountCapWindow },
       resetOnSuccess: true,

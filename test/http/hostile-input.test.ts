@@ -13,7 +13,6 @@ import {
   createLimiter,
   type Limiter,
   MemoryStore,
-  NON_SCALAR_KEY,
   RateLimitConfigError,
   RateLimitRequestError,
   RedisStore,
@@ -155,23 +154,34 @@ describe('Hostile input', function () {
         // A finite number is its decimal string: 7 and '7' are one identity.
         expect((await userRule({ username: 7 }))?.allowed).to.equal(true);
         expect((await userRule({ username: '7' }))?.allowed).to.equal(false);
-        // Present but neither a string nor a number: one shared key; a body nothing parsed: another.
-        const shared: Array<[unknown, string]> = [
-          [{ username: ['alice'] }, NON_SCALAR_KEY],
-          [{ username: { $ne: '' } }, NON_SCALAR_KEY],
-          [{ username: null }, NON_SCALAR_KEY],
-          [{ username: true }, NON_SCALAR_KEY],
-          [{ username: Number.NaN }, NON_SCALAR_KEY],
-          [{ username: Number.POSITIVE_INFINITY }, NON_SCALAR_KEY],
+        // A boolean is its text; a body nothing parsed shares one key.
+        const keyed: Array<[unknown, string]> = [
+          [{ username: true }, 'true'],
           ['username=alice', UNPARSED_BODY_KEY],
           [42, UNPARSED_BODY_KEY],
           [null, UNPARSED_BODY_KEY],
         ];
-        for (const [body, key] of shared)
+        for (const [body, key] of keyed)
           expect((await userRule(body))?.key, JSON.stringify(body)).to.equal(key);
-        // No username: the rule does not apply (the IP rule still counts the request).
+        // An object, an array or a number that is not finite: refused, naming the field; nothing counted.
+        const ipBeforeRefusals = (await limiter.status('ip', '10.0.0.1')).count;
+        for (const username of [['alice'], { $ne: '' }, Number.NaN, Number.POSITIVE_INFINITY]) {
+          const error = await limiter.check(post({ username })).then(
+            () => undefined,
+            (e: unknown) => e as RateLimitRequestError,
+          );
+          expect([error?.code, error?.field], JSON.stringify(username)).to.deep.equal([
+            'ERR_KEY_VALUE',
+            'body.username',
+          ]);
+        }
+        expect((await limiter.status('ip', '10.0.0.1')).count, 'refused: nothing consumed').to.equal(
+          ipBeforeRefusals,
+        );
+        // No username (null is absent): the rule does not apply (the IP rule still counts the request).
         const keyless: unknown[] = [
           { username: '' },
+          { username: null },
           undefined,
           ['alice'],
           JSON.parse('{"__proto__": {"username": "admin"}}'),
@@ -398,21 +408,39 @@ describe('Hostile input', function () {
             }
           });
 
-          it('numbers key as their decimal string; other values share #non-scalar, unparsed bodies #unparsed-body, never skipping the rule', async () => {
+          it('numbers and booleans key as their text, null as absent; objects and arrays are refused with 400 naming the field, counting nothing', async () => {
             expect((await login({ username: 7 })).status).to.equal(200);
             expect((await login({ username: '7' })).status).to.equal(429);
-            const nonScalar = [
+            expect((await login({ username: true })).status).to.equal(200);
+            expect((await login({ username: 'true' })).status).to.equal(429);
+            const before = await ipCount();
+            for (const body of [
               '{"username": ["alice"]}',
               '{"username": {"$ne": ""}}',
+              '{"username": [["alice"]]}',
+            ]) {
+              for (let i = 0; i < 2; i++) {
+                const res = await login(JSON.parse(body));
+                expect([res.status, res.body], body).to.deep.equal([
+                  400,
+                  {
+                    statusCode: 400,
+                    error: 'Bad Request',
+                    message: 'body.username must be a string, a number or a boolean',
+                    field: 'body.username',
+                  },
+                ]);
+                expect(res.headers['x-ratelimit-limit'], 'no rule decided it').to.equal(undefined);
+              }
+            }
+            expect(await ipCount(), 'refused requests consume nothing').to.equal(before);
+            // No username at all (null is absent): only the IP rule applies.
+            for (const body of [
+              '{"username": ""}',
               '{"username": null}',
-              '{"username": true}',
-            ];
-            const statuses: number[] = [];
-            for (const body of nonScalar) statuses.push((await login(JSON.parse(body))).status);
-            expect(statuses, 'one bucket for every shape').to.deep.equal([200, 429, 429, 429]);
-            expect((await limiter.status('user', NON_SCALAR_KEY)).count).to.equal(1);
-            // No username at all: only the IP rule applies.
-            for (const body of ['{"username": ""}', '["alice"]', '{"__proto__": {"username": "admin"}}']) {
+              '["alice"]',
+              '{"__proto__": {"username": "admin"}}',
+            ]) {
               for (let i = 0; i < 2; i++) {
                 const res = await login(JSON.parse(body));
                 expect(res.status, body).to.equal(200);
@@ -483,11 +511,12 @@ describe('Hostile input', function () {
             expect(await ipCount()).to.equal(before + 2);
           });
 
-          it('query: repeated and bracketed parameters share #non-scalar; NUL, newline, braces and 8 KB values are isolated', async () => {
+          it('query: a repeated parameter is refused with 400; bracketed ones, NUL, newline, braces and 8 KB values are isolated', async () => {
             const search = (query: string) => request(url).get(`/search?${query}`).timeout(10_000);
-            const repeated = [(await search('q=a&q=b')).status, (await search('q=b&q=a')).status];
-            expect(repeated, 'an array: one shared bucket').to.deep.equal([200, 429]);
-            expect((await limiter.status('search', NON_SCALAR_KEY)).count).to.equal(1);
+            for (const query of ['q=a&q=b', 'q=b&q=a']) {
+              const res = await search(query);
+              expect([res.status, res.body.field], query).to.deep.equal([400, 'query.q']);
+            }
             // The framework's own query parser keeps these under other names: no 'q' for the handler either.
             for (const query of ['q[x]=1', 'q[]=a', 'q[__proto__]=x', '__proto__=x']) {
               for (let i = 0; i < 2; i++) {

@@ -7,6 +7,7 @@ import { memoryStores, redisStores } from '../support/stores.js';
 import { attackSuite } from './suites/attack-suite.js';
 import { bypassSuite } from './suites/bypass-suite.js';
 import { exampleSuite, httpSuite } from './suites/http-suite.js';
+import { keyValuesSuite } from './suites/key-values-suite.js';
 import { planSuite } from './suites/plans-suite.js';
 import { routePrefixSuite, wiringSuite } from './suites/wiring-suite.js';
 
@@ -45,6 +46,7 @@ const { nestApps, nestPrefixed } = await import('./suites/nest-bypass.js');
 for (const stores of [memoryStores, redisStores]) {
   bypassSuite(nestApps, stores);
   wiringSuite(nestApps, stores);
+  keyValuesSuite(nestApps, stores);
   routePrefixSuite('Nest (fastify)', (limiter) => nestPrefixed('fastify', limiter), stores);
 }
 

@@ -10,10 +10,13 @@ import {
   type Decision,
   LOGIN_DEFAULTS,
   loginRules,
-  NON_SCALAR_KEY,
+  MAX_KEY_LENGTH,
   normalizeDestination,
+  OVERSIZED_KEY,
   RateLimitConfigError,
+  type RateLimitRequestError,
   type RequestInfo,
+  UNPARSED_BODY_KEY,
   VERIFICATION_CODE_DEFAULTS,
   verificationCodeRules,
 } from '../../src/index.js';
@@ -139,27 +142,50 @@ describe('loginRules', () => {
     await limiter.close();
   });
 
-  it('applies only the per-IP rule when the username is missing or empty, and keys any other value on #non-scalar', async () => {
+  it('applies only the per-IP rules when the username is missing, empty or null; refuses an object or array; keys a number or boolean as its text', async () => {
     const limiter = createLimiter({ rules: loginRules() });
-    for (const username of [undefined, '', ' \t']) {
+    for (const username of [undefined, '', ' \t', null]) {
       const decision = await limiter.peek(loginRequest({ username, password: 'x' }));
-      expect(Object.keys(keysOf(decision)), JSON.stringify(username)).to.deep.equal(['login-ip']);
+      expect(keysOf(decision), JSON.stringify(username)).to.deep.equal({
+        'login-pair': '|198.51.100.1',
+        'login-ip': '198.51.100.1',
+      });
     }
-    for (const username of [{ $ne: '' }, ['alice'], null, true, { toString: 'x' }]) {
-      const keys = keysOf(await limiter.peek(loginRequest({ username, password: 'x' })));
-      expect(Object.keys(keys), JSON.stringify(username)).to.have.members([
-        'login-pair',
-        'login-ip',
-        'login-account',
-        'login-account-cap',
-      ]);
-      expect([keys['login-account'], keys['login-account-cap']]).to.deep.equal([
-        NON_SCALAR_KEY,
-        NON_SCALAR_KEY,
+    for (const username of [{ $ne: '' }, ['alice'], { toString: 'x' }]) {
+      const error = await limiter.check(loginRequest({ username, password: 'x' })).then(
+        () => undefined,
+        (e: unknown) => e as RateLimitRequestError,
+      );
+      expect([error?.code, error?.field], JSON.stringify(username)).to.deep.equal([
+        'ERR_KEY_VALUE',
+        'body.username',
       ]);
     }
-    const decision = await limiter.peek(loginRequest({ username: 12345 }));
-    expect(keysOf(decision)['login-account']).to.equal('12345');
+    expect((await limiter.status('login-ip', '198.51.100.1')).count, 'nothing consumed').to.equal(0);
+    expect(keysOf(await limiter.peek(loginRequest({ username: 12345 })))['login-account']).to.equal('12345');
+    expect(keysOf(await limiter.peek(loginRequest({ username: true })))['login-account']).to.equal('true');
+    await limiter.close();
+  });
+
+  it('keys a tenant-qualified username per username when the tenant is null: failures on bob never lock alice', async () => {
+    const limiter = createLimiter({ rules: loginRules({ username: ['body.tenant', 'body.username'] }) });
+    const as = (username: string) => loginRequest({ tenant: null, username, password: 'x' });
+    expect(keysOf(await limiter.peek(as('Bob')))).to.deep.equal({
+      'login-pair': '|bob|198.51.100.1',
+      'login-ip': '198.51.100.1',
+      'login-account': '|bob',
+      'login-account-cap': '|bob',
+    });
+    for (let i = 0; i < 5; i++) {
+      const decision = await limiter.check(as('bob'));
+      await limiter.report(decision, 'failure');
+    }
+    expect((await limiter.check(as('bob'))).allowed, "bob's pair is locked").to.equal(false);
+    const alice = await limiter.check(as('alice'));
+    expect([alice.allowed, alice.rules.map((r) => r.key)]).to.deep.equal([
+      true,
+      ['|alice|198.51.100.1', '198.51.100.1', '|alice', '|alice'],
+    ]);
     await limiter.close();
   });
 
@@ -184,6 +210,40 @@ describe('loginRules', () => {
     for (const device of [undefined, 'truthy'])
       expect(Object.keys(keysOf(await as(device)))).to.include('login-account');
     expect(seen).to.deep.equal(['alice', 'alice', 'alice']);
+    await limiter.close();
+  });
+
+  it('never asks isTrustedDevice about a sentinel: a body nothing parsed or an oversized name counts on the account rules', async () => {
+    const seen: string[] = [];
+    const limiter = createLimiter({
+      rules: loginRules({
+        isTrustedDevice: (_req, username) => {
+          seen.push(username);
+          return true;
+        },
+        trustedDeviceSkipsCap: true,
+      }),
+    });
+    const unparsed: RequestInfo = {
+      ...loginRequest('username=alice'),
+      headers: { 'content-type': 'application/x-www-form-urlencoded', 'content-length': '14' },
+    };
+    const oversized = loginRequest({ username: 'a'.repeat(MAX_KEY_LENGTH + 1) });
+    for (const [req, key] of [
+      [unparsed, UNPARSED_BODY_KEY],
+      [oversized, OVERSIZED_KEY],
+    ] as const) {
+      const keys = keysOf(await limiter.peek(req));
+      expect([keys['login-account'], keys['login-account-cap']]).to.deep.equal([key, key]);
+    }
+    expect(seen, 'asked about no sentinel').to.deep.equal([]);
+    // A user whose name is a sentinel's text is asked about under that name, and keyed apart.
+    const named = keysOf(await limiter.peek(loginRequest({ username: ' #Unparsed-Body ' })));
+    expect(seen, 'once per account rule').to.deep.equal(['#unparsed-body', '#unparsed-body']);
+    expect(named).to.deep.equal({
+      'login-pair': '%23unparsed-body|198.51.100.1',
+      'login-ip': '198.51.100.1',
+    });
     await limiter.close();
   });
 

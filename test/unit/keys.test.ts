@@ -4,7 +4,7 @@ import {
   createLimiter,
   ipKey,
   type KeySpec,
-  NON_SCALAR_KEY,
+  RateLimitRequestError,
   type RequestInfo,
   UNPARSED_BODY_KEY,
 } from '../../src/index.js';
@@ -23,6 +23,25 @@ async function keyOf(
   const d = await limiter.peek({ ...base, ...req });
   await limiter.close();
   return d.rules[0]?.key;
+}
+
+/** The error with which a rule refuses to key a request (nothing consumed), or undefined when it keys it. */
+async function refusalOf(
+  key: KeySpec,
+  req: Partial<RequestInfo>,
+): Promise<RateLimitRequestError | undefined> {
+  const limiter = createLimiter({
+    rules: [{ name: 'r', key, limit: 1, window: { type: 'fixed', size: '1m' } }],
+  });
+  try {
+    await limiter.check({ ...base, ...req });
+    return undefined;
+  } catch (error) {
+    expect(error).to.be.an.instanceOf(RateLimitRequestError);
+    return error as RateLimitRequestError;
+  } finally {
+    await limiter.close();
+  }
 }
 
 describe('IP keys', () => {
@@ -100,40 +119,64 @@ describe('key forms', () => {
     expect(t1).to.not.equal(t2);
   });
 
-  it('keys strings and finite numbers as themselves, and every other value on one shared #non-scalar key', async () => {
-    for (const value of [
-      { $ne: '' },
-      ['a'],
-      [['alice']],
-      null,
-      true,
-      Number.NaN,
-      Number.POSITIVE_INFINITY,
-      { toString: () => 'x' },
-    ]) {
-      expect(await keyOf('body.email', { body: { email: value } }), JSON.stringify(value)).to.equal(
-        NON_SCALAR_KEY,
-      );
-      expect(await keyOf('query.email', { query: { email: value } }), JSON.stringify(value)).to.equal(
-        NON_SCALAR_KEY,
-      );
-    }
-    expect(await keyOf('sms:{body.phone}', { body: { phone: ['+4478'] } })).to.equal(`sms:${NON_SCALAR_KEY}`);
-    expect(await keyOf('body.email', { body: { email: ['Alice'] } }, { normalize: true })).to.equal(
-      NON_SCALAR_KEY,
+  it('keys strings, finite numbers and booleans as their text, and null as absent', async () => {
+    expect(await keyOf('body.n', { body: { n: 5 } })).to.equal('5');
+    expect(await keyOf('body.n', { body: { n: -0.5 } })).to.equal('-0.5');
+    expect(await keyOf('body.n', { body: { n: 10n } })).to.equal('10');
+    expect(await keyOf('body.flag', { body: { flag: true } })).to.equal('true');
+    expect(await keyOf('body.flag', { body: { flag: false } })).to.equal('false');
+    expect(await keyOf('query.flag', { query: { flag: 'true' } }), 'the same text as the boolean').to.equal(
+      'true',
     );
-    expect(await keyOf((req) => req.body as string, { body: ['a'] })).to.equal(NON_SCALAR_KEY);
-    expect(await keyOf('body.email', { body: { email: '' } }), 'empty: the rule does not apply').to.equal(
-      undefined,
-    );
-    expect(await keyOf('body.email', { body: {} }), 'missing').to.equal(undefined);
+    for (const [what, req] of [
+      ['null', { body: { email: null } }],
+      ['empty', { body: { email: '' } }],
+      ['missing', { body: {} }],
+      ['null query', { query: { email: null } }],
+    ] as const)
+      expect(await keyOf('body.email', req), what).to.equal(undefined);
     expect(await keyOf('user', { user: null }), 'no user').to.equal(undefined);
     expect(await keyOf('user', { user: { id: null } }), 'no user id').to.equal(undefined);
+    expect(await keyOf('user', { user: { id: 7 } })).to.equal('7');
     expect(
       await keyOf((req) => req.body as string, { body: null }),
       'a key function answering null',
     ).to.equal(undefined);
-    expect(await keyOf('body.n', { body: { n: 5 } })).to.equal('5');
+    expect(
+      await keyOf('sms:{body.phone}', { body: { phone: null } }),
+      'a template of one absent field',
+    ).to.equal(undefined);
+  });
+
+  it('refuses an object, an array or a number that is not finite where a rule reads a key, naming the field', async () => {
+    for (const value of [
+      { $ne: '' },
+      ['a'],
+      [['alice']],
+      [],
+      {},
+      Number.NaN,
+      Number.POSITIVE_INFINITY,
+      { toString: () => 'x' },
+    ]) {
+      const shown = String(JSON.stringify(value));
+      for (const [key, req, field] of [
+        ['body.email', { body: { email: value } }, 'body.email'],
+        ['query.email', { query: { email: value } }, 'query.email'],
+        ['sms:{body.phone}', { body: { phone: value } }, 'body.phone'],
+        [['ip', 'body.email'], { body: { email: value } }, 'body.email'],
+        ['user', { user: { id: value } }, 'user'],
+      ] as const) {
+        const error = await refusalOf(key, req);
+        expect(error?.code, `${shown} at ${field}`).to.equal('ERR_KEY_VALUE');
+        expect(error?.field).to.equal(field);
+        expect(error?.message).to.match(new RegExp(`^rule "r": ${field.replace('.', '\\.')} is `));
+      }
+    }
+    const fromFunction = await refusalOf((req) => req.body as string, { body: ['a'] });
+    expect(fromFunction?.code).to.equal('ERR_KEY_VALUE');
+    expect(fromFunction?.field).to.equal(undefined);
+    expect(fromFunction?.message).to.match(/the key function returned an array/);
   });
 
   it('keys a body nothing parsed on one shared #unparsed-body key, and a request without a body not at all', async () => {
@@ -152,9 +195,8 @@ describe('key forms', () => {
 
   it('never reads through the prototype chain', async () => {
     expect(await keyOf('body.constructor', { body: {} })).to.equal(undefined);
-    expect(await keyOf('body.__proto__', { body: JSON.parse('{"__proto__": {"x": 1}}') })).to.equal(
-      NON_SCALAR_KEY,
-    );
+    const own = await refusalOf('body.__proto__', { body: JSON.parse('{"__proto__": {"x": 1}}') });
+    expect(own?.code, 'an own __proto__ field that is an object').to.equal('ERR_KEY_VALUE');
     expect(await keyOf('body.__proto__.x', { body: {} })).to.equal(undefined);
     expect(await keyOf('body.toString', { body: {} })).to.equal(undefined);
     expect(await keyOf('body.user', { body: JSON.parse('{"user": "__proto__"}') })).to.equal('__proto__');
@@ -185,14 +227,33 @@ describe('key forms', () => {
     );
   });
 
-  it('digests other identities starting with #, keeps a digest as it is, and keeps lone surrogates apart', async () => {
+  it("gives a user's text starting with # one more #, so it never takes a sentinel's or a digest's form", async () => {
     const long = 'y'.repeat(300);
     const digest = (await keyOf('body.user', { body: { user: long } })) as string;
-    expect(await keyOf('body.user', { body: { user: digest } }), 'idempotent').to.equal(digest);
-    expect(await keyOf('body.user', { body: { user: '#1' } })).to.match(/^#[\w-]{43}$/);
-    const a = await keyOf('body.user', { body: { user: '\ud800'.repeat(300) } });
-    const b = await keyOf('body.user', { body: { user: '\ufffd'.repeat(300) } });
-    expect(a).to.not.equal(b);
+    expect(digest).to.match(/^#[\w-]{43}$/);
+    expect(await keyOf('body.user', { body: { user: digest } }), 'a digest sent as a name').to.equal(
+      `#${digest}`,
+    );
+    expect(await keyOf('body.user', { body: { user: '#1' } })).to.equal('##1');
+    expect(await keyOf('body.user', { body: { user: '#OVERSIZED' } }, { normalize: true })).to.equal(
+      '##oversized',
+    );
+    expect(await keyOf('body.user', { body: { user: 'x'.repeat(9000) } })).to.equal('#oversized');
+  });
+
+  it('keeps lone surrogates apart: a key with one is stored as a digest of its UTF-16 code units', async () => {
+    const keys = await Promise.all(
+      ['bob\ud800', 'bob\ud801', 'bob\ufffd', '\udc00bob', '\ud800'.repeat(300), '\ufffd'.repeat(300)].map(
+        (user) => keyOf('body.user', { body: { user } }),
+      ),
+    );
+    expect(new Set(keys).size).to.equal(6);
+    expect(keys[2], 'well-formed text stays as it is').to.equal('bob\ufffd');
+    for (const key of [...keys.slice(0, 2), ...keys.slice(3)]) expect(key).to.match(/^#[\w-]{43}$/);
+    expect(
+      await keyOf('body.user', { body: { user: 'bob\ud83d\ude00' } }),
+      'a pair is no lone surrogate',
+    ).to.equal('bob\ud83d\ude00');
   });
 
   it('turns a throwing key function into a RateLimitRequestError', async () => {

@@ -23,6 +23,8 @@ export const MINUTE = 60 * SECOND;
 export const HOUR = 60 * MINUTE;
 export const DAY = 24 * HOUR;
 export const WRONG = 'hunter2';
+/** The example apps' device-cookie key in these tests. */
+export const DEVICE_SECRET = 'a test secret of at least thirty-two bytes';
 export const RIGHT = 'correct-horse';
 
 /** The n-th address of a botnet: distinct IPv4 addresses (n < 2^24). */
@@ -63,7 +65,7 @@ export function attackContext(framework: Framework, stores: StoreFactory) {
       clock,
       trustProxy: 1,
       scryptCost: 1024, // fast fake password hashes
-      deviceSecret: 'a test secret of at least thirty-two bytes',
+      deviceSecret: DEVICE_SECRET,
       limiterOptions: PATIENT, // every figure asserted is the store's
       ...options,
     });

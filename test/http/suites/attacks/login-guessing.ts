@@ -1,8 +1,19 @@
 // The login recipe against password guessing: spraying, one account from many IPs, the owner's trusted device,
 // the NIST cap.
 import { expect } from 'chai';
-import { type LockoutEvent, NON_SCALAR_KEY, type UnlockEvent } from '../../../../src/index.js';
-import { type AttackContext, bot, DAY, HOUR, MINUTE, RIGHT, SECOND, START } from './context.js';
+import { deviceCookies } from '../../../../examples/device-cookie.js';
+import type { LockoutEvent, UnlockEvent } from '../../../../src/index.js';
+import {
+  type AttackContext,
+  bot,
+  DAY,
+  DEVICE_SECRET,
+  HOUR,
+  MINUTE,
+  RIGHT,
+  SECOND,
+  START,
+} from './context.js';
 
 export function loginGuessing(ctx: AttackContext): void {
   const { time, boot, login, deviceOf } = ctx;
@@ -25,34 +36,58 @@ export function loginGuessing(ctx: AttackContext): void {
       await login(app, { ip: sprayer, username: 'user101' }).expect(401);
     });
 
-    it('counts a missing or empty username against the IP only', async () => {
+    it('counts a missing, empty or null username against the IP alone: the pair on the IP locks it after 5, no account rule counts', async () => {
       const app = await boot();
       const ip = '198.51.100.9';
-      const usernames = [undefined, '', '   '];
-      for (let i = 0; i < 100; i++)
+      const usernames = [undefined, '', '   ', null];
+      for (let i = 0; i < 5; i++)
         await login(app, { ip, username: usernames[i % usernames.length] }).expect(401);
-      await login(app, { ip, username: '' }).expect(429);
-      expect((await app.loginLimiter.status('login-ip', ip)).locked).to.equal(true);
-      for (const rule of ['login-pair', 'login-account', 'login-account-cap'])
+      await login(app, { ip, username: null }).expect(429);
+      expect((await app.loginLimiter.status('login-pair', `|${ip}`)).locked).to.equal(true);
+      expect((await app.loginLimiter.status('login-ip', ip)).count).to.equal(5);
+      for (const rule of ['login-account', 'login-account-cap'])
         expect(await app.loginLimiter.locked(rule), rule).to.deep.equal([]);
+      // A real username from that IP is another pair.
+      await login(app, { ip, username: 'alice', password: RIGHT }).expect(200);
     });
 
-    it('counts every username that is not a string on one shared account: 10 of 30 from 30 IPs reach the handler', async () => {
+    it('refuses a username that is an array or an object with 400 before the password check: 0 of 30 from 30 IPs reach it', async () => {
       const app = await boot();
       // A handler that coerces the field (String(['alice']) is 'alice') would check alice's password.
-      const shapes: unknown[] = [['alice'], [['alice']], { $ne: '' }, null, true, { toString: 'alice' }];
+      const shapes: unknown[] = [['alice'], [['alice']], { $ne: '' }, { toString: 'alice' }, ['Alice', 'x']];
       const statuses: number[] = [];
-      for (let i = 0; i < 30; i++)
-        statuses.push((await login(app, { ip: bot(i), username: shapes[i % shapes.length] })).status);
-      expect(
-        statuses.filter((s) => s === 401),
-        'reached the handler',
-      ).to.have.length(10);
-      expect(statuses.slice(10).every((s) => s === 429)).to.equal(true);
-      expect((await app.loginLimiter.status('login-account', NON_SCALAR_KEY)).count).to.equal(10);
-      expect((await app.loginLimiter.status('login-account-cap', NON_SCALAR_KEY)).count).to.equal(10);
-      expect((await app.loginLimiter.status('login-account-cap', 'alice')).count, "alice's own").to.equal(0);
+      for (let i = 0; i < 30; i++) {
+        const res = await login(app, { ip: bot(i), username: shapes[i % shapes.length] });
+        statuses.push(res.status);
+        if (res.status === 400) expect(JSON.stringify(res.body)).to.include('body.username');
+      }
+      expect(new Set(statuses), 'every one refused before the handler').to.deep.equal(new Set([400]));
+      for (const rule of ['login-pair', 'login-ip', 'login-account', 'login-account-cap'])
+        expect(await app.loginLimiter.locked(rule), rule).to.deep.equal([]);
+      expect((await app.loginLimiter.status('login-ip', bot(0))).count, 'nothing consumed').to.equal(0);
       await login(app, { ip: bot(99), username: 'alice', password: RIGHT }).expect(200);
+    });
+
+    it("an account named '#NON-SCALAR' and its device cookie: 150 guesses of {username: ['alice']} from 30 IPs reach no password check", async () => {
+      const app = await boot({ trustedDeviceSkipsCap: true });
+      // The attacker's own account, '#NON-SCALAR', logged in once: its device cookie, as the app would issue it.
+      const issued = deviceCookies({ secret: DEVICE_SECRET, clock: () => time.now }).issue('#non-scalar');
+      const cookie = issued.split(';')[0] as string;
+      let reached = 0;
+      for (let i = 0; i < 150; i++) {
+        const res = await login(app, { ip: bot(i % 30), username: ['alice'], cookie });
+        if (res.status !== 400) reached++;
+      }
+      expect(reached, 'requests that got past the limiter').to.equal(0);
+      // The account itself keys apart from every sentinel ('##non-scalar'), and the device check is asked
+      // about its real name: the cookie vouches for it, and for no one else.
+      await login(app, { ip: bot(200), username: '#NON-SCALAR' }).expect(401);
+      await login(app, { ip: bot(201), username: '#NON-SCALAR', cookie }).expect(401);
+      await app.settle();
+      expect((await app.loginLimiter.status('login-account-cap', '##non-scalar')).count).to.equal(1);
+      for (let i = 0; i < 10; i++)
+        await login(app, { ip: bot(300 + i), username: 'alice', cookie }).expect(401);
+      await login(app, { ip: bot(400), username: 'alice', password: RIGHT, cookie }).expect(429);
     });
 
     it('one username guessed from many IPs is slowed to one failure per 6 minutes after 10, never locked', async () => {
