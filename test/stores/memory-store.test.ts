@@ -3,12 +3,14 @@ import { spawnSync } from 'node:child_process';
 import { expect } from 'chai';
 import { createLimiter, MemoryStore } from '../../src/index.js';
 import { until } from '../support/settle.js';
+import { identitySuite } from './conformance/identities.js';
 import { overrideSuite } from './conformance/overrides.js';
 import { conformanceSuite } from './conformance/suite.js';
 
 conformanceSuite({ name: 'MemoryStore', makeStore: (clock) => new MemoryStore({ clock }) });
 // Overrides: on RedisStore once it implements Store.override (redis helper), from redis-conformance too.
 overrideSuite({ name: 'MemoryStore', makeStore: (clock) => new MemoryStore({ clock }) });
+identitySuite({ name: 'MemoryStore', makeStore: (clock) => new MemoryStore({ clock }) });
 
 describe('MemoryStore bounds', () => {
   const rule = { name: 'r', key: 'ip', limit: 1, window: { type: 'fixed', size: '1h' } } as const;

@@ -5,6 +5,7 @@ import type { Redis } from 'ioredis';
 import { RedisStore } from '../../src/index.js';
 import { type AnyClient, NODE_REDIS_6 } from '../support/clients.js';
 import { getRedis, useCluster } from '../support/redis.js';
+import { identitySuite } from './conformance/identities.js';
 import { overrideSuite } from './conformance/overrides.js';
 import { conformanceSuite, type StoreUnderTest } from './conformance/suite.js';
 
@@ -35,6 +36,7 @@ describe('RedisStore (standalone)', () => {
   for (const target of targets) {
     conformanceSuite(target);
     overrideSuite(target);
+    identitySuite(target);
   }
 });
 
@@ -58,5 +60,6 @@ describe('RedisStore (Cluster)', () => {
   for (const target of targets) {
     conformanceSuite(target);
     overrideSuite(target);
+    identitySuite(target);
   }
 });
