@@ -27,6 +27,8 @@ Commands:
 Options:
   --redis <url>      Redis URL (redis://[user:password@]host:port[/db], rediss:// for TLS); default $REDIS_URL
   --prefix <p>       key prefix the app's RedisStore uses; default rk
+  --postgres <url>   PostgreSQL URL of the app's PostgresStore instead of Redis
+                     (postgres://[user[:password]@]host[:port]/database); default $RATEKEEPER_POSTGRES_URL
   --rules <module>   the app's module (ESM or CommonJS) exporting \`rules\`, a default rule array, or
                      limiters; default $RATEKEEPER_RULES
   --json             machine-readable output (watch: one JSON object per line)
@@ -37,8 +39,8 @@ Options:
   --interval <d>     watch: refresh interval; default 1s
   --window <d>       watch: the span totals and rates cover; default 10s
   --once             watch: print one view and exit
-  --schema <s>       sql: the PostgresStore's schema option; default ratekeeper
-  --table-prefix <p> sql: the PostgresStore's tablePrefix option; default rk_
+  --schema <s>       the PostgresStore's schema option (sql, --postgres); default ratekeeper
+  --table-prefix <p> the PostgresStore's tablePrefix option (sql, --postgres); default rk_
   -h, --help         this text
   -v, --version      the package version
 `;
@@ -49,6 +51,8 @@ export interface CliArgs {
   command: Command | 'help' | 'version';
   positionals: string[];
   redis: string | undefined;
+  /** The PostgreSQL URL when the rules are decided on a PostgresStore (then `redis` is undefined). */
+  postgres: string | undefined;
   prefix: string;
   rulesModule: string | undefined;
   json: boolean;
@@ -59,7 +63,7 @@ export interface CliArgs {
   intervalMs: number;
   windowMs: number;
   once: boolean;
-  /** sql: the PostgresStore's schema and table prefix. */
+  /** sql and --postgres: the PostgresStore's schema and table prefix. */
   schema: string;
   tablePrefix: string;
 }
@@ -92,7 +96,7 @@ export function parseCli(argv: string[], env: NodeJS.ProcessEnv): CliArgs {
   const command = v.help ? 'help' : v.version ? 'version' : first;
   if (command === undefined) throw new UsageError('no command given');
   const base = {
-    redis: v.redis ?? (env.REDIS_URL || undefined),
+    ...chooseStore(v, env, command),
     prefix: v.prefix ?? REDIS_STORE_DEFAULTS.prefix,
     rulesModule: v.rules ?? (env.RATEKEEPER_RULES || undefined),
     json: v.json ?? false,
@@ -123,6 +127,13 @@ export function parseCli(argv: string[], env: NodeJS.ProcessEnv): CliArgs {
   } else if (base.forMs !== undefined) {
     throw new UsageError('--for goes with override only');
   }
+  if (base.postgres !== undefined && v.prefix !== undefined) {
+    throw new UsageError("--prefix is the RedisStore's; on PostgreSQL give --schema and --table-prefix");
+  }
+  const named = v.schema !== undefined ? '--schema' : v['table-prefix'] !== undefined ? '--table-prefix' : '';
+  if (named !== '' && base.postgres === undefined && command !== 'sql') {
+    throw new UsageError(`${named} goes with --postgres (or the sql command)`);
+  }
   if (base.prefix === '' || /[{}]/.test(base.prefix)) {
     throw new UsageError(`--prefix must be non-empty and without '{' or '}', got '${base.prefix}'`);
   }
@@ -141,8 +152,45 @@ export function parseCli(argv: string[], env: NodeJS.ProcessEnv): CliArgs {
   return { command: command as Command, positionals: rest, ...base };
 }
 
+/**
+ * The store the rules are decided on: `--postgres` or `--redis` as given (not both), else the one whose
+ * variable is set ($RATEKEEPER_POSTGRES_URL or $REDIS_URL); both set and neither given is ambiguous.
+ * `watch` reads the decision feed on Redis, so it takes no PostgreSQL.
+ */
+function chooseStore(
+  v: ReturnType<typeof parse>['values'],
+  env: NodeJS.ProcessEnv,
+  command: string,
+): { redis: string | undefined; postgres: string | undefined } {
+  if (v.redis !== undefined && v.postgres !== undefined) {
+    throw new UsageError('--redis and --postgres: give one, the store the app decides its rules on');
+  }
+  if (command === 'watch') {
+    if (v.postgres !== undefined) {
+      throw new UsageError(
+        'watch reads the decision counts apps publish on Redis (publishDecisionCounts): give --redis',
+      );
+    }
+    return { redis: v.redis ?? (env.REDIS_URL || undefined), postgres: undefined };
+  }
+  if (v.postgres !== undefined) return { redis: undefined, postgres: v.postgres };
+  if (v.redis !== undefined) return { redis: v.redis, postgres: undefined };
+  const redis = env.REDIS_URL || undefined;
+  const postgres = env.RATEKEEPER_POSTGRES_URL || undefined;
+  if (redis !== undefined && postgres !== undefined && command in STORE_COMMANDS) {
+    throw new UsageError(
+      'both REDIS_URL and RATEKEEPER_POSTGRES_URL are set: give --redis or --postgres to say which store',
+    );
+  }
+  return postgres !== undefined ? { redis: undefined, postgres } : { redis, postgres: undefined };
+}
+
+/** The commands that act on the store. */
+const STORE_COMMANDS = { status: true, locked: true, unlock: true, override: true };
+
 const OPTIONS = {
   redis: { type: 'string' },
+  postgres: { type: 'string' },
   prefix: { type: 'string' },
   rules: { type: 'string' },
   json: { type: 'boolean' },

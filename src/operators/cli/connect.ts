@@ -23,7 +23,9 @@ export function redactUrl(url: string): string {
 /** The URL checked for what ioredis needs; throws `OperatorError` saying what a Redis URL looks like. */
 export function checkRedisUrl(url: string | undefined): URL {
   if (url === undefined) {
-    throw new OperatorError('no Redis URL: give --redis redis://host:6379 or set REDIS_URL');
+    throw new OperatorError(
+      'no Redis URL: give --redis redis://host:6379 or set REDIS_URL (on PostgreSQL: --postgres postgres://host/db)',
+    );
   }
   let parsed: URL;
   try {

@@ -1,9 +1,11 @@
 // Which limiter answers for each rule the command line is asked about, and what to close afterwards.
 import type { Redis } from 'ioredis';
 import type { Limiter } from '../../limiter/limiter.js';
+import type { Store } from '../../stores/store.js';
 import type { Rule } from '../../types.js';
 import type { CliArgs } from './args.js';
 import { connectRedis, OperatorError } from './connect.js';
+import { connectPostgres } from './connect-postgres.js';
 import { loadRulesModule } from './rules-module.js';
 
 export interface Targets {
@@ -22,8 +24,8 @@ export interface Targets {
 
 /**
  * Loads `--rules` and connects: limiters the module exports are used as they are (their own stores);
- * rule arrays are decided on a RedisStore at `--redis` under `--prefix`. Rules a limiter already
- * has are taken from the limiter.
+ * rule arrays are decided on a RedisStore at `--redis` under `--prefix`, or on a PostgresStore at
+ * `--postgres` in `--schema` with `--table-prefix`. Rules a limiter already has are taken from the limiter.
  */
 export async function openTargets(
   args: CliArgs,
@@ -34,9 +36,11 @@ export async function openTargets(
   const definitions = new Map<string, Rule>();
   const owned: Limiter[] = [];
   let redis: Redis | undefined;
+  let pool: { end(): Promise<void> } | undefined;
   const close = async () => {
     await Promise.all(owned.map((l) => l.close()));
     redis?.disconnect();
+    await pool?.end();
   };
   try {
     const module = args.rulesModule === undefined ? undefined : await loadRulesModule(args.rulesModule, cwd);
@@ -66,19 +70,30 @@ export async function openTargets(
       throw unknownRule(needs.rule, namesOf(byRule, definitions));
     }
     const ownStore = needs.store && rules.length > 0;
-    if (needs.redis || ownStore) redis = await connectRedis(args.redis);
-    if (ownStore && redis !== undefined) {
-      // Loaded here: listing rules or looking at a module's own limiters needs neither.
-      const [{ createLimiter }, { RedisStore }] = await Promise.all([
-        import('../../limiter/limiter.js'),
-        import('../../stores/redis-store.js'),
-      ]);
-      // Operator calls: no deny cache (no subscriber needed) and a patient timeout; they never use the
-      // failure policy, so a Redis fault is reported, not papered over.
-      const store = new RedisStore({ client: redis, prefix: args.prefix });
+    // Operator calls: no deny cache (no subscriber needed) and a patient timeout; they never use the
+    // failure policy, so a store fault is reported, not papered over.
+    const own = async (store: Store) => {
+      // Loaded here: listing rules or looking at a module's own limiters needs none of it.
+      const { createLimiter } = await import('../../limiter/limiter.js');
       const limiter = createLimiter({ store, rules, denyCache: false, storeTimeout: '5s' });
       owned.push(limiter);
       for (const name of limiter.ruleNames) byRule.set(name, limiter);
+    };
+    if (ownStore && args.postgres !== undefined) {
+      const [{ PostgresStore }, { postgresNames }] = await Promise.all([
+        import('../../stores/postgres-store.js'),
+        import('../../stores/postgres-sql.js'),
+      ]);
+      const names = postgresNames(args.schema, args.tablePrefix);
+      const connected = await connectPostgres(args.postgres, names);
+      pool = connected;
+      await own(new PostgresStore({ pool: connected, schema: args.schema, tablePrefix: args.tablePrefix }));
+    } else {
+      if (needs.redis || ownStore) redis = await connectRedis(args.redis);
+      if (ownStore && redis !== undefined) {
+        const { RedisStore } = await import('../../stores/redis-store.js');
+        await own(new RedisStore({ client: redis, prefix: args.prefix }));
+      }
     }
   } catch (error) {
     await close();
