@@ -82,8 +82,9 @@ export class PostgresStore implements Store {
     }
     const interval = (field: 'clockSyncIntervalMs' | 'sweepIntervalMs' | 'sweepBatch') => {
       const value = options[field] ?? defaults[field];
-      if (!Number.isSafeInteger(value) || value < 1) {
-        refuse('ERR_OPTION', 'PostgresStore', mustBe(field, 'a positive integer', value));
+      // Timers take at most 2^31 - 1 ms (a longer one would fire at once).
+      if (!Number.isSafeInteger(value) || value < 1 || value > 2 ** 31 - 1) {
+        refuse('ERR_OPTION', 'PostgresStore', mustBe(field, 'an integer from 1 to 2147483647', value));
       }
       return value;
     };
