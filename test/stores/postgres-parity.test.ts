@@ -95,12 +95,13 @@ async function stepSql(pool: pg.Pool, c: Case, step: 'decide' | 'refund'): Promi
   };
 }
 
-/** TypeScript's ceilDiv answers -0 where the quotient is 0; PostgreSQL's integers have one zero. */
+/** TypeScript's ceilDiv and Math.ceil answer -0 where the result is 0; PostgreSQL's integers have one zero. */
 function positiveZeros(outcome: StepOutcome): StepOutcome {
   const verdict = { ...outcome.verdict };
   for (const field of ['remaining', 'resetMs', 'retryAfterMs', 'count', 'receipt'] as const)
     verdict[field] = verdict[field] + 0;
-  return { ...outcome, verdict };
+  const expiresAt = outcome.expiresAt === undefined ? undefined : outcome.expiresAt + 0;
+  return { expiresAt, verdict, after: outcome.after.map((n) => n + 0) };
 }
 
 describe('TypeScript and PL/pgSQL algorithms step for step (function-level parity)', function () {
