@@ -77,7 +77,7 @@ describe('ratekeeper command line', function () {
     const status = await cli(prefix, 'status', 'login', 'bob');
     expect(status.code).to.equal(0);
     expect(status.stdout).to.match(
-      /^login {2}bob\n {2}count {4}0 of 2, 0 remaining\n {2}locked {3}yes, (?:14m \d+s|15m) left, level 1\n/,
+      /^login {2}bob\n {2}count {4}0 of 2, none admitted while locked; counting starts again from 0 when the lock ends\n {2}locked {3}yes, (?:14m \d+s|15m) left, level 1\n/,
     );
     const dave = await cli(prefix, 'status', 'login', 'dave');
     expect(dave.stdout).to.match(
@@ -199,6 +199,15 @@ describe('ratekeeper command line', function () {
       true,
     ]);
     await limiter.close();
+  });
+
+  it('--help shows the escapes --escaped reads as text: a backslash and u200b, and a doubled backslash', async () => {
+    const help = await runCliInProcess(['--help']);
+    expect(help.code).to.equal(0);
+    const line = help.stdout.split('\n').find((l) => l.includes('--escaped')) ?? '';
+    expect(line).to.include('(\\u200b for an');
+    expect(help.stdout).to.include('\\\\ for a backslash');
+    expect(help.stdout).not.to.match(/[\u200b]/);
   });
 
   it('reads rules from a CommonJS module and uses a limiter a module exports, with its own store', async () => {
@@ -441,7 +450,14 @@ describe('ratekeeper command line', function () {
         () => ['status', 'logn', 'x', ...RULES],
         { REDIS_URL: '' },
         1,
-        /unknown rule 'logn'; the rules are login, api/,
+        /unknown rule 'logn', did you mean 'login'\?; the rules are login, api/,
+      ],
+      [
+        'an unknown rule like none',
+        () => ['locked', 'zzzzzzzz', ...RULES],
+        {},
+        1,
+        /unknown rule 'zzzzzzzz'; the rules are login, api/,
       ],
       [
         'a missing module',
@@ -484,7 +500,7 @@ describe('ratekeeper command line', function () {
         () => ['override', 'logn', 'alice', '5', ...RULES],
         {},
         1,
-        /unknown rule 'logn'; the rules are login, api/,
+        /unknown rule 'logn', did you mean 'login'\?; the rules are login, api/,
       ],
       [
         'an override limit that is not one',
@@ -519,7 +535,7 @@ describe('ratekeeper command line', function () {
         () => ['watch', 'logn', ...RULES],
         {},
         1,
-        /unknown rule 'logn'; the rules are login, api/,
+        /unknown rule 'logn', did you mean 'login'\?; the rules are login, api/,
       ],
       [
         'watch against a wrong password',

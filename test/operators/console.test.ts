@@ -232,6 +232,9 @@ describe('operator console', () => {
     expect(locked.text).to.match(
       /<dt>Locked<\/dt><dd>yes, unlocks in (14m \d+s|15m)<\/dd><dt>Lockout level<\/dt><dd>1<\/dd>/,
     );
+    expect(locked.text, 'a locked key: why nothing remains').to.include(
+      '<dt>Remaining</dt><dd>none while locked (counting starts again from 0 when the lock ends)</dd>',
+    );
     const unknown = await request(server)
       .get('/ops')
       .query({ rule: 'nope', key: 'x' })

@@ -32,8 +32,8 @@ Options:
   --rules <module>   the app's module (ESM or CommonJS) exporting \`rules\`, a default rule array, or
                      limiters; default $RATEKEEPER_RULES
   --json             machine-readable output (watch: one JSON object per line)
-  --escaped          status, unlock, override: keys are typed as the views show them (\u200b for an
-                     invisible character, \\ for a backslash), and mean the exact key shown
+  --escaped          status, unlock, override: keys are typed as the views show them (\\u200b for an
+                     invisible character, \\\\ for a backslash), and mean the exact key shown
   --limit <n>        locked: how many keys to list (1-10000); default 100
   --for <d>          override: it expires after this long (e.g. 1h, 7d); default: until cleared
   --interval <d>     watch: refresh interval; default 1s

@@ -15,7 +15,11 @@ export async function status(targets: Targets, args: CliArgs, out: Output): Prom
   if (out.json) return out.value(health === undefined ? s : { ...s, store: health });
   out.line(`${printable(s.rule)}  ${printable(s.key)}`);
   const limit = `${s.limit}${s.overridden ? ' (override for this key)' : ''}`;
-  out.line(`  count    ${s.count} of ${limit}, ${s.remaining} remaining${resetText(s)}`);
+  // While locked nothing is counted and nothing admitted: the count is not why none remains.
+  const remaining = s.locked
+    ? 'none admitted while locked; counting starts again from 0 when the lock ends'
+    : `${s.remaining} remaining${resetText(s)}`;
+  out.line(`  count    ${s.count} of ${limit}, ${remaining}`);
   out.line(
     `  locked   ${s.locked ? `yes, ${formatDuration(s.lockRemainingMs)} left` : 'no'}, level ${s.level}`,
   );

@@ -1,5 +1,6 @@
 // Which limiter answers for each rule the command line is asked about, and what to close afterwards.
 import type { Redis } from 'ioredis';
+import { closestName } from '../../config/known-fields.js';
 import type { Limiter } from '../../limiter/limiter.js';
 import type { Store } from '../../stores/store.js';
 import type { Rule } from '../../types.js';
@@ -123,5 +124,7 @@ function unknownRule(rule: string, known: string[]): OperatorError {
       `no rules loaded: give --rules <module> (the app's module exporting its rules or limiter) or set RATEKEEPER_RULES`,
     );
   }
-  return new OperatorError(`unknown rule '${rule}'; the rules are ${known.join(', ')}`);
+  const close = closestName(rule, known);
+  const guess = close === undefined ? '' : `, did you mean '${close}'?`;
+  return new OperatorError(`unknown rule '${rule}'${guess}; the rules are ${known.join(', ')}`);
 }

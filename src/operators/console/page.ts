@@ -76,7 +76,7 @@ function statusBlock(s: RuleStatus, token: string): SafeHtml {
   const full = s.locked ? 'when unlocked' : s.count > 0 ? formatDuration(s.resetMs) : 'now';
   return html`<section class="result"><h3>${s.rule}: <span class="key">${shownKey(s.key)}</span></h3>
 <dl><dt>Count</dt><dd>${s.count} of ${s.limit}${s.overridden ? ' (override for this key)' : ''}</dd>
-<dt>Remaining</dt><dd>${s.remaining}</dd><dt>Back to full in</dt><dd>${full}</dd>
+<dt>Remaining</dt><dd>${s.locked ? 'none while locked (counting starts again from 0 when the lock ends)' : s.remaining}</dd><dt>Back to full in</dt><dd>${full}</dd>
 <dt>Locked</dt><dd>${lock}</dd><dt>Lockout level</dt><dd>${s.level}</dd></dl>
 <p>${changeForm(s, token, 'unlock', s.locked ? 'Unlock' : 'Reset count')}</p>
 <p>${changeForm(s, token, 'override', 'Set limit', html`<label>Limit for this key <input name="limit" inputmode="numeric" pattern="[0-9]+" required size="6"></label> <label>for <input name="for" placeholder="e.g. 1h; empty: until cleared" size="28"></label> `)}
