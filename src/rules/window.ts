@@ -49,12 +49,13 @@ export function compileWindow(
   const fields = type === undefined ? undefined : windowKind(type).fields;
   assertKnownFields(w, fields === undefined ? ANY_WINDOW_FIELD : ['type', ...fields], where, 'window');
   if (type === undefined || fields === undefined) {
-    return fail(
-      'ERR_WINDOW',
-      'window.type',
-      `one of ${WINDOW_NAMES.map((t) => `'${t}'`).join(', ')}`,
-      w.type,
-    );
+    const problem = mustBe('window.type', `one of ${WINDOW_NAMES.map((t) => `'${t}'`).join(', ')}`, w.type);
+    // `{ size: 60 }` has two slips: both are said at once, so that fixing the type does not meet the other.
+    const size =
+      w.size !== undefined && parsePeriod(w.size) === undefined
+        ? `; and ${mustBe('window.size', periodAllowed(w.size, '1d', true), w.size)}`
+        : '';
+    return refuse('ERR_WINDOW', where, problem + size);
   }
 
   // Each field the type takes, validated; the others stay 0.

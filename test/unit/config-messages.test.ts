@@ -36,6 +36,19 @@ describe('Configuration messages for first mistakes', () => {
     );
   });
 
+  it('window { size: 60 } without a type says both at once: the missing type and the bare number', () => {
+    const error = refusal(withRule({ window: { size: 60 } }));
+    expect(error.code).to.equal('ERR_WINDOW');
+    expect(error.message).to.equal(
+      `rule "api": window.type must be one of 'fixed', 'calendar', 'sliding-log', 'sliding', 'token-bucket', ` +
+        `'gcra', 'leaky-bucket', got undefined; and window.size must be a duration with its unit, such as '60s' ` +
+        `or '60ms' (a bare number is milliseconds, and is refused below 1000), got 60`,
+    );
+    expect(refusal(withRule({ window: { size: '1m' } })).message, 'a good size is not named').to.match(
+      /got undefined$/,
+    );
+  });
+
   it("'GET /api/*' explains path-to-regexp 8 wildcards, and both suggested patterns work", async () => {
     const error = refusal(withRule({ match: 'GET /api/*' }));
     expect(error.code).to.equal('ERR_MATCH');
