@@ -64,7 +64,7 @@ export function createExpressApp(options: ExampleAppOptions = {}): ExampleApp<Ex
     }),
   });
   // An account held at the cap reopens when the password-reset flow (or an operator) calls
-  // loginLimiter.reset('login-account-cap', normalizeIdentity(username)).
+  // loginLimiter.reset('login-account-cap', userKey(normalizeIdentity(username))).
   const limitLogin = rateLimit(loginLimiter, { headers: false, clock });
 
   app.post('/login', limitLogin, async (req, res) => {

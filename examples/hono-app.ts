@@ -70,7 +70,7 @@ export function createHonoApp(options: ExampleAppOptions = {}): ExampleApp<Hono>
     }),
   });
   // An account held at the cap reopens when the password-reset flow (or an operator) calls
-  // loginLimiter.reset('login-account-cap', normalizeIdentity(username)).
+  // loginLimiter.reset('login-account-cap', userKey(normalizeIdentity(username))).
   const limitLogin = rateLimit(loginLimiter, { ...client, headers: false, clock });
 
   app.post('/login', limitLogin, async (c) => {

@@ -68,7 +68,7 @@ export function createKoaApp(options: ExampleAppOptions = {}): ExampleApp<Koa> {
     }),
   });
   // An account held at the cap reopens when the password-reset flow (or an operator) calls
-  // loginLimiter.reset('login-account-cap', normalizeIdentity(username)).
+  // loginLimiter.reset('login-account-cap', userKey(normalizeIdentity(username))).
   const limitLogin = rateLimit(loginLimiter, { headers: false, clock });
 
   router.post('/login', limitLogin, async (ctx) => {

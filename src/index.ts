@@ -17,6 +17,7 @@ export {
   OVERSIZED_KEY,
   UNPARSED_BODY_KEY,
   UNRESOLVED_IP_KEY,
+  userKey,
 } from './keys/extractors.js';
 export { ipKey } from './keys/ip.js';
 export type {

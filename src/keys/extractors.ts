@@ -26,6 +26,7 @@ export {
   OVERSIZED_KEY,
   UNPARSED_BODY_KEY,
   UNRESOLVED_IP_KEY,
+  userKey,
 } from './material.js';
 
 /** Returns the identity for a request, or undefined when the rule does not apply to it. */

@@ -29,14 +29,14 @@ export class Sentinel {
     this.identity = identity;
   }
 
-  /** One of the three sentinels: its identity is its text, a form no user value takes (see `textIdentity`). */
+  /** One of the three sentinels: its identity is its text, a form no user value takes (see `userKey`). */
   static named(text: `#${string}`): Sentinel {
     return new Sentinel(text, text);
   }
 
   /** A composite or template key assembled with a sentinel among its parts. */
   static assembled(text: string): Sentinel {
-    return new Sentinel(text, textIdentity(text));
+    return new Sentinel(text, userKey(text));
   }
 }
 
@@ -85,17 +85,21 @@ export function boundIdentity(identity: string): string {
 }
 
 /**
- * The identity of a user's text: one more `#` in front when it starts with `#`, then bounded. Sentinels
- * and digests are `#` and a letter, digit, `-` or `_`; a user's text never takes that form, so an account
- * named `#OVERSIZED` keys as `##oversized`, apart from the sentinel.
+ * The key a rule counts a user's text on (after the rule's `normalize`): the text with one more `#` in front
+ * when it starts with `#`, then bounded (`boundIdentity`). Sentinels and digests are `#` and a letter, digit,
+ * `-` or `_`; a user's text never takes that form, so an account named `#OVERSIZED` keys as `##oversized`,
+ * apart from the sentinel. The key `status`, `reset` and `override` take for that text.
+ * @example userKey('alice')  // 'alice'
+ * @example userKey('#alice') // '##alice'
+ * @example limiter.reset('login-account-cap', userKey(normalizeIdentity(username)))
  */
-export function textIdentity(text: string): string {
+export function userKey(text: string): string {
   return boundIdentity(text.charCodeAt(0) === 35 ? `#${text}` : text);
 }
 
 /** The identity of what a key form read. */
 export function identityOf(material: Material): string {
-  return typeof material === 'string' ? textIdentity(material) : material.identity;
+  return typeof material === 'string' ? userKey(material) : material.identity;
 }
 
 /** A run of more than 30 combining marks: no text needs one (UAX #15, Stream-Safe Text Format). */

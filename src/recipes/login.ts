@@ -122,7 +122,7 @@ const NIST_MAX_CONSECUTIVE_FAILURES = 100;
  *   Requests from the owner's trusted devices (`isTrustedDevice`) skip it.
  * - `login-account-cap`: at most 100 consecutive failures per account (NIST SP 800-63B §5.2.2); the
  *   next attempt locks the account for 30 days, until an operator or the password-reset flow calls
- *   `limiter.reset('login-account-cap', normalizeIdentity(username))`. A success clears the count.
+ *   `limiter.reset('login-account-cap', userKey(normalizeIdentity(username)))`. A success clears the count.
  *
  * What an attacker can do to the owner: from a trusted device, nothing but the cap, which takes at
  * least 10 + 90 × 6 min = 9 hours of failures without the owner logging in, and then refuses her, on

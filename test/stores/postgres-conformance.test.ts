@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
 import { PostgresStore } from '../../src/index.js';
 import { getPostgres } from '../support/postgres.js';
+import { identitySuite } from './conformance/identities.js';
 import { overrideSuite } from './conformance/overrides.js';
 import { conformanceSuite, type StoreUnderTest } from './conformance/suite.js';
 
@@ -20,4 +21,5 @@ describe('PostgresStore', function () {
   };
   conformanceSuite(target);
   overrideSuite(target);
+  identitySuite(target);
 });

@@ -7,6 +7,7 @@ import {
   RateLimitRequestError,
   type RequestInfo,
   UNPARSED_BODY_KEY,
+  userKey,
 } from '../../src/index.js';
 
 const base: RequestInfo = { method: 'POST', path: '/login', ip: '203.0.113.10', headers: {} };
@@ -239,6 +240,9 @@ describe('key forms', () => {
       '##oversized',
     );
     expect(await keyOf('body.user', { body: { user: 'x'.repeat(9000) } })).to.equal('#oversized');
+    // userKey gives the key of a text, as reset and status take it.
+    for (const text of ['alice', '#1', digest, long, 'bob\ud800', '##'])
+      expect(userKey(text), text.slice(0, 10)).to.equal(await keyOf('body.user', { body: { user: text } }));
   });
 
   it('keeps lone surrogates apart: a key with one is stored as a digest of its UTF-16 code units', async () => {
