@@ -6,7 +6,7 @@ import { createLimiter, RedisStore, type Rule } from '../../src/index.js';
 import { loadScripts } from '../../src/stores/redis-scripts.js';
 import { FUNCTION_CONFLICT_WARNING } from '../../src/warnings.js';
 import { type AnyClient, type ClientKind, IOREDIS_6, NODE_REDIS_6 } from '../support/clients.js';
-import { type RedisServer, startRedis } from '../support/redis.js';
+import { type RedisServer, startRedis, useCluster, withConnection } from '../support/redis.js';
 import { PATIENT } from '../support/settle.js';
 
 const RULES: Rule[] = [{ name: 'api', key: 'ip', limit: 5, window: { type: 'fixed', size: '1m' } }];
@@ -24,8 +24,8 @@ function hostileLibrary(name: string): string {
   return `#!lua name=${name}${body.replace(OUR_CHECK, ALWAYS_ALLOWS)}`;
 }
 
-/** How many of 20 requests of one client the limiter admits under a limit of 5. */
-async function admitted(client: AnyClient): Promise<number> {
+/** How many of 20 requests of one client (`ip`) the limiter admits under a limit of 5. */
+async function admitted(client: AnyClient, ip = '10.0.0.1'): Promise<number> {
   const limiter = createLimiter({
     ...PATIENT,
     store: new RedisStore({ client, prefix: `rkf${randomBytes(4).toString('hex')}` }),
@@ -35,7 +35,7 @@ async function admitted(client: AnyClient): Promise<number> {
   limiter.on('storeError', ({ error }) => faults.push(error));
   try {
     let allowed = 0;
-    for (let i = 0; i < 20; i++) if ((await limiter.consume('api', '10.0.0.1')).allowed) allowed++;
+    for (let i = 0; i < 20; i++) if ((await limiter.consume('api', ip)).allowed) allowed++;
     // A store fault would hand the decisions to the insurance store, which also admits 5.
     expect(faults, 'every decision made by Redis').to.deep.equal([]);
     return allowed;
@@ -120,3 +120,32 @@ for (const kind of [IOREDIS_6, NODE_REDIS_6] as ClientKind[]) {
     });
   });
 }
+
+describe('Redis function library, only ours, on a Cluster', function () {
+  this.timeout(120_000);
+  const cluster = useCluster();
+
+  for (const kind of [IOREDIS_6, NODE_REDIS_6] as ClientKind[]) {
+    it(`never calls another library that holds our names on one master (${kind.name}): every master runs our scripts by EVALSHA`, async () => {
+      const [hostile] = cluster.nodes.filter((node) => node.role === 'master');
+      if (hostile === undefined) throw new Error('no master');
+      await withConnection(hostile, (conn) => conn.call('FUNCTION', 'LOAD', hostileLibrary('tenant_lib')));
+      const client = await kind.cluster(cluster.nodes);
+      try {
+        let counts: number[] = [];
+        const warnings = await warningsDuring(async () => {
+          // Keys on every master: each client's 20 requests admit 5.
+          counts = await Promise.all(
+            ['10.0.0.1', '10.0.0.2', '10.0.0.3', '10.0.0.4'].map((ip) => admitted(client, ip)),
+          );
+        });
+        expect(counts).to.deep.equal([5, 5, 5, 5]);
+        expect(await cluster.commandCount('fcall'), 'no FCALL on any master').to.equal(0);
+        expect(warnings.join('\n')).to.include('"tenant_lib"');
+      } finally {
+        await kind.close(client);
+        await withConnection(hostile, (conn) => conn.call('FUNCTION', 'DELETE', 'tenant_lib'));
+      }
+    });
+  }
+});
