@@ -24,7 +24,7 @@ import {
   type Rule,
 } from '../src/index.js';
 import { createSetup, type RateLimitOptions, routeSetups, type Setup } from './common.js';
-import { exchange } from './exchange.js';
+import { badRequest, exchange } from './exchange.js';
 import { ExpressExchange } from './express-exchange.js';
 import { FastifyExchange } from './fastify-exchange.js';
 
@@ -162,7 +162,16 @@ export class RateLimitGuard implements CanActivate {
     const ws = context.switchToWs();
     const info = wsRequest(ws.getClient(), ws.getPattern(), ws.getData());
     if (setup.skip !== undefined && (await setup.skip(context))) return true;
-    const decision = await setup.limiter.check(info);
+    let decision: Decision;
+    try {
+      decision = await setup.limiter.check(info);
+    } catch (error) {
+      // An object or array where a rule reads the message's key: refused to the client, as HTTP's 400.
+      const body = badRequest(error);
+      if (body === undefined) throw error;
+      const { WsException } = await import('@nestjs/websockets');
+      throw new WsException({ status: 'error', ...body });
+    }
     if (decision.rules.length === 0) return true;
     if (!decision.allowed || decision.dryRun) setup.onLimited?.(decision, context);
     if (decision.allowed) return true;

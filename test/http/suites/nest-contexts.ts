@@ -153,5 +153,47 @@ export function nestContextSuite(stores: StoreFactory): void {
       expect(refused[0]).to.deep.equal({ status: 'error', message: 'Too Many Requests', retryAfter: 60 });
       expect((await limiter.status('ws-code', '127.0.0.1')).count).to.equal(3);
     });
+
+    it('refuses a WebSocket message whose key field is an array or an object, naming the field; the handler never runs', async () => {
+      const limiter = await limiterOf([
+        {
+          name: 'ws-phone',
+          match: { method: 'WS', path: '/code' },
+          key: 'body.phone',
+          limit: 3,
+          window: minute,
+        },
+      ]);
+      const seen = tally(1);
+      const app = await start(gatewayModule(limiter, seen), true);
+      open.push(() => app.close());
+      const port = (app.getHttpServer().address() as AddressInfo).port;
+      const socket = new WebSocket(`ws://127.0.0.1:${port}`);
+      await new Promise((resolve, reject) => socket.once('open', resolve).once('error', reject));
+      const replies: Array<{ event: string; data: unknown }> = [];
+      const allReplies = new Promise<void>((resolve) =>
+        socket.on('message', (raw) => {
+          replies.push(JSON.parse(String(raw)) as { event: string; data: unknown });
+          if (replies.length === 3) resolve();
+        }),
+      );
+      for (const phone of [['+447700900100'], { $ne: '' }, '+447700900100'])
+        socket.send(JSON.stringify({ event: 'code', data: { phone } }));
+      await seen.settled;
+      await allReplies;
+      socket.close();
+      expect(seen.counts).to.deep.equal({ handled: 1, refused: 0 });
+      const refused = replies.filter((r) => r.event === 'exception').map((r) => r.data);
+      expect(refused).to.deep.equal(
+        Array(2).fill({
+          status: 'error',
+          statusCode: 400,
+          error: 'Bad Request',
+          message: 'body.phone must be a string, a number or a boolean',
+          field: 'body.phone',
+        }),
+      );
+      expect((await limiter.status('ws-phone', '+447700900100')).count).to.equal(1);
+    });
   });
 }
