@@ -106,11 +106,12 @@ describe('store faults name their cause, with every client', function () {
         if (code === 'NOAUTH') {
           expectNamed(none, 'NOAUTH', 'NOAUTH');
         } else {
-          // node-redis 5 (RESP2, no handshake) sends the script call unauthenticated: Redis refuses
-          // its length before it can say NOAUTH, and closes the connection (the next call meets it closed).
+          // node-redis 5 (RESP2, no handshake) sends its first call unauthenticated: FUNCTION LOAD, whose
+          // argument is the whole library. Redis refuses that bulk's length before it can say NOAUTH, and
+          // closes the connection (the next call meets it closed).
           expect(kind.name).to.equal('node-redis 5');
           expect(none.events.map((e) => e.error.message)).to.deep.equal([
-            'ERR Protocol error: unauthenticated multibulk length',
+            'ERR Protocol error: unauthenticated bulk length',
           ]);
           expect(none.thrown).to.be.an.instanceOf(Error);
           expect(none.health.state).to.equal('down');
