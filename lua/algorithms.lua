@@ -1,12 +1,12 @@
 -- The window algorithms by type (src/algorithms/index.ts), and how the drivers load a key's state.
 -- A module (require('algorithms')), not a script: no KEYS, no ARGV, no reply of its own. Each algorithm
 -- module is built on its first use, so a call runs only the algorithms its ops name.
--- Every algorithm is a table { load(key, op), save(key, state, op, nowMs), evaluate(state, op, nowMs,
+-- Every algorithm is a table { load(key, op, nowMs), save(key, state, op, nowMs), evaluate(state, op, nowMs,
 -- add), apply(state, op, nowMs), refund(state, op, nowMs, receipt), expiresAt(state, op) }: the
 -- TypeScript twin's methods, plus load and save (state <-> Redis). Times in epoch ms. Those whose
 -- state is one string (fixed, calendar, token bucket, gcra) also have decode(value) -> state and
 -- encode(state, op, nowMs) -> value, TTL (ms): what load reads and save writes, for check.lua's
--- fresh-key path; the others (sliding, sliding log) have prepare(op, nowMs) and create(key, op), which
+-- fresh-key path; the others (sliding, sliding log, concurrency) have prepare(op, nowMs) and create(key, op), which
 -- write the state an op leaves on an empty key (freshAdmits).
 
 -- Window type -> its algorithm, from its module (built on the first require).
@@ -17,6 +17,7 @@ local function build(windowType)
   if windowType == 'sliding' then return require('sliding').sliding end
   if windowType == 'token-bucket' then return require('token-bucket').tokenBucket end
   if windowType == 'gcra' then return require('gcra').gcra end
+  if windowType == 'concurrency' then return require('concurrency').concurrency end
   error('unknown window type ' .. tostring(windowType))
 end
 
@@ -33,7 +34,7 @@ local byType = setmetatable({}, {
 -- Loads a key's state, forgetting it once its algorithm says it means nothing any more (as the
 -- memory store's expiry does): the TTL alone cannot be trusted when tests inject a clock.
 local function loadLive(alg, key, op, nowMs)
-  local state = alg.load(key, op)
+  local state = alg.load(key, op, nowMs)
   if state ~= nil and alg.expiresAt(state, op) <= nowMs then return nil end
   return state
 end
@@ -90,7 +91,7 @@ local function readOrCreate(op, alg, key, nowMs)
     if not old then return true end
     state = alg.decode(old)
   else
-    state = alg.load(key, op)
+    state = alg.load(key, op, nowMs)
     if state == nil then
       alg.create(key, op)
       return true

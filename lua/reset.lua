@@ -1,5 +1,5 @@
 -- Clears count, lock and level of one rule for one identity (limiter.reset), and takes the lock off its
--- rule's lock index, in one call.
+-- rule's lock index, in one call. A concurrency key loses its holders and keeps its last slot id.
 --
 -- KEYS[1]     count key: <prefix>:{<identity>}:<rule>
 -- KEYS[2]     lock key:  <prefix>:{<identity>}:<rule>:l (value: protocol.lua lockValue)
@@ -15,7 +15,15 @@ local protocol = require('protocol')
 return function(KEYS, ARGV)
   local nowMs = protocol.clockMs(ARGV[1])
   local v = redis.call('GET', KEYS[2])
-  redis.call('DEL', KEYS[1], KEYS[2])
+  local seq = redis.call('ZSCORE', KEYS[1], '#')
+  if seq then
+    -- A concurrency key (lua/concurrency.lua): its holders go, the last slot id stays, so that no id is
+    -- handed out twice (a holder released after the reset frees nothing).
+    redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. seq)
+    redis.call('DEL', KEYS[2])
+  else
+    redis.call('DEL', KEYS[1], KEYS[2])
+  end
   if not v then return { 0, 0 } end
   local lock = protocol.readLockValue(v)
   redis.call('ZREM', KEYS[3], protocol.lockIndexMember(lock.level, ARGV[2]))

@@ -8,9 +8,12 @@ export const RULE_DEFAULTS = {
   countOn: 'all',
   mode: 'enforce',
   resetOnSuccess: false,
+  settle: false,
   /** Calendar windows' time zone. */
   timezone: 'UTC',
   slidingBuckets: 10,
+  /** A concurrency slot's lease: how long a slot outlives a holder that died. */
+  concurrencyLeaseMs: 60_000,
   lockoutEscalate: 1,
   lockoutForgetAfterMs: 24 * 60 * 60 * 1000,
 } as const;

@@ -42,7 +42,16 @@ export type WindowSpec =
   | { type: 'sliding-log'; size: Duration }
   | { type: 'sliding'; size: Duration; buckets?: number }
   | { type: 'token-bucket'; size: Duration; burst?: number }
-  | { type: 'gcra' | 'leaky-bucket'; size: Duration; burst?: number };
+  | { type: 'gcra' | 'leaky-bucket'; size: Duration; burst?: number }
+  | {
+      type: 'concurrency';
+      /**
+       * How long a slot outlives its holder's process: a process renews the slots it holds (every
+       * `lease / 3`), so a slot lapses this long after its holder died without releasing it.
+       * At least 1 s. @default '60s'
+       */
+      lease?: Duration;
+    };
 
 /** The window types the algorithms implement (defined with them: the math knows nothing of the limiter). */
 export type { WindowType } from './algorithms/types.js';
@@ -83,6 +92,12 @@ export interface Rule {
   /** Which outcomes stay counted. @default 'all' */
   countOn?: 'all' | 'failure' | 'success';
   lockout?: LockoutSpec;
+  /**
+   * The cost is an estimate, reserved at `check`; `limiter.settle(decision, cost)` replaces it by the
+   * actual cost once known (an LLM's tokens, a download's bytes): the difference is added, even past the
+   * limit, or given back. Unsettled, the estimate stands. Not for concurrency windows. @default false
+   */
+  settle?: boolean;
   /** A successful outcome clears the rule's count for that key. @default false */
   resetOnSuccess?: boolean;
   /** `'dry-run'` computes and reports but never denies. @default 'enforce' */
@@ -113,6 +128,11 @@ export interface RuleResult {
   locked: boolean;
   /** True when the rule is in dry-run mode. */
   dryRun?: boolean;
+  /**
+   * Concurrency rules: the id of the first slot this decision holds (its `cost` slots are `slot`,
+   * `slot + 1`, ...), what `limiter.release` frees; absent when it holds none.
+   */
+  slot?: number;
 }
 
 export interface Decision {

@@ -41,7 +41,7 @@ export function burstOf(op: StoreOp): number {
 }
 
 /** The fields a `window` may have besides `type`; a field no type had before is validated in src/rules/window.ts. */
-export type WindowField = 'size' | 'buckets' | 'burst' | 'unit' | 'cron' | 'timezone';
+export type WindowField = 'size' | 'buckets' | 'burst' | 'unit' | 'cron' | 'timezone' | 'lease';
 
 /**
  * A window type as the rest of the library knows it, so that no other part lists types by name: the rule

@@ -2,6 +2,7 @@
 
 import type { Algorithm, WindowKind } from './algorithm.js';
 import { calendar } from './calendar.js';
+import { concurrency } from './concurrency.js';
 import { fixed } from './fixed.js';
 import { gcra } from './gcra.js';
 import { sliding } from './sliding.js';
@@ -27,6 +28,7 @@ export const algorithms: Readonly<Record<WindowType, Algorithm<unknown>>> = {
   sliding,
   'token-bucket': tokenBucket,
   gcra,
+  concurrency,
 } as Record<WindowType, Algorithm<unknown>>;
 
 /** Every name a rule's `window.type` may give (types, then aliases), to the type it names. */

@@ -2,13 +2,20 @@
 // The stores import these from here (src/stores/store.ts re-exports them); the math imports no store.
 
 /** The window types, one algorithm each (`leaky-bucket` in a rule is `gcra` here). */
-export type WindowType = 'fixed' | 'calendar' | 'sliding-log' | 'sliding' | 'token-bucket' | 'gcra';
+export type WindowType =
+  | 'fixed'
+  | 'calendar'
+  | 'sliding-log'
+  | 'sliding'
+  | 'token-bucket'
+  | 'gcra'
+  | 'concurrency';
 
 /** A rule as the algorithms and stores see it: normalized, durations in ms, defaults filled in (see rules/compile.ts). */
 export interface StoreRule {
   readonly name: string;
   readonly type: WindowType;
-  /** Window length in ms; 0 for calendar windows (their periods come with each op). */
+  /** Window length in ms; 0 for calendar windows (their periods come with each op); a concurrency slot's lease. */
   readonly sizeMs: number;
   /** Sliding counter: number of buckets. 0 for other types. */
   readonly buckets: number;

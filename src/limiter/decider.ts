@@ -16,9 +16,11 @@ import {
   logRules,
 } from './events.js';
 import type { AnswerSource, FailurePolicy } from './failure-policy.js';
+import type { Holdings } from './holdings.js';
 import type { DecisionSource, Observers } from './observers.js';
 import type { RuleOp } from './request-ops.js';
 import type { Reservations } from './reservations.js';
+import type { Settlements } from './settlements.js';
 
 /** The limiter's parts a decision goes through. */
 export interface DeciderParts {
@@ -32,6 +34,10 @@ export interface DeciderParts {
   /** Some rule counts outcomes, so admitted decisions keep their reservations. */
   needsOutcomes: boolean;
   observers: Observers;
+  /** Only when some rule is a concurrency window: the slots admitted decisions hold. */
+  holdings: Holdings | undefined;
+  /** Only when some rule settles its cost: the estimates admitted decisions reserved. */
+  settlements: Settlements | undefined;
 }
 
 /** How the debug log names where a decision came from (the policy's line names its onStoreError). */
@@ -135,6 +141,11 @@ export class Decider {
     }
     // Only the shared store's own answers: the insurance store and the policy know less than it does.
     if (source === 'store') denyCache?.learn(ops, rules, mode, sentMs);
+    // The policy's answers consumed nothing: no slot is held, no estimate reserved.
+    if (source !== 'policy' && (decision.allowed || mode === 'record')) {
+      this.#parts.holdings?.hold(decision, store, ops, result.results, mode === 'record');
+      if (mode === 'check') this.#parts.settlements?.keep(decision, store, ops, result.results);
+    }
     if (decision.allowed) {
       if (this.#parts.needsOutcomes && mode === 'check')
         this.#parts.reservations.keep(decision, store, source !== 'policy', ops, result.results);

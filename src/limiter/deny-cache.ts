@@ -102,6 +102,8 @@ export class DenyCache {
     }
     const facts = op.compiled.facts;
     if (facts.countsOutcomes) return false;
+    // A slot frees whenever its holder releases it, in any process: no time the denial surely holds for.
+    if (facts.holdsSlots) return false;
     // Decided at an override's limit rather than the one asked for: once the override ends (its 'for'
     // runs out) the key's limit is the request's again, which the denial says nothing about.
     if (r.limit !== op.limit) return false;

@@ -14,11 +14,13 @@ import { Decider } from './decider.js';
 import { DenyCache } from './deny-cache.js';
 import { type DebugLog, emitStoreError, type LimiterEvents } from './events.js';
 import { FailurePolicy } from './failure-policy.js';
+import { Holdings } from './holdings.js';
 import { type LimiterObserver, Observers } from './observers.js';
 import { KeyAdmin } from './operator-calls.js';
 import { type LimiterOptions, resolveLimiterOptions } from './options.js';
 import { OpBuilder, type RuleOp } from './request-ops.js';
 import { Reservations } from './reservations.js';
+import { Settlements, settleCostError } from './settlements.js';
 import type { StoreHealth } from './store-health.js';
 
 export class Limiter extends EventEmitter<LimiterEvents> {
@@ -36,6 +38,10 @@ export class Limiter extends EventEmitter<LimiterEvents> {
   readonly #log: DebugLog;
   /** Some rule needs outcomes, so allowed decisions keep their reservations. */
   readonly #needsOutcomes: boolean;
+  /** Only with a concurrency rule: the slots this process holds. */
+  readonly #holdings: Holdings | undefined;
+  /** Only with a `settle` rule: the estimates admitted decisions reserved. */
+  readonly #settlements: Settlements | undefined;
 
   constructor(options: LimiterOptions) {
     super();
@@ -62,6 +68,20 @@ export class Limiter extends EventEmitter<LimiterEvents> {
       store.onReset?.((rule, key) => (rule === '' ? cache.clear() : cache.delete(rule, key)));
     }
     this.#log = resolved.log;
+    const call = <T>(operation: string, promise: Promise<T>) => this.#policy.call(operation, promise);
+    const failed = (error: unknown, operation: string) =>
+      emitStoreError(this, this.#log, error, operation, 'none');
+    const leases = resolved.rules.filter((r) => r.store.type === 'concurrency').map((r) => r.store.sizeMs);
+    this.#holdings =
+      leases.length === 0 ? undefined : new Holdings(Math.floor(Math.min(...leases) / 3), { call, failed });
+    this.#settlements = resolved.rules.some((r) => r.settle)
+      ? new Settlements({
+          rebuild: (op, cost) => this.#ops.op(op.compiled, op.key, cost, op.limit),
+          call,
+          failed,
+          forget: (rule, key) => this.#denyCache?.delete(rule, key),
+        })
+      : undefined;
     // The parts each take what they need of these.
     const parts = {
       events: this,
@@ -73,6 +93,8 @@ export class Limiter extends EventEmitter<LimiterEvents> {
       log: this.#log,
       needsOutcomes: this.#needsOutcomes,
       observers: this.#observers,
+      holdings: this.#holdings,
+      settlements: this.#settlements,
     };
     this.#decider = new Decider(parts);
     this.#admin = new KeyAdmin(parts);
@@ -177,6 +199,35 @@ export class Limiter extends EventEmitter<LimiterEvents> {
   }
 
   /**
+   * Frees the concurrency slots an admitted decision holds (from `check`, `consume`, `record`), in every
+   * process sharing the store, at once. Idempotent: releasing a decision again, one that holds no slot, or
+   * one whose slots lapsed or were reset, does nothing. A store fault is told as `storeError`; the release
+   * is tried again at the next renewals, and the slots lapse after their lease anyway.
+   */
+  async release(decision: Decision): Promise<void> {
+    await this.#holdings?.release(decision);
+  }
+
+  /**
+   * Replaces the estimate that an admitted decision reserved on its `settle: true` rules (their `cost`) by
+   * the actual `cost`, a non-negative integer: more is added now, even past the limit (later requests
+   * wait until the window has paid the debt off), less gives the difference back to the window that
+   * holds it (once the window has moved on, nothing: the estimate left with it). Once per decision: a
+   * later settle changes nothing and resolves as the first. A denied decision, or one without `settle`
+   * rules, resolves unchanged. Resolves to the decision with the settled rules' counts after the settle
+   * (still admitted); a bad `cost` rejects with `RateLimitRequestError` (`ERR_COST`), changing nothing.
+   * Unsettled, the estimate stands.
+   */
+  settle(decision: Decision, cost: number): Promise<Decision> {
+    if (this.#settlements === undefined) {
+      // Checked all the same: a bad cost is a bug whether or not a rule settles.
+      const refused = settleCostError(cost);
+      return refused === undefined ? Promise.resolve(decision) : Promise.reject(refused);
+    }
+    return this.#settlements.settle(decision, cost);
+  }
+
+  /**
    * Waits until the rule (or every rule named, together: all consume or none does) admits `cost` for
    * the key, then consumes it (a `check`): for pacing calls to an API with its own limit. Each try is
    * a decision of the store, so across processes nothing is admitted that `check` would not admit;
@@ -247,6 +298,7 @@ export class Limiter extends EventEmitter<LimiterEvents> {
   /** Closes the store; calls still waiting for a turn (`acquire`, `wrap` with `maxWait`) reject. */
   async close(): Promise<void> {
     this.#paced.close();
+    this.#holdings?.close();
     await Promise.all([this.#store.close(), this.#policy.close()]);
   }
 

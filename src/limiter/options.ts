@@ -122,6 +122,14 @@ export function resolveLimiterOptions(options: LimiterOptions): ResolvedLimiterO
     LIMITER_DEFAULTS.storeRetryIntervalMs,
   );
   const store = options.store ?? new MemoryStore();
+  const holding = rules.find((rule) => rule.store.type === 'concurrency');
+  if (holding !== undefined && typeof store.renew !== 'function') {
+    refuse(
+      'ERR_OPTION',
+      `rule "${holding.name}"`,
+      'a concurrency window needs a store that renews held slots (Store.renew), and this store has none',
+    );
+  }
   const cache = options.denyCache ?? LIMITER_DEFAULTS.denyCache;
   let denyCacheMaxKeys: number | undefined;
   if (typeof cache === 'object') assertKnownFields(cache, ['maxKeys'], 'createLimiter', 'denyCache');

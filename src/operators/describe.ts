@@ -1,5 +1,6 @@
 // Plain-words descriptions of rules and durations, shared by the command line and the web console.
 import { windowKind, windowTypeOf } from '../algorithms/index.js';
+import { RULE_DEFAULTS } from '../defaults.js';
 import { parseDuration } from '../rules/duration.js';
 import type { LockoutSpec, MatchSpec, Rule, WindowSpec } from '../types.js';
 
@@ -31,6 +32,10 @@ export function describeWindow(window: WindowSpec): string {
   if ('unit' in window || 'cron' in window) {
     const zone = window.timezone === undefined ? '' : `, ${window.timezone}`;
     return 'cron' in window ? `per cron '${window.cron}'${zone}` : `per ${window.unit} (${title}${zone})`;
+  }
+  if ('lease' in window || window.type === 'concurrency') {
+    const lease = formatDuration(parseDuration(window.lease ?? RULE_DEFAULTS.concurrencyLeaseMs) ?? 0);
+    return `in flight at once (${title}, lease ${lease})`;
   }
   const size = formatDuration(parseDuration(window.size) ?? 0);
   const burst = 'burst' in window && window.burst !== undefined ? `, burst ${window.burst}` : '';

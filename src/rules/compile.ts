@@ -29,6 +29,8 @@ export interface CompiledRule {
   readonly cost: number | ((req: RequestInfo) => number);
   readonly countOn: 'all' | 'failure' | 'success';
   readonly resetOnSuccess: boolean;
+  /** The cost is an estimate, replaced by the actual cost with `limiter.settle`. */
+  readonly settle: boolean;
   readonly store: StoreRule;
   /** Calendar windows only. */
   readonly periods: PeriodFn | undefined;
@@ -50,6 +52,7 @@ const RULE_FIELDS = fieldsOf<Rule>({
   resetOnSuccess: true,
   mode: true,
   normalize: true,
+  settle: true,
 });
 
 export interface CompileOptions {
@@ -86,6 +89,10 @@ function compileRule(input: unknown, index: number, options: CompileOptions): Co
   const cost = compileCost(rule.cost, name);
   const { countOn, dryRun, resetOnSuccess } = compileCounting(rule, fail);
   const lockout = compileLockout(rule.lockout, where, fail);
+  const settle = rule.settle ?? RULE_DEFAULTS.settle;
+  if (typeof settle !== 'boolean') fail('ERR_OPTION', 'settle', 'a boolean', settle);
+  if (window.type === 'concurrency') assertHoldsSlots(rule, where);
+  else if (settle) assertSettles(rule, where);
   const extract = compileKey(rule, where, fail, options);
   const matcher = compileMatch(rule.match, where, fail);
   return {
@@ -97,9 +104,17 @@ function compileRule(input: unknown, index: number, options: CompileOptions): Co
     cost,
     countOn,
     resetOnSuccess,
+    settle,
     periods: window.periods,
     windowSeconds: window.windowSeconds,
-    facts: ruleFacts(rule, window.type, window.burst, { countOn, resetOnSuccess }, lockout !== undefined),
+    facts: ruleFacts(
+      rule,
+      window.type,
+      window.burst,
+      { countOn, resetOnSuccess },
+      lockout !== undefined,
+      settle,
+    ),
     store: {
       name,
       type: window.type,
@@ -154,6 +169,47 @@ function compileCounting(
     resetOnSuccess: rule.resetOnSuccess ?? RULE_DEFAULTS.resetOnSuccess,
     dryRun: mode === 'dry-run',
   };
+}
+
+/**
+ * A concurrency rule holds slots until they are released: the fields that give units back or clear them on
+ * an outcome, or lock the key (which would forget its holders), or settle a cost, have no meaning there.
+ */
+function assertHoldsSlots(rule: Rule, where: string): void {
+  const refused: Array<[keyof Rule, boolean]> = [
+    ['countOn', rule.countOn !== undefined && rule.countOn !== 'all'],
+    ['resetOnSuccess', rule.resetOnSuccess === true],
+    ['lockout', rule.lockout !== undefined],
+    ['settle', rule.settle === true],
+  ];
+  for (const [field, set] of refused) {
+    if (set)
+      refuse(
+        'ERR_OPTION',
+        where,
+        `${field} does not apply to a concurrency window (a slot is held until it is released), got ${describe(rule[field])}`,
+      );
+  }
+}
+
+/**
+ * A settled rule's count moves from the estimate to the actual cost after the request: outcomes that give
+ * units back or clear the count, and lockouts placed on a count that is not final yet, are refused with it.
+ */
+function assertSettles(rule: Rule, where: string): void {
+  const refused: Array<[keyof Rule, boolean]> = [
+    ['countOn', rule.countOn !== undefined && rule.countOn !== 'all'],
+    ['resetOnSuccess', rule.resetOnSuccess === true],
+    ['lockout', rule.lockout !== undefined],
+  ];
+  for (const [field, set] of refused) {
+    if (set)
+      refuse(
+        'ERR_OPTION',
+        where,
+        `${field} does not apply with settle: true (settle(decision, 0) gives the estimate back), got ${describe(rule[field])}`,
+      );
+  }
 }
 
 /** The key's extractor, with the rule's `normalize` applied to its material. */

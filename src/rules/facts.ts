@@ -24,6 +24,10 @@ export interface RuleFacts {
   readonly countsOutcomes: boolean;
   /** Has a lockout: it may lock a key and refuse every request of it for a while. */
   readonly hasLockout: boolean;
+  /** A concurrency window: an admitted request holds slots until it is released (`limiter.release`). */
+  readonly holdsSlots: boolean;
+  /** `settle: true`: its cost is an estimate, replaced by the actual cost with `limiter.settle`. */
+  readonly settles: boolean;
 }
 
 /** The facts of a rule the compiler has validated, from its normalized parts. */
@@ -33,6 +37,7 @@ export function ruleFacts(
   burst: number,
   counting: { countOn: 'all' | 'failure' | 'success'; resetOnSuccess: boolean },
   hasLockout: boolean,
+  settles = false,
 ): RuleFacts {
   const kind = windowKind(type);
   const reads = keyReads(rule.key);
@@ -46,5 +51,7 @@ export function ruleFacts(
     readsBody: reads.body,
     countsOutcomes: counting.countOn !== 'all' || counting.resetOnSuccess,
     hasLockout,
+    holdsSlots: kind.fields.includes('lease'),
+    settles,
   });
 }

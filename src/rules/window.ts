@@ -11,6 +11,9 @@ import { assertCron, CALENDAR_UNITS, createPeriodFn, isValidTimeZone, type Perio
 import { parsePeriod, periodAllowed } from './duration.js';
 import { exceedsExactMath } from './limits.js';
 
+/** The shortest lease a concurrency window takes. */
+const MIN_LEASE_MS = 1000;
+
 /** A window as the algorithms need it; fields a type does not use are 0. */
 export interface CompiledWindow {
   readonly type: WindowType;
@@ -64,6 +67,7 @@ export function compileWindow(
   let burst = 0;
   let periods: PeriodFn | undefined;
   if (fields.includes('unit')) periods = calendarPeriods(w, where, fail);
+  if (fields.includes('lease')) sizeMs = leaseMs(w.lease, fail);
   if (fields.includes('size')) {
     sizeMs =
       parsePeriod(w.size) ?? fail('ERR_DURATION', 'window.size', periodAllowed(w.size, '1d', true), w.size);
@@ -90,9 +94,22 @@ export function compileWindow(
       w.size,
     );
   }
-  const windowSeconds =
-    sizeMs > 0 ? Math.max(1, Math.ceil(sizeMs / 1000)) : (UNIT_SECONDS[w.unit as string] ?? 0);
+  // A concurrency limit has no window: its policy has no `w`.
+  const windowSeconds = fields.includes('lease')
+    ? 0
+    : sizeMs > 0
+      ? Math.max(1, Math.ceil(sizeMs / 1000))
+      : (UNIT_SECONDS[w.unit as string] ?? 0);
   return { type, sizeMs, buckets, burst, periods, windowSeconds };
+}
+
+/** A concurrency window's lease in ms: at least 1 s, so that its renewals (every third of it) keep up on a busy process. */
+function leaseMs(lease: unknown, fail: FieldRefusal): number {
+  if (lease === undefined) return RULE_DEFAULTS.concurrencyLeaseMs;
+  const parsed = parsePeriod(lease);
+  if (parsed === undefined || parsed < MIN_LEASE_MS)
+    fail('ERR_DURATION', 'window.lease', `${periodAllowed(lease, '60s')}, at least 1s`, lease);
+  return parsed;
 }
 
 function calendarPeriods(w: Record<string, unknown>, where: string, fail: FieldRefusal): PeriodFn {

@@ -1,5 +1,6 @@
 // The embedded store: one process, bounded, the default. Mirrors lua/check.lua step for step.
 
+import { concurrency, type HolderState, renewSlots } from '../algorithms/concurrency.js';
 import { algorithms, verdict } from '../algorithms/index.js';
 import { assertKnownFields } from '../config/known-fields.js';
 import { refuse } from '../config/refuse.js';
@@ -220,6 +221,18 @@ export class MemoryStore implements Store {
     }
   }
 
+  async renew(slots: readonly Refund[]): Promise<boolean[]> {
+    const nowMs = this.now();
+    return slots.map(({ op, receipt }) => {
+      const entry = this.#get(op.rule.name, op.key, nowMs);
+      const state = entry?.state as HolderState | undefined;
+      if (entry === undefined || state === undefined) return false;
+      const held = renewSlots(state, op, nowMs, receipt);
+      entry.stateExpiresAt = concurrency.expiresAt(state, op);
+      return held;
+    });
+  }
+
   async clear(rule: StoreRule, key: string): Promise<void> {
     const entry = this.#byRule.get(rule.name)?.get(key);
     if (entry === undefined) return;
@@ -234,7 +247,12 @@ export class MemoryStore implements Store {
     const entry = this.#byRule.get(rule.name)?.get(key);
     if (entry === undefined) return false;
     const wasLocked = entry.lock !== undefined && this.now() < entry.lock.untilMs;
-    this.#remove(entry);
+    if (rule.type === 'concurrency' && entry.state !== undefined) {
+      // The holders go, the last slot id stays (until the state expires): no id is handed out twice.
+      (entry.state as HolderState).holders.clear();
+      entry.count = 0;
+      entry.exhausted = false;
+    } else this.#remove(entry);
     return wasLocked;
   }
 

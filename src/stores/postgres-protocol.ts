@@ -2,8 +2,11 @@
 import { verdict } from '../algorithms/algorithm.js';
 import type { OpResult, StoreOp, WindowType } from '../algorithms/types.js';
 
-/** Window types as sql/algorithms.sql numbers them. */
-const TYPE_CODES: Readonly<Record<WindowType, number>> = {
+/**
+ * Window types as sql/algorithms.sql numbers them. Not concurrency: this store has no `renew`, so
+ * `createLimiter` refuses concurrency rules on it before any op is built.
+ */
+const TYPE_CODES: Readonly<Record<Exclude<WindowType, 'concurrency'>, number>> = {
   fixed: 1,
   calendar: 2,
   'sliding-log': 3,
@@ -44,7 +47,7 @@ export function opArrays(ops: readonly StoreOp[]): OpArrays {
     const lockout = rule.lockout;
     rules.push(rule.name);
     keys.push(keyBytes(op.key));
-    nums[at++] = TYPE_CODES[rule.type];
+    nums[at++] = TYPE_CODES[rule.type as keyof typeof TYPE_CODES];
     nums[at++] = rule.sizeMs;
     nums[at++] = rule.buckets;
     nums[at++] = rule.burst;

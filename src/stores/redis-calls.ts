@@ -169,6 +169,22 @@ export function refundCall(
   return { keys: keys.concat(overrideKeys), args: ops.fields().concat(body) };
 }
 
+/** KEYS and ARGV of one call of lua/renew.lua: the count keys of held concurrency slots, all in one slot. */
+export function renewCall(
+  space: KeySpace,
+  slots: ReadonlyArray<{ readonly op: StoreOp; readonly receipt: number }>,
+  time: ScriptTime,
+): { keys: string[]; args: string[] } {
+  const keys: string[] = [];
+  const ops = new OpTable();
+  const body = [timeArgument(time), luaNumber(slots.length)];
+  for (const { op, receipt } of slots) {
+    keys.push(opKeys(space.prefix, op.rule.name, op.key).count);
+    body.push(ops.index(op), luaNumber(receipt));
+  }
+  return { keys, args: ops.fields().concat(body) };
+}
+
 /** KEYS and ARGV of lua/override.lua: `limit` null clears, `forMs` undefined holds until cleared. */
 export function overrideCall(
   space: KeySpace,

@@ -1,6 +1,6 @@
 // Requests over several Cluster slots: decided slot group by slot group, earlier groups refunded when a later one denies.
 import type { Batcher } from './redis-batches.js';
-import { REFUND_FIELDS, refundCall } from './redis-calls.js';
+import { REFUND_FIELDS, refundCall, renewCall } from './redis-calls.js';
 import { decidedAt } from './redis-clock.js';
 import type { RedisConnection } from './redis-connection.js';
 import { escapeIdentity, tagSlot } from './redis-hash-tags.js';
@@ -24,12 +24,19 @@ export class SlotGroups {
   readonly #connection: RedisConnection;
   readonly #batcher: Batcher;
   readonly #refundScript: RedisScript;
+  readonly #renewScript: RedisScript;
   readonly #space: KeySpace;
 
-  constructor(connection: RedisConnection, batcher: Batcher, refundScript: RedisScript, space: KeySpace) {
+  constructor(
+    connection: RedisConnection,
+    batcher: Batcher,
+    scripts: { refund: RedisScript; renew: RedisScript },
+    space: KeySpace,
+  ) {
     this.#connection = connection;
     this.#batcher = batcher;
-    this.#refundScript = refundScript;
+    this.#refundScript = scripts.refund;
+    this.#renewScript = scripts.renew;
     this.#space = space;
   }
 
@@ -93,6 +100,29 @@ export class SlotGroups {
         ),
       ),
     );
+  }
+
+  /** Renews held concurrency slots: one call per slot group; per slot, whether it was still held. */
+  async renew(slots: readonly Refund[], time: ScriptTime): Promise<boolean[]> {
+    const held: boolean[] = new Array(slots.length);
+    await Promise.all(
+      this.#groups(slots.map((s) => s.op)).map(async (group) => {
+        const { keys, args } = renewCall(
+          this.#space,
+          group.map((i) => slots[i] as Refund),
+          time,
+        );
+        const reply = integers(
+          await runScript(this.#connection, this.#renewScript, keys, args),
+          group.length,
+          'renew',
+        );
+        group.forEach((i, k) => {
+          held[i] = reply[k] === 1;
+        });
+      }),
+    );
+    return held;
   }
 
   /** Refunds what an admitted group consumed and reports its state as it is now (cost 0, receipt 0). */

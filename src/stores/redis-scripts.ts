@@ -39,6 +39,7 @@ export interface RedisScripts {
    */
   readonly checkCrossSlot: RedisScript;
   readonly refund: RedisScript;
+  readonly renew: RedisScript;
   readonly reset: RedisScript;
   readonly override: RedisScript;
 }
@@ -123,6 +124,7 @@ const DRIVERS: readonly Driver[] = [
     flags: 'allow-cross-slot-keys',
   },
   { name: 'refund', call: "require('refund')(KEYS, ARGV)" },
+  { name: 'renew', call: "require('renew')(KEYS, ARGV)" },
   { name: 'reset', call: "require('reset')(KEYS, ARGV)" },
   { name: 'override', call: "require('override')(KEYS, ARGV)" },
 ];
@@ -175,6 +177,7 @@ export function loadScripts(): RedisScripts {
     check: driver('check'),
     checkCrossSlot: script('check_cross_slot', `#!lua flags=allow-cross-slot-keys\n${crossSlot.source}`),
     refund: driver('refund'),
+    renew: driver('renew'),
     reset: driver('reset'),
     override: driver('override'),
   };

@@ -78,7 +78,7 @@ export class RedisStore implements Store {
       options.clockSyncIntervalMs ?? REDIS_STORE_DEFAULTS.clockSyncIntervalMs,
     );
     this.#batcher = new Batcher(connection, scripts.check, scripts.checkCrossSlot, this.#space);
-    this.#groups = new SlotGroups(connection, this.#batcher, scripts.refund, this.#space);
+    this.#groups = new SlotGroups(connection, this.#batcher, scripts, this.#space);
   }
 
   now(): number {
@@ -109,6 +109,12 @@ export class RedisStore implements Store {
     if (refunds.length === 0) return;
     this.#batcher.flush();
     await this.#groups.refund(refunds, this.#clock.scriptTime());
+  }
+
+  async renew(slots: readonly Refund[]): Promise<boolean[]> {
+    if (slots.length === 0) return [];
+    this.#batcher.flush();
+    return this.#groups.renew(slots, this.#clock.scriptTime());
   }
 
   async clear(rule: StoreRule, key: string): Promise<void> {

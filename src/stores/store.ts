@@ -5,6 +5,9 @@ import type { LockInfo } from '../types.js';
 export type { OpResult, StoreLockout, StoreOp, StoreRule } from '../algorithms/types.js';
 
 /**
+ * A concurrency op's `refund` is its release: its receipt names its slots, and releasing slots that are
+ * unknown, lapsed or released already does nothing.
+ *
  * - `check`: decide every op; if none (that is enforced) denies, consume all that allow; else consume
  *   nothing, but lock each enforced lockout rule that was exceeded.
  * - `peek`: the same answer as `check`, nothing written.
@@ -50,6 +53,13 @@ export interface Store {
   evaluate(ops: readonly StoreOp[], mode: EvalMode): Promise<EvalResult>;
   /** Give reservations back (an outcome that does not count). Never goes below empty. */
   refund(refunds: readonly Refund[]): Promise<void>;
+  /**
+   * Renews held concurrency slots (each an op of a concurrency rule and the receipt its check returned,
+   * the first of its `cost` slots): their leases end `op.rule.sizeMs` from now, store clock. Resolves, per
+   * slot, whether every unit of it was still held; one released, lapsed or reset is not taken again.
+   * Optional: a store without it cannot hold concurrency rules (`createLimiter` refuses them).
+   */
+  renew?(slots: readonly Refund[]): Promise<boolean[]>;
   /** Clear the counted state of a rule for a key (resetOnSuccess); the lock and level stay. */
   clear(rule: StoreRule, key: string): Promise<void>;
   /** Clear count, lock and level. Resolves true when the key was locked. */

@@ -9,7 +9,7 @@ import type { WindowType } from '../../src/types.js';
 import { type RedisServer, startRedis } from '../support/redis.js';
 import { type Case, cases, counting, type Step, type StepOutcome, stepTs } from './parity-cases.js';
 
-/** Cases per window type and step: 6 types x (300 decide + 150 refund + 200 create) = 3,900 in all. */
+/** Cases per window type and step: 7 types x (300 decide + 150 refund + 200 create) = 4,550 in all. */
 const DECIDE_RUNS = 300;
 const REFUND_RUNS = 150;
 /** The Redis store's check of one op (lua/algorithms.lua readOrCreate): 200 cases per type. */
@@ -73,7 +73,15 @@ describe('TypeScript and Lua algorithms step for step (function-level parity)', 
     await server.stop();
   });
 
-  const types: WindowType[] = ['fixed', 'calendar', 'sliding-log', 'sliding', 'token-bucket', 'gcra'];
+  const types: WindowType[] = [
+    'fixed',
+    'calendar',
+    'sliding-log',
+    'sliding',
+    'token-bucket',
+    'gcra',
+    'concurrency',
+  ];
   for (const type of types) {
     const steps: Array<[Step, number, string]> = [
       ['decide', DECIDE_RUNS, 'evaluate then apply'],

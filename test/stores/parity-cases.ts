@@ -89,6 +89,18 @@ export function cases(type: WindowType): fc.Arbitrary<Case> {
         const width = size / p.buckets;
         const current = Math.floor(p.nowMs / width);
         shaped = plain(pairs(0, 8, fc.integer({ min: current - 2 * p.buckets, max: current + 1 }), units));
+      } else if (type === 'concurrency') {
+        // Holders taken up to two leases ago, lapsed or live, renewed or not; seq the last id handed out.
+        const ids = fc.integer({ min: (p.nowMs - 2 * size) * 1024, max: p.nowMs * 1024 + 3000 });
+        shaped = plain(
+          fc
+            .tuple(pairs(0, 8, ids, around(size)), fc.integer({ min: 0, max: 5000 }), fc.boolean())
+            .map(([holders, ahead, empty]) => {
+              if (holders.length === 0 && empty) return [];
+              const top = holders.filter((_, i) => i % 2 === 0).reduce((a, b) => Math.max(a, b), 0);
+              return [Math.max(top, (p.nowMs - 2 * size) * 1024) + ahead, ...holders];
+            }),
+        );
       } else if (type === 'token-bucket') {
         const capacity = (burst || written) * size;
         shaped = plain(
@@ -104,7 +116,10 @@ export function cases(type: WindowType): fc.Arbitrary<Case> {
         .record({ shaped, pick: fc.nat() })
         .map(({ shaped: { state: flat, periods: ends }, pick }): Case => {
           // A receipt this state could have given (an entry's time, a bucket, a window end), or another.
-          const receipts = [0, ...flat.filter((_, i) => i % 2 === 0), ...flat.slice(1, 2)];
+          const receipts =
+            type === 'concurrency'
+              ? [0, ...flat.filter((_, i) => i % 2 === 1), (flat[0] ?? 0) + 1]
+              : [0, ...flat.filter((_, i) => i % 2 === 0), ...flat.slice(1, 2)];
           return {
             type,
             rule,
@@ -125,6 +140,11 @@ export function toState(type: WindowType, flat: Flat): unknown {
   if (type === 'fixed' || type === 'calendar') return { count: a, endMs: b };
   if (type === 'token-bucket') return { scaled: a, ts: b };
   if (type === 'gcra') return { tatUs: a };
+  if (type === 'concurrency') {
+    const holders = new Map<number, number>();
+    for (let i = 1; i < flat.length; i += 2) holders.set(flat[i] as number, flat[i + 1] as number);
+    return { seq: a, holders };
+  }
   const list = [];
   for (let i = 0; i < flat.length; i += 2) list.push([flat[i] as number, flat[i + 1] as number]);
   if (type === 'sliding-log') return { entries: list.map(([ts, cost]) => ({ ts, cost })) };
@@ -140,12 +160,15 @@ export function toFlat(type: WindowType, state: unknown): Flat {
     scaled: number;
     ts: number;
     tatUs: number;
+    seq: number;
+    holders: Map<number, number>;
     entries: Array<{ ts: number; cost: number }>;
     buckets: Array<{ index: number; count: number }>;
   };
   if (type === 'fixed' || type === 'calendar') return [s.count, s.endMs];
   if (type === 'token-bucket') return [s.scaled, s.ts];
   if (type === 'gcra') return [s.tatUs];
+  if (type === 'concurrency') return [s.seq, ...[...s.holders].sort((a, b) => a[0] - b[0]).flat()];
   if (type === 'sliding-log') return s.entries.flatMap((e) => [e.ts, e.cost]);
   return s.buckets.flatMap((b) => [b.index, b.count]);
 }

@@ -12,7 +12,8 @@ import { type Case, cases, type Flat, type StepOutcome, stepTs } from './parity-
 const DECIDE_RUNS = 300;
 const REFUND_RUNS = 150;
 
-const TYPE_CODES: Record<WindowType, number> = {
+/** The store's types (sql/algorithms.sql); concurrency is not one of them (PostgresStore has no renew). */
+const TYPE_CODES: Record<Exclude<WindowType, 'concurrency'>, number> = {
   fixed: 1,
   calendar: 2,
   'sliding-log': 3,
@@ -66,7 +67,7 @@ async function stepSql(pool: pg.Pool, c: Case, step: 'decide' | 'refund'): Promi
   const { rule, op } = c;
   const values = [
     ...columns(c.type, c.state),
-    TYPE_CODES[c.type],
+    TYPE_CODES[c.type as keyof typeof TYPE_CODES],
     rule.sizeMs,
     rule.buckets,
     rule.burst,

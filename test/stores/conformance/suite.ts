@@ -9,7 +9,9 @@ import {
   type Store,
 } from '../../../src/index.js';
 import { PATIENT } from '../../support/settle.js';
+import { concurrencySuite } from './concurrency.js';
 import { limitSuite } from './limits.js';
+import { settleSuite } from './settle.js';
 
 export interface FakeClock {
   now: number;
@@ -574,4 +576,6 @@ export function conformanceSuite(target: StoreUnderTest): void {
   });
   // Per-request limits (test/stores/conformance/limits.ts): every store, every window type.
   limitSuite(target);
+  concurrencySuite(target);
+  settleSuite(target);
 }

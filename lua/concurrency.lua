@@ -1,0 +1,181 @@
+-- Concurrency (src/algorithms/concurrency.ts): admitted while fewer than `limit` slots are held for the key;
+-- a slot is held until released (refund) or until its lease (op.sizeMs) ends, unless renewed (renew.lua).
+-- A module (require('concurrency')), not a script: no KEYS, no ARGV, no reply of its own. Its algorithm
+-- is called by the drivers (check.lua, refund.lua) with an op's count key and the op decoded from their ARGV.
+-- State: a ZSET at the count key: one member per held slot, its id (decimal), score = epoch ms its lease
+-- ends (lapsed once <= now); and the member '#' whose score is the last slot id handed out (ids are
+-- nowMs x 1024 + n, so '#' always scores above every lease end). Slot ids only grow (concurrency.ts
+-- SLOT_IDS_PER_MS). Receipt: the id of the op's first slot; an op of cost c holds ids receipt .. receipt+c-1.
+-- The state as loaded holds only what a decision reads (the live holders' count, the soonest and
+-- latest lease ends, seq), never the whole set: a decision costs the same with 1 or 1000 holders.
+
+local values = require('values')
+local num, ttlMs = values.num, values.ttlMs
+
+local SLOT_IDS_PER_MS = 1024
+local SEQ = '#'
+
+local function nextSlotId(state, nowMs)
+  local seq = 0
+  if state ~= nil then seq = state.seq end
+  return math.max(seq + 1, nowMs * SLOT_IDS_PER_MS + 1)
+end
+
+-- The k-th soonest live lease end (k >= 1).
+local function liveUntil(state, nowMs, k)
+  if k == 1 and state.first ~= nil then return state.first end
+  local found = redis.call('ZRANGEBYSCORE', state.key, '(' .. num(nowMs), '+inf', 'WITHSCORES', 'LIMIT', k - 1, 1)
+  return tonumber(found[2])
+end
+
+local concurrency = {
+  -- The state one op leaves on an empty key at nowMs (apply then save): its first slot's id.
+  prepare = function(op, nowMs)
+    op.freshId = nowMs * SLOT_IDS_PER_MS + 1
+    op.freshUntil = num(nowMs + op.sizeMs)
+    op.freshTtl = ttlMs(nowMs + op.sizeMs, nowMs)
+  end,
+  create = function(key, op)
+    local args = {}
+    for k = 0, op.cost - 1 do
+      args[#args + 1] = op.freshUntil
+      args[#args + 1] = num(op.freshId + k)
+    end
+    args[#args + 1] = num(op.freshId + op.cost - 1)
+    args[#args + 1] = SEQ
+    redis.call('ZADD', key, unpack(args))
+    redis.call('PEXPIRE', key, op.freshTtl)
+  end,
+  -- { key, live, first, last, seq }: live holders at nowMs, the soonest and latest lease end among them
+  -- (nil when none), the last id handed out. nil when the key holds nothing.
+  load = function(key, _, nowMs)
+    local top = redis.call('ZRANGE', key, -2, -1, 'WITHSCORES')
+    if #top == 0 then return nil end
+    local state = { key = key, live = 0, seq = 0 }
+    -- '#' is the highest score; the member below it, if any, holds the latest lease end (lapsed or not).
+    if top[#top - 1] == SEQ then state.seq = tonumber(top[#top]) end
+    if #top == 4 or top[1] ~= SEQ then state.last = tonumber(top[2]) end
+    local live = redis.call('ZCOUNT', key, '(' .. num(nowMs), '+inf')
+    if state.seq > nowMs then live = live - 1 end
+    state.live = live
+    if live > 0 then state.first = liveUntil(state, nowMs, 1) end
+    return state
+  end,
+  -- Writes what apply or refund changed: slots added (and lapsed ones dropped), slots removed.
+  save = function(key, state, op, nowMs)
+    if state.removes ~= nil and #state.removes > 0 then redis.call('ZREM', key, unpack(state.removes)) end
+    if state.adds ~= nil then
+      redis.call('ZREMRANGEBYSCORE', key, '-inf', num(nowMs))
+      local args = {}
+      for k = 1, #state.adds, 2 do
+        args[#args + 1] = num(state.adds[k + 1])
+        args[#args + 1] = num(state.adds[k])
+      end
+      args[#args + 1] = num(state.seq)
+      args[#args + 1] = SEQ
+      redis.call('ZADD', key, unpack(args))
+      redis.call('PEXPIRE', key, ttlMs(state.expires, nowMs))
+    end
+  end,
+  evaluate = function(state, op, nowMs, add)
+    local live = 0
+    if state ~= nil then live = state.live end
+    local limit = op.limit
+    local total = live + op.cost
+    local allowed = total <= limit
+    local counted = live
+    if allowed or add then counted = total end
+    local resetMs = 0
+    if live > 0 then resetMs = state.first - nowMs elseif counted > 0 then resetMs = op.sizeMs end
+    local retryAfterMs = 0
+    if not allowed and live > 0 then
+      retryAfterMs = liveUntil(state, nowMs, math.min(live, total - limit)) - nowMs
+    end
+    return {
+      allowed = allowed,
+      remaining = math.max(0, limit - counted),
+      resetMs = resetMs,
+      retryAfterMs = retryAfterMs,
+      count = counted,
+      receipt = nextSlotId(state, nowMs),
+    }
+  end,
+  apply = function(state, op, nowMs)
+    local out = { key = state and state.key, live = 0, seq = 0, adds = {} }
+    if state ~= nil then out.live, out.first, out.last, out.seq = state.live, state.first, state.last, state.seq end
+    local untilMs = nowMs + op.sizeMs
+    if op.cost > 0 then
+      local id = nextSlotId(state, nowMs)
+      for k = 0, op.cost - 1 do
+        out.adds[#out.adds + 1] = id + k
+        out.adds[#out.adds + 1] = untilMs
+      end
+      out.seq = id + op.cost - 1
+      out.live = out.live + op.cost
+      if out.first == nil or untilMs < out.first then out.first = untilMs end
+      if out.last == nil or untilMs > out.last then out.last = untilMs end
+    end
+    out.expires = math.max(untilMs, math.floor(out.seq / SLOT_IDS_PER_MS) + op.sizeMs)
+    return out
+  end,
+  -- A release: the slots taken from `receipt` on (unknown or lapsed ones: nothing to do). The state stays
+  -- (its seq) until it expires, so no id is handed out twice.
+  refund = function(state, op, nowMs, receipt)
+    local removes = {}
+    local soonest = false
+    for id = receipt, receipt + op.cost - 1 do
+      local member = num(id)
+      local score = redis.call('ZSCORE', state.key, member)
+      if score then
+        removes[#removes + 1] = member
+        score = tonumber(score)
+        if score > nowMs then
+          state.live = state.live - 1
+          if score == state.first then soonest = true end
+        end
+      end
+    end
+    state.removes = removes
+    if state.live == 0 then
+      state.first, state.last = nil, nil
+    elseif soonest then
+      -- The soonest lease end left: skip the removed slots among the soonest.
+      local found = redis.call('ZRANGEBYSCORE', state.key, '(' .. num(nowMs), '+inf', 'WITHSCORES', 'LIMIT', 0, #removes + 1)
+      local gone = {}
+      for _, m in ipairs(removes) do gone[m] = true end
+      for k = 1, #found, 2 do
+        if not gone[found[k]] then
+          state.first = tonumber(found[k + 1])
+          break
+        end
+      end
+    end
+    return state
+  end,
+  expiresAt = function(state, op)
+    local last = math.floor(state.seq / SLOT_IDS_PER_MS) + op.sizeMs
+    if state.last ~= nil and state.last > last then last = state.last end
+    return last
+  end,
+}
+
+-- Renews the op.cost slots taken from `receipt` on, each until nowMs + op.sizeMs (renewSlots in
+-- concurrency.ts): true when every one was still held. A slot released, lapsed or reset is not taken again.
+local function renew(key, op, nowMs, receipt)
+  local held = true
+  local untilMs = num(nowMs + op.sizeMs)
+  for id = receipt, receipt + op.cost - 1 do
+    local member = num(id)
+    local score = redis.call('ZSCORE', key, member)
+    if score and tonumber(score) > nowMs then
+      redis.call('ZADD', key, 'XX', untilMs, member)
+    else
+      held = false
+    end
+  end
+  -- Every lease of the key ends by then, and its seq is older.
+  if held then redis.call('PEXPIRE', key, op.sizeMs) end
+  return held
+end
+
+return { concurrency = concurrency, renew = renew }

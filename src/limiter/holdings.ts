@@ -1,0 +1,178 @@
+// Held concurrency slots: each admitted decision's slots, renewed by this process while held, freed by `release`.
+
+import type { OpResult, Refund, Store } from '../stores/store.js';
+import type { Decision, RuleResult } from '../types.js';
+import type { RuleOp } from './request-ops.js';
+
+/** The slots one decision holds, in the store that decided it. */
+interface Held {
+  readonly store: Store;
+  readonly slots: Refund[];
+  /** Its entries in Holdings#bySlot. */
+  readonly ids: string[];
+  /** Renewal ticks a release that failed has been tried again (see #tick). */
+  tries: number;
+}
+
+export interface HoldingsParts {
+  /** Every store call goes through the failure policy (timed, health kept). */
+  call<T>(operation: string, promise: Promise<T>): Promise<T>;
+  /** A store call that failed: the `storeError` event. */
+  failed(error: unknown, operation: string): void;
+}
+
+/** A held slot's entry: rule, key and the id of its first slot (`RuleResult.slot`). */
+function slotId(rule: string, key: string, slot: number): string {
+  return `${rule}\u0000${key}\u0000${slot}`;
+}
+
+/**
+ * A slot is held from the decision that took it until `release` (found by the `slot` of its rule
+ * results, so a copy of the decision releases it too); the process renews every slot it holds in one
+ * call per store every `renewEveryMs` (a third of the shortest lease), so that only a holder whose
+ * process died (or stalled longer than a lease) loses its slots, a lease after its last renewal. A
+ * decision never released holds its slots as long as its process lives. A release that fails (the store
+ * is down) is tried again at each renewal until the lease has run out on its own.
+ */
+export class Holdings {
+  readonly #bySlot = new Map<string, Held>();
+  readonly #held = new Set<Held>();
+  /** Releases that failed, tried again at the next renewals. */
+  readonly #unreleased = new Set<Held>();
+  readonly #renewEveryMs: number;
+  readonly #parts: HoldingsParts;
+  #timer: NodeJS.Timeout | undefined;
+  #closed = false;
+
+  constructor(renewEveryMs: number, parts: HoldingsParts) {
+    this.#renewEveryMs = renewEveryMs;
+    this.#parts = parts;
+  }
+
+  /** Slots held now by this process (for tests and metrics). */
+  get size(): number {
+    let slots = 0;
+    for (const held of this.#held) for (const slot of held.slots) slots += slot.op.cost;
+    return slots;
+  }
+
+  /**
+   * Keeps the slots a decision took (its concurrency ops that consumed: those admitted, or every one when
+   * `added`, a record), renewing them from now on; each such rule result gets its `slot`.
+   */
+  hold(
+    decision: Decision,
+    store: Store,
+    ops: readonly RuleOp[],
+    results: readonly OpResult[],
+    added: boolean,
+  ): void {
+    if (this.#closed) return;
+    let held: Held | undefined;
+    for (let i = 0; i < ops.length; i++) {
+      const op = ops[i] as RuleOp;
+      const r = results[i] as OpResult;
+      if (op.rule.type !== 'concurrency' || op.cost === 0 || r.receipt === 0 || !(r.allowed || added))
+        continue;
+      const id = slotId(op.rule.name, op.key, r.receipt);
+      held ??= { store, slots: [], ids: [], tries: 0 };
+      held.slots.push({ op, receipt: r.receipt });
+      held.ids.push(id);
+      this.#bySlot.set(id, held);
+      (decision.rules[i] as RuleResult).slot = r.receipt;
+    }
+    if (held === undefined) return;
+    this.#held.add(held);
+    this.#schedule();
+  }
+
+  /** Frees the slots a decision holds, once: undefined when it holds none (never did, or released already). */
+  release(decision: Decision): Promise<void> | undefined {
+    let work: Promise<void>[] | undefined;
+    for (const r of decision.rules) {
+      if (r.slot === undefined) continue;
+      const held = this.#bySlot.get(slotId(r.rule, r.key, r.slot));
+      if (held === undefined) continue;
+      this.#forget(held);
+      (work ??= []).push(this.#free(held));
+    }
+    this.#unschedule();
+    return work === undefined ? undefined : Promise.all(work).then(() => undefined);
+  }
+
+  /** Stops renewing: held slots lapse a lease after their last renewal. */
+  close(): void {
+    this.#closed = true;
+    this.#held.clear();
+    this.#bySlot.clear();
+    this.#unreleased.clear();
+    this.#unschedule();
+  }
+
+  #forget(held: Held): void {
+    this.#held.delete(held);
+    for (const id of held.ids) this.#bySlot.delete(id);
+  }
+
+  async #free(held: Held): Promise<void> {
+    try {
+      await this.#parts.call('release', held.store.refund(held.slots));
+    } catch (error) {
+      this.#parts.failed(error, 'release');
+      if (!this.#closed) {
+        this.#unreleased.add(held);
+        this.#schedule();
+      }
+    }
+  }
+
+  #schedule(): void {
+    if (this.#timer !== undefined) return;
+    this.#timer = setInterval(() => void this.#tick(), this.#renewEveryMs);
+    this.#timer.unref();
+  }
+
+  #unschedule(): void {
+    if (this.#held.size > 0 || this.#unreleased.size > 0 || this.#timer === undefined) return;
+    clearInterval(this.#timer);
+    this.#timer = undefined;
+  }
+
+  /** One renewal: every slot held, one call per store; and the failed releases tried again. */
+  async #tick(): Promise<void> {
+    const byStore = new Map<Store, Held[]>();
+    for (const held of this.#held) {
+      const list = byStore.get(held.store);
+      if (list === undefined) byStore.set(held.store, [held]);
+      else list.push(held);
+    }
+    const retries = [...this.#unreleased];
+    this.#unreleased.clear();
+    for (const held of retries) {
+      // Three renewal periods are a lease: by then the slots have lapsed without us.
+      if (++held.tries < 3) void this.#free(held);
+    }
+    await Promise.all([...byStore].map(([store, list]) => this.#renew(store, list)));
+    this.#unschedule();
+  }
+
+  async #renew(store: Store, list: Held[]): Promise<void> {
+    const slots = list.flatMap((held) => held.slots);
+    let stillHeld: boolean[];
+    try {
+      stillHeld = await this.#parts.call('renew', (store.renew as NonNullable<Store['renew']>)(slots));
+    } catch (error) {
+      // Tried again at the next renewal, a third of a lease later.
+      this.#parts.failed(error, 'renew');
+      return;
+    }
+    let at = 0;
+    for (const held of list) {
+      let any = false;
+      for (let k = 0; k < held.slots.length; k++) if (stillHeld[at + k] === true) any = true;
+      at += held.slots.length;
+      // Lapsed (this process stalled longer than a lease) or reset by an operator: nothing left to renew.
+      if (!any && this.#held.has(held)) this.#forget(held);
+    }
+  }
+}
