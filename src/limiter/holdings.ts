@@ -88,16 +88,16 @@ export class Holdings {
 
   /** Frees the slots a decision holds, once: undefined when it holds none (never did, or released already). */
   release(decision: Decision): Promise<void> | undefined {
-    let work: Promise<void>[] | undefined;
+    const work: Promise<void>[] = [];
     for (const r of decision.rules) {
       if (r.slot === undefined) continue;
       const held = this.#bySlot.get(slotId(r.rule, r.key, r.slot));
       if (held === undefined) continue;
       this.#forget(held);
-      (work ??= []).push(this.#free(held));
+      work.push(this.#free(held));
     }
     this.#unschedule();
-    return work === undefined ? undefined : Promise.all(work).then(() => undefined);
+    return work.length === 0 ? undefined : Promise.all(work).then(() => undefined);
   }
 
   /** Stops renewing: held slots lapse a lease after their last renewal. */
