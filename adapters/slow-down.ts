@@ -112,6 +112,8 @@ export function slowDownSetup<Req>(
       refuse(`rule "${rule.name}" has a lockout, which refuses requests; slowDown only delays them`);
     if ((rule.countOn ?? 'all') !== 'all' || rule.resetOnSuccess === true)
       refuse(`rule "${rule.name}" counts outcomes (countOn, resetOnSuccess); slowDown counts every request`);
+    if (rule.window?.type === 'concurrency' || rule.settle === true)
+      refuse(`rule "${rule.name}" holds slots or settles its cost; slowDown counts requests as they arrive`);
     const burst = (rule.window as { burst?: unknown } | undefined)?.burst;
     if (BUCKETS.has(rule.window?.type) && typeof burst === 'number') capacities.set(rule.name, burst);
   }

@@ -15,8 +15,9 @@ local protocol = require('protocol')
 return function(KEYS, ARGV)
   local nowMs = protocol.clockMs(ARGV[1])
   local v = redis.call('GET', KEYS[2])
-  local seq = redis.call('ZSCORE', KEYS[1], '#')
-  if seq then
+  -- Other windows keep a string or another set there: ZSCORE fails or finds nothing.
+  local seq = redis.pcall('ZSCORE', KEYS[1], '#')
+  if type(seq) == 'string' then
     -- A concurrency key (lua/concurrency.lua): its holders go, the last slot id stays, so that no id is
     -- handed out twice (a holder released after the reset frees nothing).
     redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. seq)

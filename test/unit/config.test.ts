@@ -15,6 +15,13 @@ function configError(rules: unknown[], options: Record<string, unknown> = {}): R
 }
 
 describe('configuration errors', () => {
+  it('refuses a concurrency rule on a store that cannot renew held slots', () => {
+    const store = Object.assign(Object.create(MemoryStore.prototype) as MemoryStore, { renew: undefined });
+    const error = configError([{ ...base, window: { type: 'concurrency' } }], { store });
+    expect(error.code).to.equal('ERR_OPTION');
+    expect(error.message).to.match(/rule "r": a concurrency window needs a store that renews held slots/);
+  });
+
   const cases: Array<[string, unknown[], string, RegExp]> = [
     ['duplicate names', [base, { ...base }], 'ERR_DUPLICATE_RULE', /rule "r": name must be unique/],
     ['limit 0', [{ ...base, limit: 0 }], 'ERR_LIMIT', /rule "r": limit must be a positive integer, got 0/],
@@ -110,6 +117,54 @@ describe('configuration errors', () => {
     ['bad mode', [{ ...base, mode: 'shadow' }], 'ERR_OPTION', /mode must be 'enforce' or 'dry-run'/],
     ['bad name', [{ ...base, name: 'has space' }], 'ERR_RULE_NAME', /rules\[0\]: name must be/],
     ['a rule that is not an object', [null], 'ERR_RULES', /rules\[0\] must be a rule object/],
+    [
+      'a concurrency lease below 1 s',
+      [{ ...base, window: { type: 'concurrency', lease: '500ms' } }],
+      'ERR_DURATION',
+      /rule "r": window\.lease must be a duration such as '60s' or 60000, at least 1s, got '500ms'/,
+    ],
+    [
+      'a concurrency window given a size',
+      [{ ...base, window: { type: 'concurrency', size: '1m' } }],
+      'ERR_UNKNOWN_FIELD',
+      /size/,
+    ],
+    [
+      'a lockout on a concurrency window',
+      [{ ...base, window: { type: 'concurrency' }, lockout: { duration: '1m' } }],
+      'ERR_OPTION',
+      /rule "r": lockout does not apply to a concurrency window/,
+    ],
+    [
+      'countOn on a concurrency window',
+      [{ ...base, window: { type: 'concurrency' }, countOn: 'failure' }],
+      'ERR_OPTION',
+      /countOn does not apply to a concurrency window.*got 'failure'/,
+    ],
+    [
+      'settle on a concurrency window',
+      [{ ...base, window: { type: 'concurrency' }, settle: true }],
+      'ERR_OPTION',
+      /settle does not apply to a concurrency window/,
+    ],
+    [
+      'settle not a boolean',
+      [{ ...base, settle: 'yes' }],
+      'ERR_OPTION',
+      /settle must be a boolean, got 'yes'/,
+    ],
+    [
+      'settle with countOn',
+      [{ ...base, settle: true, countOn: 'success' }],
+      'ERR_OPTION',
+      /countOn does not apply with settle: true/,
+    ],
+    [
+      'settle with a lockout',
+      [{ ...base, settle: true, lockout: { duration: '1m' } }],
+      'ERR_OPTION',
+      /lockout does not apply with settle: true/,
+    ],
   ];
   for (const [what, rules, code, message] of cases) {
     it(`refuses ${what}`, () => {

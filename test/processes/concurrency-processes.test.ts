@@ -1,0 +1,187 @@
+// Concurrency and settled costs across real processes on one Redis (and the memory store in one process):
+// never more handlers at once than the limit, counted by the handlers themselves; a SIGKILLed holder's slot
+// back after its lease and not before; a settled budget within its documented bound. Idle, then again
+// while CPU-bound processes oversubscribe the cores.
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { availableParallelism } from 'node:os';
+import { createInterface } from 'node:readline';
+import { expect } from 'chai';
+import type { Redis } from 'ioredis';
+import { createLimiter, MemoryStore, RedisStore } from '../../src/index.js';
+import {
+  BUDGET_RULE,
+  HOLD_RULE,
+  KILL_RULE,
+  runHolders,
+  type Settled,
+} from '../fixtures/concurrency-worker.js';
+import { Burners } from '../support/pressure.js';
+import { exited, track } from '../support/processes.js';
+import { getRedis, type RedisServer } from '../support/redis.js';
+import { PATIENT, until } from '../support/settle.js';
+
+const PROCESSES = 4;
+const HOLDERS = 200;
+const BUDGET_TASKS = 100;
+
+/** Worker processes of one mode on one prefix: started, told to go, their JSON lines read. */
+async function workers(server: RedisServer, prefix: string, mode: string, tasks: number, count = PROCESSES) {
+  const children = Array.from({ length: count }, () =>
+    track(
+      spawn(
+        process.execPath,
+        ['--import', 'tsx', 'test/fixtures/concurrency-worker.ts', server.url, prefix, mode, String(tasks)],
+        { stdio: ['pipe', 'pipe', 'inherit'] },
+      ),
+    ),
+  );
+  const lines = children.map((child) => createInterface({ input: child.stdout })[Symbol.asyncIterator]());
+  const next = async (i: number) => String((await (lines[i] as AsyncIterator<string>).next()).value);
+  expect(await Promise.all(children.map((_, i) => next(i)))).to.deep.equal(Array(count).fill('ready'));
+  for (const child of children) child.stdin.end('go\n');
+  return { children, next };
+}
+
+/**
+ * The settled budget's bound: what the admitted requests cost in all is at most the limit plus, for the
+ * last admission, what the requests in flight then cost above their estimates. Across processes the
+ * order is known from the shared stamps: request j may have been in flight at admission k when it
+ * started before k's check ended and settled after k's check began; the largest such sum over every k
+ * bounds the one at the last admission.
+ */
+function excessBound(requests: readonly Settled[]): number {
+  const admitted = requests.filter((r) => r.admitted);
+  let bound = 0;
+  for (const k of admitted) {
+    let sum = 0;
+    for (const j of admitted) {
+      if (j.beforeCheck < k.afterCheck && j.afterSettle > k.beforeCheck)
+        sum += Math.max(0, j.actual - j.estimate);
+    }
+    bound = Math.max(bound, sum);
+  }
+  return bound;
+}
+
+function suite(loaded: boolean) {
+  describe(`concurrency and settled costs across processes${loaded ? ', cores oversubscribed' : ''}`, function () {
+    this.timeout(180_000);
+    let server: RedisServer;
+    let control: Redis;
+    let burners: Burners | undefined;
+    const prefix = () => `rkq${randomBytes(4).toString('hex')}`;
+
+    before(async () => {
+      server = await getRedis();
+      control = server.client();
+      if (loaded) burners = new Burners(4 * availableParallelism());
+    });
+    after(async () => {
+      await burners?.stop();
+      control.disconnect();
+    });
+
+    it(`${PROCESSES} processes x ${HOLDERS} requests against 5 at once: never more than 5 handlers run, every request runs`, async () => {
+      const p = prefix();
+      const { children, next } = await workers(server, p, 'hold', HOLDERS);
+      const reports = await Promise.all(
+        children.map(async (_, i) => JSON.parse(await next(i)) as { admitted: number; most: number }),
+      );
+      const most = Math.max(...reports.map((r) => r.most));
+      console.log(`      most handlers at once: ${most}`);
+      expect(reports.map((r) => r.admitted)).to.deep.equal(Array(PROCESSES).fill(HOLDERS));
+      expect(most).to.be.at.most(HOLD_RULE.limit as number);
+      expect(Number(await control.get(`${p}:running`))).to.equal(0);
+      await Promise.all(children.map(exited));
+      // Every slot released: the key holds none.
+      const limiter = createLimiter({
+        store: new RedisStore({ client: control, prefix: p }),
+        rules: [HOLD_RULE],
+        ...PATIENT,
+      });
+      expect((await limiter.status('handlers', 'shared')).count).to.equal(0);
+      await limiter.close();
+    });
+
+    it(`the memory store: ${PROCESSES * HOLDERS} requests in one process against 5 at once, never more than 5 handlers`, async () => {
+      const limiter = createLimiter({ store: new MemoryStore(), rules: [HOLD_RULE] });
+      let running = 0;
+      const report = await runHolders(
+        limiter,
+        { enter: async () => ++running, leave: async () => void running-- },
+        PROCESSES * HOLDERS,
+      );
+      expect(report.admitted).to.equal(PROCESSES * HOLDERS);
+      expect(report.most).to.equal(HOLD_RULE.limit);
+      expect((await limiter.status('handlers', 'shared')).count).to.equal(0);
+      await limiter.close();
+    });
+
+    it("a SIGKILLed holder's slot is held while it renews, and comes back after its lease, not before", async () => {
+      const p = prefix();
+      const { children, next } = await workers(server, p, 'kill', 1, 1);
+      const holder = children[0] as (typeof children)[number];
+      const held = JSON.parse(await next(0)) as { allowed: boolean; slot: number };
+      expect(held.allowed).to.equal(true);
+      const key = `${p}:{shared}:single`;
+      const leaseEnd = async () => Number(await control.zscore(key, String(held.slot)));
+      const firstEnd = await leaseEnd();
+      // Wait for the event: a renewal moves the lease end on.
+      await until('the holder renews its slot', async () => (await leaseEnd()) !== firstEnd, 60_000);
+      const limiter = createLimiter({
+        store: new RedisStore({ client: control, prefix: p }),
+        rules: [KILL_RULE],
+        ...PATIENT,
+      });
+      const req = { method: 'POST', path: '/work', headers: {}, user: 'shared' };
+      holder.kill('SIGKILL');
+      await exited(holder);
+      const lastEnd = await leaseEnd();
+      expect(lastEnd).to.be.greaterThan(firstEnd);
+      let denials = 0;
+      for (;;) {
+        const decision = await limiter.check(req);
+        if (decision.allowed) break;
+        denials++;
+        // The denial says when the soonest lease ends: try again then.
+        await new Promise((resolve) => setTimeout(resolve, decision.retryAfterMs));
+      }
+      const [seconds, micros] = (await control.time()) as [number, number];
+      const admittedAtMs = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+      console.log(
+        `      slot back ${admittedAtMs - lastEnd} ms after its last lease end, ${denials} denials before`,
+      );
+      expect(denials).to.be.at.least(1);
+      expect(admittedAtMs).to.be.at.least(lastEnd);
+      await limiter.close();
+    });
+
+    it(`a settled budget: ${PROCESSES} processes x ${BUDGET_TASKS} random estimates and actual costs stay within limit + the bound`, async () => {
+      const p = prefix();
+      const { children, next } = await workers(server, p, 'budget', BUDGET_TASKS);
+      const requests = (
+        await Promise.all(children.map(async (_, i) => JSON.parse(await next(i)) as Settled[]))
+      ).flat();
+      await Promise.all(children.map(exited));
+      const admitted = requests.filter((r) => r.admitted);
+      const spent = admitted.reduce((sum, r) => sum + r.actual, 0);
+      const bound = excessBound(requests);
+      const limit = BUDGET_RULE.limit as number;
+      console.log(`      ${admitted.length} admitted, ${spent} spent of ${limit}, bound ${limit + bound}`);
+      expect(spent).to.be.at.most(limit + bound);
+      // The store counted exactly what was settled.
+      const limiter = createLimiter({
+        store: new RedisStore({ client: control, prefix: p }),
+        rules: [BUDGET_RULE],
+        ...PATIENT,
+      });
+      expect((await limiter.status('budget', 'shared')).count).to.equal(spent);
+      await limiter.close();
+      expect(admitted.length).to.be.lessThan(requests.length);
+    });
+  });
+}
+
+suite(false);
+suite(true);
