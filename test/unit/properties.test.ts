@@ -1,7 +1,7 @@
 // Property tests: each algorithm against a small, obviously correct model, over random hits and clock steps.
 import { expect } from 'chai';
 import fc from 'fast-check';
-import { createLimiter, MemoryStore, type Rule } from '../../src/index.js';
+import { createLimiter, type Decision, MemoryStore, type Rule } from '../../src/index.js';
 
 interface Hit {
   /** Ms since the previous hit. */
@@ -191,4 +191,43 @@ describe('properties: algorithms against reference models', () => {
       );
     });
   }
+
+  it('concurrency = the model "held slots, each until released or its lease ends"', async () => {
+    const steps = fc.array(
+      fc.oneof(
+        fc.record({ take: fc.integer({ min: 1, max: 3 }), gap: fc.integer({ min: 0, max: 4000 }) }),
+        fc.record({ release: fc.nat(), gap: fc.integer({ min: 0, max: 4000 }) }),
+      ),
+      { minLength: 1, maxLength: 60 },
+    );
+    await fc.assert(
+      fc.asyncProperty(fc.integer({ min: 1, max: 6 }), steps, async (limit, sequence) => {
+        let now = 1_767_225_600_000;
+        const leaseMs = 10_000;
+        const limiter = createLimiter({
+          store: new MemoryStore({ clock: () => now }),
+          rules: [{ name: 'r', key: 'ip', limit, window: { type: 'concurrency', lease: leaseMs } }],
+        });
+        const held: Array<{ decision: Decision; cost: number; untilMs: number; released: boolean }> = [];
+        const live = () =>
+          held.filter((h) => !h.released && h.untilMs > now).reduce((sum, h) => sum + h.cost, 0);
+        for (const step of sequence) {
+          now += step.gap;
+          if ('take' in step) {
+            const expected = live() + step.take <= limit;
+            const decision = await limiter.consume('r', 'k', step.take);
+            expect(decision.allowed).to.equal(expected);
+            if (decision.allowed)
+              held.push({ decision, cost: step.take, untilMs: now + leaseMs, released: false });
+          } else if (held.length > 0) {
+            const h = held[step.release % held.length] as (typeof held)[number];
+            await limiter.release(h.decision);
+            h.released = true;
+          }
+          expect((await limiter.status('r', 'k')).count).to.equal(live());
+        }
+        await limiter.close();
+      }),
+    );
+  });
 });
