@@ -36,6 +36,7 @@ describe('window types', () => {
       'sliding',
       'token-bucket',
       'gcra',
+      'concurrency',
       'leaky-bucket',
     ]);
     expect(windowTypeOf('leaky-bucket')).to.equal('gcra');
@@ -64,6 +65,9 @@ describe('window types', () => {
       'per day (calendar, Asia/Shanghai)',
     );
     expect(describeWindow({ type: 'sliding-log', size: '15m' })).to.equal('per 15m (sliding log)');
+    expect(describeWindow({ type: 'concurrency', lease: '30s' })).to.equal(
+      'in flight at once (concurrency, lease 30s)',
+    );
   });
 });
 
@@ -95,6 +99,21 @@ describe('rule facts', () => {
     ]);
     expect(limiter.ruleFacts.filter((f) => f.hasLockout).map((f) => f.name)).to.deep.equal(['login']);
     expect(limiter.needsOutcomes).to.equal(true);
+  });
+
+  it('say which rules hold slots until released and which settle their cost', () => {
+    const more = createLimiter({
+      rules: [
+        { name: 'exports', key: 'user', limit: 2, window: { type: 'concurrency' } },
+        { name: 'tokens', key: 'user', limit: 1000, window: { type: 'fixed', size: '1d' }, settle: true },
+      ],
+    });
+    expect(more.ruleFacts.map((f) => [f.name, f.holdsSlots, f.settles])).to.deep.equal([
+      ['exports', true, false],
+      ['tokens', false, true],
+    ]);
+    expect(facts.api).to.include({ holdsSlots: false, settles: false });
+    return more.close();
   });
 
   it("give each window's type (an alias resolved), its name and its capacity at a limit", () => {
