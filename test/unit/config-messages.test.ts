@@ -41,7 +41,7 @@ describe('Configuration messages for first mistakes', () => {
     expect(error.code).to.equal('ERR_WINDOW');
     expect(error.message).to.equal(
       `rule "api": window.type must be one of 'fixed', 'calendar', 'sliding-log', 'sliding', 'token-bucket', ` +
-        `'gcra', 'leaky-bucket', got undefined; and window.size must be a duration with its unit, such as '60s' ` +
+        `'gcra', 'concurrency', 'leaky-bucket', got undefined; and window.size must be a duration with its unit, such as '60s' ` +
         `or '60ms' (a bare number is milliseconds, and is refused below 1000), got 60`,
     );
     expect(refusal(withRule({ window: { size: '1m' } })).message, 'a good size is not named').to.match(
