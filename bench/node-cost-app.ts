@@ -1,6 +1,6 @@
 // Child process of bench/node-callgrind.ts, run under valgrind: one Express 5 app and a keep-alive client in
 // this one process. It sends the warm-up, says `warm`, waits for `go` on stdin (the parent has zeroed
-// callgrind's counters), sends the measured requests, says `done` and waits to be killed.
+// callgrind's counters), sends the measured requests, says `done` and exits when its stdin closes.
 // Usage: node --import tsx bench/node-cost-app.ts <app> <redis port> <warm-up> <measured>
 // <app>: bare | erl-memory | erl-redis | rk-memory | rk-redis.
 
@@ -100,12 +100,14 @@ async function main(): Promise<void> {
   await send(port, agent, Number(warmUp));
   const lines = createInterface({ input: process.stdin });
   const go = new Promise<void>((resolve) => lines.once('line', () => resolve()));
+  const closed = new Promise<void>((resolve) => lines.once('close', resolve));
   process.stdout.write('warm\n');
   await go;
   await send(port, agent, Number(measured));
   process.stdout.write('done\n');
-  // Serves until killed.
-  setInterval(() => {}, 1 << 30);
+  // Until the parent closes stdin (or kills it), which then dumps the counters.
+  await closed;
+  process.exit(0);
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) await main();

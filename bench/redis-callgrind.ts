@@ -1,7 +1,8 @@
 // redis-server instructions per decision, counted by callgrind: deterministic, unlike CPU time on a shared machine.
 // `npm run bench -- redis-cost` runs it (with the MONITOR counts of cost.ts); alone:
 //   npx tsx bench/redis-callgrind.ts [name-regex]   (CALLGRIND_DECISIONS=2000; CALLGRIND_KEEP=1 keeps the dumps,
-//   one per case, for callgrind_annotate; REDIS_SERVER_BIN=<path> measures another redis-server)
+//   one per case, for callgrind_annotate; REDIS_SERVER_BIN=<path> measures another redis-server;
+//   CALLGRIND_FLOORS=e1,c runs only those floors)
 // Each case runs its decisions in rounds of `inFlight` requests made at once (ratekeeper's store batches
 // them: one script call per 32), between a zeroing and a dump of callgrind's counters; instructions of
 // redis-server divided by decisions. Fresh distinct keys, a fixed window of 1,000,000 per 60 s unless
@@ -376,7 +377,10 @@ export async function runRedisCallgrind(
     );
     closers.push(express.close, flexible.close);
     const fixed = [storeRule('r1', 'fixed'), storeRule('r2', 'fixed'), storeRule('r3', 'fixed')];
-    const floors = new Set(['a', 'b', 'c', 'd', 'e', 'e1', 'f', 'g']);
+    // CALLGRIND_FLOORS=e1,c: only these floors (all by default), while iterating on one row.
+    const floors = new Set(
+      process.env.CALLGRIND_FLOORS?.split(',') ?? ['a', 'b', 'c', 'd', 'e', 'e1', 'f', 'g'],
+    );
     const cases: Case[] = [
       floorCase(
         client,

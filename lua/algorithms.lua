@@ -63,7 +63,9 @@ local function freshAdmits(op, alg, nowMs)
   end
   if allowed and op.freshAtMs ~= nowMs then
     op.freshAtMs = nowMs
-    if alg.encode then
+    if alg.fresh then
+      op.freshValue, op.freshTtl = alg.fresh(op, nowMs)
+    elseif alg.encode then
       op.freshValue, op.freshTtl = alg.encode(alg.apply(nil, op, nowMs), op, nowMs)
     else
       alg.prepare(op, nowMs)

@@ -12,6 +12,9 @@
 local values = require('values')
 local num, ttlMs = values.num, values.ttlMs
 
+-- As locals: read on every fresh window (freshCounter), where a global's lookup is a third of the work.
+local floor, format = math.floor, string.format
+
 local EPOCH_2020_MS = 1577836800000
 local PACK = 10000000
 
@@ -55,6 +58,33 @@ local function encodeCounter(state, op, nowMs)
   -- A window starting now lives the op's size: sent as received (see costText in protocol.lua).
   if ttl == op.sizeMs and op.sizeMsText then ttl = op.sizeMsText end
   return value, ttl
+end
+
+-- What encodeCounter gives for the window an op starts at nowMs on an empty key (apply(nil, op, nowMs)),
+-- without building that state: the digits of endRel, then the op's count as 7 digits, and the op's size
+-- as sent for TTL. The count's digits and those of endRel above 10^6 (they change every 16 minutes) are
+-- kept on the op. Where the value would not be packed, or the size is not a whole number of ms,
+-- encodeCounter itself. A decision alone on a new key pays this once per call.
+local function freshCounter(op, nowMs)
+  local count = op.packedCount
+  if count == nil then
+    local cost, sizeMs = op.cost, op.sizeMs
+    count = false
+    if cost < PACK and cost == floor(cost) and sizeMs == floor(sizeMs) and sizeMs >= 1 and op.sizeMsText then
+      count = format('%07d', cost)
+    end
+    op.packedCount = count
+  end
+  local rel = nowMs + op.sizeMs - EPOCH_2020_MS
+  if count and rel >= 1000000 and rel < 900000000000 and rel % 1 == 0 then
+    local low = rel % 1000000
+    local high = (rel - low) / 1000000
+    if op.packedHigh ~= high then
+      op.packedHigh, op.packedHighText = high, format('%d', high)
+    end
+    return op.packedHighText .. format('%06d', low) .. count, op.sizeMsText
+  end
+  return encodeCounter({ count = op.cost, endMs = nowMs + op.sizeMs }, op, nowMs)
 end
 
 -- `state.add`, set by apply when the stored value is packed and holds the same window: the units
@@ -103,6 +133,7 @@ local fixed = {
   save = saveCounter,
   decode = decodeCounter,
   encode = encodeCounter,
+  fresh = freshCounter,
   evaluate = function(state, op, nowMs, add)
     -- A missing or ended window reads as a fresh one starting now.
     if state ~= nil and nowMs < state.endMs then

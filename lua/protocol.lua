@@ -3,6 +3,8 @@
 -- script: no KEYS, no reply of its own; readOps and readOp read the drivers' ARGV as laid out here.
 
 local num = require('values').num
+-- As locals: clockMs runs on every call.
+local tonumber, floor = tonumber, math.floor
 
 -- The `now` argument that asks for the server's own clock (TIME) instead of an injected epoch ms.
 local SERVER_TIME = 'server'
@@ -11,7 +13,7 @@ local SERVER_TIME = 'server'
 local function clockMs(arg)
   if arg ~= SERVER_TIME then return tonumber(arg) end
   local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  return tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000)
 end
 
 -- An op travels as one text (opText in redis-op-text.ts): its 13 fields joined by ',': type, limit,
