@@ -77,7 +77,10 @@ export async function exchange<Req>(setup: Setup<Req>, http: HttpExchange, reque
     const setting = http.spoofable();
     if (setting !== undefined) setup.warnSpoofable(setting);
   }
-  let info = await http.info();
+  // Only Hono's may be a promise (it reads a body); awaiting a plain value would cost a turn of the
+  // microtask queue on every request.
+  const read = http.info();
+  let info = read instanceof Promise ? await read : read;
   if (http.attached === true) info = routeRelative(setup.limiter, info) ?? info;
   let decision: Decision;
   try {

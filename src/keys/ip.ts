@@ -8,6 +8,8 @@ import ipaddr from 'ipaddr.js';
  */
 export function ipKey(raw: unknown, ipv6Subnet: number): string | undefined {
   if (typeof raw !== 'string' || raw.length === 0 || raw.length > 100) return undefined;
+  // The usual address, already in canonical form: its own key, without parsing it into bytes.
+  if (isCanonicalIPv4(raw)) return raw;
   let text = raw.trim();
   if (text.startsWith('[')) {
     const close = text.indexOf(']');
@@ -29,4 +31,39 @@ export function ipKey(raw: unknown, ipv6Subnet: number): string | undefined {
     bytes[index] = (bytes[index] as number) & ~(0x80 >> (bit & 7));
   }
   return `${ipaddr.fromByteArray(bytes).toString()}/${ipv6Subnet}`;
+}
+
+/** 0 .. 9 as char codes. */
+const ZERO = 48;
+const NINE = 57;
+const DOT = 46;
+
+/**
+ * Whether `text` is four decimal numbers 0-255 joined by dots, without leading zeros: exactly how
+ * ipaddr.js prints the address it parses to, so the text is its own key.
+ */
+function isCanonicalIPv4(text: string): boolean {
+  const length = text.length;
+  if (length < 7 || length > 15) return false;
+  let parts = 0;
+  let at = 0;
+  while (at <= length) {
+    const start = at;
+    let value = 0;
+    while (at < length) {
+      const code = text.charCodeAt(at);
+      if (code === DOT) break;
+      if (code < ZERO || code > NINE) return false;
+      value = value * 10 + (code - ZERO);
+      at++;
+    }
+    const digits = at - start;
+    if (digits === 0 || digits > 3 || value > 255) return false;
+    if (digits > 1 && text.charCodeAt(start) === ZERO) return false;
+    parts++;
+    if (at === length) return parts === 4;
+    if (parts === 4) return false;
+    at++;
+  }
+  return false;
 }

@@ -1,5 +1,7 @@
 // Key extraction: every key form, IP canonicalization, and hostile key material that must not escape its bucket.
 import { expect } from 'chai';
+import fc from 'fast-check';
+import ipaddr from 'ipaddr.js';
 import {
   createLimiter,
   ipKey,
@@ -51,6 +53,31 @@ describe('IP keys', () => {
     expect(ipKey('::ffff:cb00:710a', 64)).to.equal('203.0.113.10');
     expect(ipKey('203.0.113.10', 64)).to.equal('203.0.113.10');
     expect(ipKey('203.0.113.11', 64)).to.not.equal('203.0.113.10');
+  });
+
+  it('keys a dotted quad as parsing it does, whether it is canonical (read as it is) or not', () => {
+    const part = fc.oneof(
+      fc.integer({ min: 0, max: 300 }).map(String),
+      fc.constantFrom('00', '01', '007', '0255', '', 'a', '1e2', ' 1', '-1', '0x1f'),
+    );
+    const quad = fc.oneof(
+      fc.array(part, { minLength: 4, maxLength: 4 }).map((parts) => parts.join('.')),
+      fc.array(part, { minLength: 3, maxLength: 5 }).map((parts) => parts.join('.')),
+      fc.array(part, { minLength: 4, maxLength: 4 }).map((parts) => `${parts.join('.')}.`),
+    );
+    fc.assert(
+      fc.property(quad, (text) => {
+        // A leading space never passes the canonical check: that key comes from parsing (after trim).
+        expect(ipKey(text, 56)).to.equal(ipKey(` ${text}`, 56));
+        if (ipaddr.IPv4.isValidFourPartDecimal(text)) {
+          expect(ipKey(text, 56)).to.equal(ipaddr.IPv4.parse(text).toString());
+        }
+      }),
+      { numRuns: 3000 },
+    );
+    expect(ipKey('10.0.0.255', 56)).to.equal('10.0.0.255');
+    expect(ipKey('10.0.0.256', 56)).to.equal(undefined);
+    expect(ipKey('010.0.0.1', 56)).to.equal(undefined);
   });
 
   it('keeps IPv6 with an embedded dotted quad as IPv6, by prefix', () => {
