@@ -93,6 +93,31 @@ export interface Setup<Req> {
   warnSpoofable: (detail: string) => void;
   /** The warning was emitted: adapters stop checking the proxy settings. */
   warned: boolean;
+  /**
+   * slowDown's answer to a request over a limit, a wait instead of a denial (adapters/slow-down.ts): the
+   * sequence then records every request (`recordRequest`) and paces it; undefined for rateLimit.
+   */
+  pacing: Pacing<Req> | undefined;
+}
+
+/** How slowDown paces a request over a limit, in the request sequence (adapters/exchange.ts). */
+export interface Pacing<Req> {
+  /**
+   * The wait a recorded decision earns, in ms (0: none); undefined when some key over its limit holds as many
+   * waiting requests as it may: the request is refused then, as rateLimit refuses one.
+   */
+  plan(decision: Decision): number | undefined;
+  /**
+   * Holds the request `ms`, counted against the decision's keys over their limits, unless the client goes
+   * first: `whenGone(cancel)` calls `cancel` when it goes and returns what undoes that. Resolves true when
+   * it waited the whole time; the timer and the listener are gone either way.
+   */
+  wait(
+    ms: number,
+    decision: Decision,
+    request: Req,
+    whenGone: (cancel: () => void) => () => void,
+  ): Promise<boolean>;
 }
 
 /**
@@ -103,6 +128,7 @@ export function createSetup<Req>(
   rulesOrLimiter: Rule[] | Limiter,
   options: RateLimitOptions<Req> = {},
   adapterFields: readonly string[] = [],
+  pacing?: Pacing<Req>,
 ): Setup<Req> {
   assertKnownFields(options, [...RATE_LIMIT_OPTION_FIELDS, ...adapterFields], 'rateLimit');
   let limiter: Limiter;
@@ -191,6 +217,7 @@ export function createSetup<Req>(
       );
     },
     warned: false,
+    pacing,
   };
   return result;
 }

@@ -68,6 +68,8 @@ export type Exchanged = 'next' | 'answered' | 'gone';
  * the denial or the pass, and the outcome when the response finishes. `request` is what the options'
  * functions (`skip`, `onLimited`) receive. Errors (a throwing `skip`, key function or `handler`) are thrown
  * to the adapter, which hands them to the framework's error handling; nothing is consumed for them.
+ * slowDown runs it with its `pacing`: every request is recorded (past the limit too), and one over a limit
+ * waits instead of being denied (no `Retry-After`), or is denied when its key holds all the waits it may.
  */
 export async function exchange<Req>(setup: Setup<Req>, http: HttpExchange, request: Req): Promise<Exchanged> {
   // Reset after writing the request: nothing to answer, nothing to run.
@@ -82,9 +84,10 @@ export async function exchange<Req>(setup: Setup<Req>, http: HttpExchange, reque
   const read = http.info();
   let info = read instanceof Promise ? await read : read;
   if (http.attached === true) info = routeRelative(setup.limiter, info) ?? info;
+  const pacing = setup.pacing;
   let decision: Decision;
   try {
-    decision = await setup.limiter.check(info);
+    decision = await (pacing === undefined ? setup.limiter.check(info) : setup.limiter.recordRequest(info));
   } catch (error) {
     // An object or array where a rule reads a key: the client's error, answered 400; nothing was consumed.
     const body = badRequest(error);
@@ -104,16 +107,26 @@ export async function exchange<Req>(setup: Setup<Req>, http: HttpExchange, reque
   }
   if (!setup.forwarded.done) setup.forwarded.check(info, decision, () => http.untrusted());
   http.keep(decision);
+  // Paced (slowDown): the wait this request earns, undefined when its key may hold no more waits (refused).
+  const waitMs = pacing === undefined || decision.allowed ? 0 : pacing.plan(decision);
+  const refused = pacing === undefined ? !decision.allowed : waitMs === undefined;
   if (!http.sent()) {
-    for (const [name, value] of setup.headerFields(decision))
-      http.header(name, value, appendsField(name, value));
+    for (const [name, value] of setup.headerFields(decision)) {
+      // A request that waits is not refused: it is told no time to retry after.
+      if (refused || pacing === undefined || name !== 'Retry-After')
+        http.header(name, value, appendsField(name, value));
+    }
   }
-  if (!decision.allowed || decision.dryRun) setup.onLimited?.(decision, request);
-  if (!decision.allowed) {
+  if (refused || decision.dryRun) setup.onLimited?.(decision, request);
+  if (refused) {
     if (http.handle !== undefined) await http.handle(decision);
     else if (http.sent()) http.end();
     else http.send(setup.statusCode, setup.body(decision));
     return 'answered';
+  }
+  // Gone while it waited: nothing to answer, the handler must not run; the request stays counted.
+  if (pacing !== undefined && waitMs !== undefined && waitMs > 0) {
+    if (!(await pacing.wait(waitMs, decision, request, (cancel) => http.whenGone(cancel)))) return 'gone';
   }
   // Nothing to report (no rule counts outcomes): the response is not listened to.
   if (setup.reports) http.finished((status) => setup.report(decision, status));

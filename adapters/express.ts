@@ -4,7 +4,7 @@ import type { Decision, Limiter, Rule } from '../src/index.js';
 import { createSetup, type RateLimitOptions } from './common.js';
 import { type Exchanged, exchange } from './exchange.js';
 import { ExpressExchange } from './express-exchange.js';
-import { type SlowDownOptions, slowDownRequest, slowDownSetup } from './slow-down.js';
+import { type SlowDownOptions, slowDownSetup } from './slow-down.js';
 
 export type { RateLimitOptions } from './common.js';
 export { SPOOFABLE_IP_WARNING } from './common.js';
@@ -83,12 +83,12 @@ export type ExpressSlowDownOptions = SlowDownOptions<Request>;
 export function slowDown(rulesOrLimiter: Rule[] | Limiter, options: ExpressSlowDownOptions): RequestHandler {
   const setup = slowDownSetup(rulesOrLimiter, options);
   return async function slowDownMiddleware(req: Request, res: Response, next: NextFunction): Promise<void> {
-    let outcome: 'next' | 'gone';
+    let exchanged: Exchanged;
     try {
-      outcome = await slowDownRequest(setup, new ExpressExchange(req, res, undefined), req);
+      exchanged = await exchange(setup, new ExpressExchange(req, res, undefined), req);
     } catch (error) {
       return next(error);
     }
-    if (outcome === 'next') next();
+    if (exchanged === 'next') next();
   };
 }

@@ -15,7 +15,7 @@ import {
 import { exchange } from './exchange.js';
 import { routeRateLimit, routeRulesError } from './fastify-config.js';
 import { FastifyExchange } from './fastify-exchange.js';
-import { type SlowDownOptions, slowDownRequest, slowDownSetup } from './slow-down.js';
+import { type SlowDownOptions, slowDownSetup } from './slow-down.js';
 
 export type { RateLimitOptions } from './common.js';
 export { SPOOFABLE_IP_WARNING } from './common.js';
@@ -204,8 +204,10 @@ export function slowDown(
     const prefix = fastify.prefix;
     fastify.addHook(hook, async (request: FastifyRequest, reply: FastifyReply) => {
       const http = new FastifyExchange(request, reply, undefined, prefix);
-      // Gone: nothing can be answered and the handler must not run.
-      if ((await slowDownRequest(setup, http, request)) === 'gone') return reply.hijack();
+      const exchanged = await exchange(setup, http, request);
+      // Gone: nothing can be answered and the handler must not run. Answered: refused, past maxWaiting.
+      if (exchanged === 'gone') return reply.hijack();
+      if (exchanged === 'answered') return reply;
       return undefined;
     });
   };

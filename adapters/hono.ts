@@ -8,7 +8,7 @@ import { createSetup, type RateLimitOptions } from './common.js';
 import { exchange } from './exchange.js';
 import { HonoExchange, type HonoReading } from './hono-exchange.js';
 import { compileTrust, type TrustProxy } from './proxy-trust.js';
-import { type SlowDownOptions, slowDownRequest, slowDownSetup } from './slow-down.js';
+import { type SlowDownOptions, slowDownSetup } from './slow-down.js';
 
 export type { RateLimitOptions } from './common.js';
 export { SPOOFABLE_IP_WARNING } from './common.js';
@@ -134,8 +134,10 @@ export function slowDown(rulesOrLimiter: Rule[] | Limiter, options: HonoSlowDown
     trustsNone: trustProxy === undefined || trustProxy === false || trustProxy === 0,
   };
   return async function slowDownMiddleware(c, next) {
-    const outcome = await slowDownRequest(setup, new HonoExchange(c, reading, undefined), c);
-    if (outcome === 'gone') return c.body(null, GONE);
-    return next();
+    const http = new HonoExchange(c, reading, undefined);
+    const exchanged = await exchange(setup, http, c);
+    if (exchanged === 'gone') return c.body(null, GONE);
+    if (exchanged === 'answered') return http.response;
+    return http.pass(next);
   };
 }

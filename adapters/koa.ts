@@ -4,7 +4,7 @@ import type { Decision, Limiter, Rule } from '../src/index.js';
 import { createSetup, type RateLimitOptions } from './common.js';
 import { exchange } from './exchange.js';
 import { KoaExchange } from './koa-exchange.js';
-import { type SlowDownOptions, slowDownRequest, slowDownSetup } from './slow-down.js';
+import { type SlowDownOptions, slowDownSetup } from './slow-down.js';
 
 export type { RateLimitOptions } from './common.js';
 export { SPOOFABLE_IP_WARNING } from './common.js';
@@ -64,6 +64,7 @@ export type KoaSlowDownOptions = SlowDownOptions<Context>;
 export function slowDown(rulesOrLimiter: Rule[] | Limiter, options: KoaSlowDownOptions): Middleware {
   const setup = slowDownSetup(rulesOrLimiter, options);
   return async function slowDownMiddleware(ctx: Context, next: Next): Promise<void> {
-    if ((await slowDownRequest(setup, new KoaExchange(ctx, undefined), ctx)) === 'next') await next();
+    const http = new KoaExchange(ctx, undefined);
+    if ((await exchange(setup, http, ctx)) === 'next') return http.pass(next);
   };
 }

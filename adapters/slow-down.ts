@@ -1,23 +1,23 @@
-// Slowing down instead of refusing: slowDown's options, the delay a decision earns, the wait the client's
-// leaving cancels, and slowDown's request sequence over the frameworks' exchanges (adapters/exchange.ts).
+// Slowing down instead of refusing: slowDown's options, the delay a decision earns, and the pacing the request
+// sequence (adapters/exchange.ts) runs for it: a wait the client's leaving cancels, bounded per key.
 import { assertKnownFields, fieldsOf } from '../src/config/known-fields.js';
+import { mustBe, refuse } from '../src/config/refuse.js';
+import { SLOW_DOWN_DEFAULTS } from '../src/defaults.js';
 import { describe, RateLimitRequestError } from '../src/errors.js';
-import { appendsField, type HeaderField } from '../src/headers.js';
 import {
+  createLimiter,
   type Decision,
   type Duration,
   type HeadersMode,
   type Limiter,
-  RateLimitConfigError,
   type ResetFormat,
   type Rule,
+  type RuleFacts,
 } from '../src/index.js';
 import { parseDuration } from '../src/rules/duration.js';
-import { clientGone, createSetup, type Setup } from './common.js';
-import type { HttpExchange } from './exchange.js';
-import type { ForwardedCheck } from './wiring.js';
+import { createSetup, type Pacing, type Setup } from './common.js';
 
-/** The longest wait a Node timer takes (about 24.8 days); a longer delay waits this long. */
+/** The longest wait a Node timer takes (about 24.8 days): the most `maxDelay` may be. */
 export const MAX_DELAY_MS = 2 ** 31 - 1;
 
 /**
@@ -31,9 +31,18 @@ export type SlowDownDelay = Duration | ((over: number, decision: Decision) => nu
 export interface SlowDownOptions<Req> {
   /** The delay of a request over a rule's limit (see `SlowDownDelay`). Required. */
   delay: SlowDownDelay;
-  /** The longest delay, in ms or a `Duration`. @default none (a delay past about 24.8 days waits that long) */
+  /**
+   * The longest delay, in ms or a `Duration`, at most about 24.8 days (2^31 - 1 ms, a Node timer's most).
+   * @default '30s' (below the 60 s after which common proxies answer 504 themselves)
+   */
   maxDelay?: Duration;
-  /** Which rate-limit fields to send, as `rateLimit`'s option; never `Retry-After` (nothing is refused). @default 'legacy' */
+  /**
+   * The most requests of one key (per rule, in this process) waiting at once: the next one over the limit
+   * is refused as `rateLimit` refuses it (429, the rate-limit headers and `Retry-After`), rather than held.
+   * @default 100
+   */
+  maxWaiting?: number;
+  /** Which rate-limit fields to send, as `rateLimit`'s option; `Retry-After` only with a refusal. @default 'legacy' */
   headers?: HeadersMode;
   /** Unit of `X-RateLimit-Reset`. @default 'epoch-seconds' */
   reset?: ResetFormat;
@@ -48,6 +57,7 @@ export interface SlowDownOptions<Req> {
 const SLOW_DOWN_FIELDS = fieldsOf<SlowDownOptions<unknown>>({
   delay: true,
   maxDelay: true,
+  maxWaiting: true,
   headers: true,
   reset: true,
   skip: true,
@@ -55,96 +65,87 @@ const SLOW_DOWN_FIELDS = fieldsOf<SlowDownOptions<unknown>>({
   onDelayed: true,
 });
 
-/** Everything a framework's slowDown needs, resolved once when it is built. */
-export interface SlowDownSetup<Req> {
-  limiter: Limiter;
-  skip: ((req: Req) => boolean | Promise<boolean>) | undefined;
-  onDelayed: ((delayMs: number, decision: Decision, req: Req) => void) | undefined;
-  /** Header fields for a decision, in write order, without `Retry-After`. */
-  headerFields: (decision: Decision) => HeaderField[];
-  /** The delay a recorded decision earns, in ms (0 when no enforced rule is over its limit). */
-  delayMs: (decision: Decision) => number;
-  /** True when slowDown built the limiter from rules: the framework closes it with the app where it can. */
-  owned: boolean;
-  /** The untrusted-forwarded warning for the limiter's `'ip'` rules, as `rateLimit` gives it. */
-  forwarded: ForwardedCheck;
-}
-
-/** Window types whose capacity is their `burst` (default: the limit), not their limit. */
-const BUCKETS = new Set(['token-bucket', 'gcra', 'leaky-bucket']);
+/** The request sequence's setup for slowDown: `pacing` set; `owned`: slowDown built the limiter (closed with the app). */
+export type SlowDownSetup<Req> = Setup<Req> & { pacing: SlowDownPacing<Req>; owned: boolean };
 
 /**
  * Resolves slowDown's arguments once; a framework takes its own options out first, so any field
  * `SlowDownOptions` does not have is refused as a typo (ERR_UNKNOWN_FIELD). Rules with a lockout or
- * counting outcomes are refused: slowDown counts every request and never refuses one.
+ * counting outcomes are refused: slowDown counts every request and refuses only past `maxWaiting`.
  */
 export function slowDownSetup<Req>(
   rulesOrLimiter: Rule[] | Limiter,
   options: SlowDownOptions<Req>,
 ): SlowDownSetup<Req> {
   if (options === null || typeof options !== 'object')
-    throw new RateLimitConfigError(
+    refuse(
       'ERR_OPTION',
-      `slowDown: expects options with a delay, such as { delay: '500ms' }, got ${describe(options)}`,
+      'slowDown',
+      `expects options with a delay, such as { delay: '500ms' }, got ${describe(options)}`,
     );
   assertKnownFields(options, SLOW_DOWN_FIELDS, 'slowDown');
-  const { delay, maxDelay, onDelayed, headers, reset, skip, clock } = options;
+  const { delay, maxDelay, maxWaiting, onDelayed, headers, reset, skip, clock } = options;
   const perRequestMs = typeof delay === 'function' ? undefined : delayOf(delay);
-  const capMs =
-    maxDelay === undefined
-      ? MAX_DELAY_MS
-      : Math.min(
-          MAX_DELAY_MS,
-          parseDuration(maxDelay) ??
-            refuse(`maxDelay must be a duration such as '10s' or 10000, got ${describe(maxDelay)}`),
-        );
-  if (
-    !Array.isArray(rulesOrLimiter) &&
-    typeof (rulesOrLimiter as Partial<Limiter> | null)?.check !== 'function'
-  )
-    refuse(`expects an array of rules or a limiter from createLimiter, got ${describe(rulesOrLimiter)}`);
-  // Checked before a limiter is built for them: a refused rule set leaves nothing behind.
-  const rules = Array.isArray(rulesOrLimiter) ? rulesOrLimiter : rulesOrLimiter.rules;
-  const capacities = new Map<string, number>();
-  for (const rule of rules) {
-    if (rule === null || typeof rule !== 'object') continue; // createLimiter names what is wrong with it
-    if (rule.lockout !== undefined)
-      refuse(`rule "${rule.name}" has a lockout, which refuses requests; slowDown only delays them`);
-    if ((rule.countOn ?? 'all') !== 'all' || rule.resetOnSuccess === true)
-      refuse(`rule "${rule.name}" counts outcomes (countOn, resetOnSuccess); slowDown counts every request`);
-    if (rule.window?.type === 'concurrency' || rule.settle === true)
-      refuse(`rule "${rule.name}" holds slots or settles its cost; slowDown counts requests as they arrive`);
-    const burst = (rule.window as { burst?: unknown } | undefined)?.burst;
-    if (BUCKETS.has(rule.window?.type) && typeof burst === 'number') capacities.set(rule.name, burst);
+  const capMs = maxDelay === undefined ? SLOW_DOWN_DEFAULTS.maxDelayMs : maxDelayOf(maxDelay);
+  const most = maxWaiting === undefined ? SLOW_DOWN_DEFAULTS.maxWaiting : maxWaitingOf(maxWaiting);
+  const owned = Array.isArray(rulesOrLimiter);
+  if (!owned && typeof (rulesOrLimiter as Partial<Limiter> | null)?.check !== 'function')
+    refuse(
+      'ERR_OPTION',
+      'slowDown',
+      `expects an array of rules or a limiter from createLimiter, got ${describe(rulesOrLimiter)}`,
+    );
+  const limiter = owned ? createLimiter({ rules: rulesOrLimiter }) : rulesOrLimiter;
+  try {
+    for (const rule of limiter.ruleFacts) acceptRule(rule);
+  } catch (error) {
+    // A limiter built here for refused rules is closed: nothing is left behind.
+    if (owned) void limiter.close();
+    throw error;
   }
-  const base: Setup<Req> = createSetup(rulesOrLimiter, dropUndefined({ headers, reset, skip, clock }));
-  const limiter = base.limiter;
-  return {
-    limiter,
-    skip,
-    onDelayed,
-    headerFields: (decision) => base.headerFields(decision).filter(([name]) => name !== 'Retry-After'),
-    delayMs(decision) {
-      const over = overLimit(decision, capacities);
-      if (over === 0) return 0;
-      const ms =
-        perRequestMs === undefined
-          ? (delay as (o: number, d: Decision) => number)(over, decision)
-          : perRequestMs * over;
-      if (typeof ms !== 'number' || !(ms >= 0))
-        throw new RateLimitRequestError(
-          'ERR_DELAY',
-          `slowDown: the delay function must return a number of ms, 0 or more, got ${describe(ms)}`,
-        );
-      return Math.min(Math.ceil(ms), capMs);
-    },
-    owned: Array.isArray(rulesOrLimiter),
-    forwarded: base.forwarded,
+  const facts = new Map(limiter.ruleFacts.map((rule) => [rule.name, rule]));
+  const delayMs = (decision: Decision): number => {
+    const over = overLimit(decision, facts);
+    if (over === 0) return 0;
+    const ms =
+      perRequestMs === undefined
+        ? (delay as (o: number, d: Decision) => number)(over, decision)
+        : perRequestMs * over;
+    if (typeof ms !== 'number' || !(ms >= 0))
+      throw new RateLimitRequestError(
+        'ERR_DELAY',
+        `slowDown: the delay function must return a number of ms, 0 or more, got ${describe(ms)}`,
+      );
+    return Math.min(Math.ceil(ms), capMs);
   };
+  const pacing = createPacing(delayMs, most, onDelayed);
+  const setup = createSetup(limiter, dropUndefined({ headers, reset, skip, clock }), [], pacing);
+  return Object.assign(setup, { pacing, owned });
 }
 
-function refuse(detail: string): never {
-  throw new RateLimitConfigError('ERR_OPTION', `slowDown: ${detail}`);
+/**
+ * slowDown counts every request as it arrives and never locks a key: rules with a lockout, counting outcomes,
+ * holding slots (concurrency) or settling their cost are refused.
+ */
+function acceptRule(rule: RuleFacts): void {
+  if (rule.hasLockout)
+    refuse(
+      'ERR_OPTION',
+      'slowDown',
+      `rule "${rule.name}" has a lockout, which refuses requests; slowDown only delays them`,
+    );
+  if (rule.countsOutcomes)
+    refuse(
+      'ERR_OPTION',
+      'slowDown',
+      `rule "${rule.name}" counts outcomes (countOn, resetOnSuccess); slowDown counts every request`,
+    );
+  if (rule.holdsSlots || rule.settles)
+    refuse(
+      'ERR_OPTION',
+      'slowDown',
+      `rule "${rule.name}" holds slots or settles its cost; slowDown counts requests as they arrive`,
+    );
 }
 
 /** `delay` as ms per request over the limit: a number of ms (0 or more) or a duration string. */
@@ -154,11 +155,25 @@ function delayOf(delay: unknown): number {
     const ms = parseDuration(delay);
     if (ms !== undefined) return ms;
   }
-  if (delay === undefined)
-    refuse("delay is required: ms per request over the limit (500, '500ms') or (over, decision) => ms");
-  return refuse(
-    `delay must be ms per request over the limit (500, '500ms') or (over, decision) => ms, got ${describe(delay)}`,
-  );
+  const allowed = "ms per request over the limit (500, '500ms') or (over, decision) => ms";
+  if (delay === undefined) refuse('ERR_OPTION', 'slowDown', `delay is required: ${allowed}`);
+  return refuse('ERR_OPTION', 'slowDown', mustBe('delay', allowed, delay));
+}
+
+/** `maxDelay` in ms: a duration of 1 ms up to a Node timer's longest. */
+function maxDelayOf(maxDelay: unknown): number {
+  const ms = parseDuration(maxDelay as Duration);
+  if (ms !== undefined && ms <= MAX_DELAY_MS) return ms;
+  const allowed = `a duration such as '10s' or 10000, at most ${MAX_DELAY_MS} ms (about 24.8 days)`;
+  return refuse('ERR_OPTION', 'slowDown', mustBe('maxDelay', allowed, maxDelay));
+}
+
+/** `maxWaiting`: a whole number of requests, 1 or more. */
+function maxWaitingOf(maxWaiting: unknown): number {
+  if (typeof maxWaiting === 'number' && Number.isSafeInteger(maxWaiting) && maxWaiting >= 1)
+    return maxWaiting;
+  const allowed = 'a whole number of requests waiting at once per key, 1 or more, such as 100';
+  return refuse('ERR_OPTION', 'slowDown', mustBe('maxWaiting', allowed, maxWaiting));
 }
 
 /** The fields that are set: options of `exactOptionalPropertyTypes` types take no explicit undefined. */
@@ -170,16 +185,71 @@ function dropUndefined<T extends object>(value: T): { [K in keyof T]?: Exclude<T
 
 /**
  * How many units over its capacity the most exceeded enforced rule is after this request (a recorded
- * decision counts past the limit): 0 when none is over. A rule over its limit whose count is unknown (the
- * failure policy answered `'deny'`) counts as 1 over.
+ * decision counts past the limit): 0 when none is over. A rule's capacity is a bucket's burst, else its
+ * limit (`RuleFacts.capacity`). A rule over its limit whose count is unknown (the failure policy answered
+ * `'deny'`) counts as 1 over.
  */
-export function overLimit(decision: Decision, capacities: ReadonlyMap<string, number>): number {
+export function overLimit(decision: Decision, facts: ReadonlyMap<string, RuleFacts>): number {
   let over = 0;
   for (const r of decision.rules) {
     if (r.allowed || r.dryRun) continue;
-    over = Math.max(over, 1, r.count - (capacities.get(r.rule) ?? r.limit));
+    const capacity = facts.get(r.rule)?.capacity(r.limit) ?? r.limit;
+    over = Math.max(over, 1, r.count - capacity);
   }
   return over;
+}
+
+/** slowDown's pacing, with what it holds now, for metrics and tests. */
+export interface SlowDownPacing<Req> extends Pacing<Req> {
+  /** Requests waiting now, in all. */
+  readonly waiting: number;
+  /** Requests waiting now for one rule's key. */
+  waitingFor(rule: string, key: string): number;
+}
+
+/**
+ * The pacing of one slowDown: `delayMs` for a decision, at most `maxWaiting` requests waiting at once per
+ * rule and key (every key over its limit in the decision is counted), `onDelayed` told of each wait.
+ */
+export function createPacing<Req>(
+  delayMs: (decision: Decision) => number,
+  maxWaiting: number,
+  onDelayed: ((delayMs: number, decision: Decision, req: Req) => void) | undefined,
+): SlowDownPacing<Req> {
+  // Rule and key, joined by a character no rule name holds; an entry is deleted when its count is 0.
+  const held = new Map<string, number>();
+  let total = 0;
+  const slot = (rule: string, key: string) => `${rule}\n${key}`;
+  const keysOver = (decision: Decision) =>
+    decision.rules.filter((r) => !r.allowed && !r.dryRun).map((r) => slot(r.rule, r.key));
+  return {
+    get waiting() {
+      return total;
+    },
+    waitingFor: (rule, key) => held.get(slot(rule, key)) ?? 0,
+    plan(decision) {
+      const ms = delayMs(decision);
+      if (ms === 0) return 0;
+      for (const key of keysOver(decision)) if ((held.get(key) ?? 0) >= maxWaiting) return undefined;
+      return ms;
+    },
+    async wait(ms, decision, request, whenGone) {
+      onDelayed?.(ms, decision, request);
+      const keys = keysOver(decision);
+      for (const key of keys) held.set(key, (held.get(key) ?? 0) + 1);
+      total++;
+      try {
+        return await pause(ms, whenGone);
+      } finally {
+        total--;
+        for (const key of keys) {
+          const left = (held.get(key) ?? 1) - 1;
+          if (left === 0) held.delete(key);
+          else held.set(key, left);
+        }
+      }
+    },
+  };
 }
 
 /**
@@ -203,32 +273,4 @@ export function pause(ms: number, whenGone: (cancel: () => void) => () => void):
     if (settled) undo();
     else timer = setTimeout(() => finish(true), ms);
   });
-}
-
-/**
- * One request through slowDown, on the framework's `HttpExchange`: a client gone is not counted; a skipped
- * one passes; otherwise every matching rule counts it (past its limit too), the headers are set, and a
- * request over a limit waits its delay. `'next'`: run the rest of the app; `'gone'`: the client left
- * (before the decision, during it, or during the wait), so the handler must not run and nothing is sent.
- */
-export async function slowDownRequest<Req>(
-  setup: SlowDownSetup<Req>,
-  http: HttpExchange,
-  request: Req,
-): Promise<'next' | 'gone'> {
-  if (clientGone(http.socket())) return 'gone';
-  if (setup.skip !== undefined && (await setup.skip(request))) return 'next';
-  const info = await http.info();
-  const decision = await setup.limiter.recordRequest(info);
-  if (clientGone(http.socket())) return 'gone';
-  if (decision.rules.length === 0) return 'next';
-  if (!setup.forwarded.done) setup.forwarded.check(info, decision, () => http.untrusted());
-  if (!http.sent()) {
-    for (const [name, value] of setup.headerFields(decision))
-      http.header(name, value, appendsField(name, value));
-  }
-  const ms = setup.delayMs(decision);
-  if (ms === 0) return 'next';
-  setup.onDelayed?.(ms, decision, request);
-  return (await pause(ms, (cancel) => http.whenGone(cancel))) ? 'next' : 'gone';
 }

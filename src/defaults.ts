@@ -108,6 +108,23 @@ export const ADAPTER_DEFAULTS = {
   isFailure: (status: number): boolean => status >= 400,
 } as const;
 
+/** Defaults of `slowDown`'s options. */
+export const SLOW_DOWN_DEFAULTS = {
+  /**
+   * The longest a request waits. Below the 60 s after which common proxies give up on a response (nginx's
+   * proxy_read_timeout, the idle timeout of AWS load balancers): a longer wait ends in the proxy's 504, with
+   * the socket and the timer held the whole time for nothing. Half of it leaves the handler its own time.
+   */
+  maxDelayMs: 30_000,
+  /**
+   * The most requests of one key (per rule, per process) waiting at once; the next is refused (429). A
+   * client over its limit is held a bounded number of sockets and timers, never one per connection it opens;
+   * 100 is the fewest streams RFC 9113 recommends one HTTP/2 connection allow at once, so a client's one
+   * connection of parallel requests is not refused for its parallelism alone.
+   */
+  maxWaiting: 100,
+} as const;
+
 /** Defaults of the operator tools: the console, the command line, the decision-count publisher, the metrics. */
 export const OPERATOR_DEFAULTS = {
   consoleTitle: 'ratekeeper console',

@@ -22,6 +22,7 @@ import {
   RateLimitConfigError,
   type Rule,
 } from '../../src/index.js';
+import { until } from '../support/settle.js';
 import { memoryStores, redisStores } from '../support/stores.js';
 
 type Options = Omit<SlowDownOptions<unknown>, 'skip' | 'onDelayed'> & {
@@ -181,7 +182,7 @@ for (const framework of frameworks) {
         return { served, timers, limiter };
       }
 
-      it('delays each request over the limit by delay per request over, never refuses, with the headers rateLimit sets', async () => {
+      it('delays each request over the limit by delay per request over, with the headers rateLimit sets but Retry-After', async () => {
         const delays: number[] = [];
         const { served } = await start(
           [{ name: 'slow', key: 'ip', limit: 2, window: minute }],
@@ -245,29 +246,139 @@ for (const framework of frameworks) {
       });
 
       it('ends the wait when the client goes: the handler never runs and the timer is cleared', async () => {
-        const HOUR = 3_600_000;
+        // A delay of an hour, waited at most the default maxDelay of 30 s.
+        const CAPPED = 30_000;
+        const delays: number[] = [];
         let delayed: () => void = () => {};
         const waiting = new Promise<void>((resolve) => {
           delayed = resolve;
         });
         const { served, timers, limiter } = await start(
           [{ name: 'gone', key: () => 'all', limit: 1, window: minute }],
-          { delay: '1h', onDelayed: () => delayed() },
-          [HOUR],
+          {
+            delay: '1h',
+            onDelayed: (ms) => {
+              delays.push(ms);
+              delayed();
+            },
+          },
+          [CAPPED],
         );
         expect((await supertest(served.url).get('/items')).status).to.equal(200);
         const req = http.get(`${served.url}/items`);
         req.on('error', () => {}); // the abort itself
         await waiting;
         expect(served.events).to.deep.equal(['handler']);
+        expect(delays).to.deep.equal([CAPPED]);
         req.destroy();
-        await timers.whenCleared(HOUR);
-        expect(timers.cleared).to.deep.equal([HOUR]);
+        await timers.whenCleared(CAPPED);
+        expect(timers.cleared).to.deep.equal([CAPPED]);
         expect(served.events).to.deep.equal(['handler']);
         expect((await limiter.status('gone', 'all')).count, 'the abandoned request was counted').to.equal(2);
       });
     });
   }
+}
+
+/**
+ * `n` requests at once, each on a connection of its own. `answers` holds the status and headers of each one
+ * answered; `abandon()` destroys the requests still waiting and resolves once each of their sockets closed.
+ */
+function flood(url: string, n: number) {
+  const answers: Array<{ status: number; headers: http.IncomingHttpHeaders }> = [];
+  const pending = new Set<http.ClientRequest>();
+  const closed: Array<Promise<void>> = [];
+  for (let i = 0; i < n; i++) {
+    const req = http.get(`${url}/items`, { agent: false }, (res) => {
+      answers.push({ status: res.statusCode ?? 0, headers: res.headers });
+      pending.delete(req);
+      res.resume();
+    });
+    req.on('error', () => {}); // the abandoned ones
+    closed.push(new Promise((resolve) => req.on('close', () => resolve())));
+    pending.add(req);
+  }
+  return {
+    answers,
+    async abandon() {
+      const left = [...pending];
+      for (const req of left) req.destroy();
+      await Promise.all(closed);
+      return left.length;
+    },
+  };
+}
+
+for (const framework of frameworks) {
+  describe(`slowDown on ${framework.name}: one client opening 1500 connections`, function () {
+    this.timeout(120_000);
+    const cleanup: Array<() => Promise<unknown> | unknown> = [];
+    afterEach(async () => {
+      for (const step of cleanup.splice(0).reverse()) await step();
+    });
+
+    it('holds at most maxWaiting (100 by default) waiting, refuses the rest with 429, and frees every timer when the clients go', async () => {
+      const HOUR = 3_600_000; // no wait ends during the test: every count below is exact
+      const limiter = createLimiter({ rules: [{ name: 'flood', key: 'ip', limit: 10, window: minute }] });
+      cleanup.push(() => limiter.close());
+      const events: string[] = [];
+      const timers = watchTimers([HOUR], events);
+      cleanup.push(() => timers.restore());
+      let delayed = 0;
+      const served = await framework.serve(
+        limiter,
+        { delay: '1h', maxDelay: '1h', onDelayed: () => delayed++ },
+        events,
+      );
+      cleanup.push(() => served.close());
+
+      const first = flood(served.url, 1500);
+      await until(
+        '1400 answered and 100 waiting',
+        () => first.answers.length === 1400 && delayed === 100,
+        90_000,
+      );
+      const statuses = first.answers.map((a) => a.status);
+      expect(
+        statuses.filter((s) => s === 200),
+        'within the limit',
+      ).to.have.length(10);
+      expect(
+        statuses.filter((s) => s === 429),
+        'refused, past 100 waiting',
+      ).to.have.length(1390);
+      const refusal = first.answers.find((a) => a.status === 429);
+      expect(refusal?.headers['x-ratelimit-limit']).to.equal('10');
+      expect(refusal?.headers['x-ratelimit-remaining']).to.equal('0');
+      expect(Number(refusal?.headers['retry-after'])).to.be.greaterThan(0);
+      expect(delayed, 'requests that waited').to.equal(100);
+      expect(timers.cleared).to.have.length(0);
+      expect((await limiter.status('flood', '127.0.0.1')).count, 'every request counted').to.equal(1500);
+
+      // The client goes: every wait ends, its timer cleared, and no handler runs for it.
+      expect(await first.abandon()).to.equal(100);
+      await until('every timer cleared', () => timers.cleared.length === 100);
+      expect(
+        events.filter((e) => e === 'handler'),
+        'handlers run',
+      ).to.have.length(10);
+      expect(
+        events.filter((e) => e.startsWith('timer:')),
+        'waits that ended by time',
+      ).to.have.length(0);
+
+      // The key's 100 places are free again: 100 more wait, the 101st is refused.
+      const second = flood(served.url, 101);
+      await until(
+        '1 answered and 200 waited in all',
+        () => second.answers.length === 1 && delayed === 200,
+        60_000,
+      );
+      expect(second.answers.map((a) => a.status)).to.deep.equal([429]);
+      expect(await second.abandon()).to.equal(100);
+      await until('every timer cleared', () => timers.cleared.length === 200);
+    });
+  });
 }
 
 describe('slowDown options and rules, checked when it is built', () => {
@@ -283,10 +394,24 @@ describe('slowDown options and rules, checked when it is built', () => {
       /slowDown: delay must be ms per request over the limit \(500, '500ms'\) or \(over, decision\) => ms, got '1 dya'/,
     );
     expect(build(rules, { delay: -1 })).to.throw(RateLimitConfigError, /got -1/);
-    expect(build(rules, { delay: 10, maxDelay: 'soon' })).to.throw(
-      RateLimitConfigError,
-      /slowDown: maxDelay must be a duration such as '10s' or 10000, got 'soon'/,
-    );
+    for (const maxDelay of ['soon', 0, -5, '30d', Number.POSITIVE_INFINITY])
+      expect(build(rules, { delay: 10, maxDelay }), String(maxDelay))
+        .to.throw(
+          RateLimitConfigError,
+          /slowDown: maxDelay must be a duration such as '10s' or 10000, at most 2147483647 ms \(about 24\.8 days\), got /,
+        )
+        .with.property('code', 'ERR_OPTION');
+  });
+
+  it('refuses a maxWaiting that is not a whole number of requests, 1 or more', () => {
+    for (const maxWaiting of [0, -1, 2.5, '100', Number.POSITIVE_INFINITY, null])
+      expect(build(rules, { delay: 10, maxWaiting }), String(maxWaiting))
+        .to.throw(
+          RateLimitConfigError,
+          /slowDown: maxWaiting must be a whole number of requests waiting at once per key, 1 or more, such as 100, got /,
+        )
+        .with.property('code', 'ERR_OPTION');
+    expect(build(rules, { delay: 10, maxWaiting: 1, maxDelay: '1m' })).not.to.throw();
   });
 
   it("refuses a misspelt option with a did-you-mean, and rateLimit's own options", () => {
@@ -296,13 +421,19 @@ describe('slowDown options and rules, checked when it is built', () => {
         /slowDown: unknown field 'maxdelay' \(got 100\), did you mean 'maxDelay'\?/,
       )
       .with.property('code', 'ERR_UNKNOWN_FIELD');
+    expect(build(rules, { delay: 10, maxWaitng: 5 }))
+      .to.throw(
+        RateLimitConfigError,
+        /slowDown: unknown field 'maxWaitng' \(got 5\), did you mean 'maxWaiting'\?/,
+      )
+      .with.property('code', 'ERR_UNKNOWN_FIELD');
     expect(build(rules, { delay: 10, statusCode: 429 })).to.throw(
       RateLimitConfigError,
       /unknown field 'statusCode'/,
     );
   });
 
-  it('refuses rules with a lockout or counting outcomes: slowDown never refuses and counts every request', () => {
+  it('refuses rules with a lockout or counting outcomes: slowDown counts every request and never locks a key', () => {
     expect(build([{ ...(rules[0] as Rule), lockout: { duration: '15m' } }], { delay: 10 })).to.throw(
       RateLimitConfigError,
       /slowDown: rule "api" has a lockout, which refuses requests; slowDown only delays them/,
@@ -312,6 +443,37 @@ describe('slowDown options and rules, checked when it is built', () => {
       /slowDown: rule "api" counts outcomes/,
     );
     expect(build(rules.slice(0, 0), { delay: 10 })).to.throw(RateLimitConfigError);
+  });
+
+  it('keeps the decision where the app reads it, and refuses past a maxWaiting it is given, with Retry-After', async () => {
+    let delayed: () => void = () => {};
+    const waiting = new Promise<void>((resolve) => {
+      delayed = resolve;
+    });
+    const app = express();
+    app.use(
+      expressSlowDown([{ name: 'one', key: 'ip', limit: 1, window: minute }], {
+        delay: '1h',
+        maxDelay: '1h',
+        maxWaiting: 1,
+        onDelayed: () => delayed(),
+      }),
+    );
+    app.get('/items', (req, res) => void res.json({ remaining: req.rateLimit?.remaining }));
+    const served = await listen(app);
+    try {
+      expect((await supertest(served.url).get('/items').expect(200)).body).to.deep.equal({ remaining: 0 });
+      const held = http.get(`${served.url}/items`);
+      held.on('error', () => {}); // destroyed below
+      await waiting;
+      const refused = await supertest(served.url).get('/items').expect(429);
+      expect(refused.headers['x-ratelimit-remaining']).to.equal('0');
+      expect(Number(refused.headers['retry-after'])).to.be.greaterThan(0);
+      expect(refused.body).to.have.property('error', 'Too Many Requests');
+      held.destroy();
+    } finally {
+      await served.close();
+    }
   });
 
   it('counts a token bucket over its burst, not its limit', async () => {
