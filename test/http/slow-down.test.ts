@@ -442,6 +442,14 @@ describe('slowDown options and rules, checked when it is built', () => {
       RateLimitConfigError,
       /slowDown: rule "api" counts outcomes/,
     );
+    for (const rule of [
+      { ...(rules[0] as Rule), window: { type: 'concurrency' } },
+      { ...(rules[0] as Rule), settle: true },
+    ] as Rule[])
+      expect(build([rule], { delay: 10 })).to.throw(
+        RateLimitConfigError,
+        /slowDown: rule "api" holds slots or settles its cost; slowDown counts requests as they arrive/,
+      );
     expect(build(rules.slice(0, 0), { delay: 10 })).to.throw(RateLimitConfigError);
   });
 
