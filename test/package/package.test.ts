@@ -43,7 +43,7 @@ describe('the packed package', function () {
   });
   after(() => rmSync(sandbox, { recursive: true, force: true }));
 
-  it('ships lua/, dist/ and the README, and no tests or sources', () => {
+  it('ships lua/, sql/, dist/ and the README, and no tests or sources', () => {
     for (const lua of [
       'check.lua',
       'fixed.lua',
@@ -54,6 +54,9 @@ describe('the packed package', function () {
       'gcra.lua',
     ]) {
       expect(files).to.include(join('lua', lua));
+    }
+    for (const sql of ['schema', 'check', 'refund', 'keys', 'algorithms', 'fixed', 'gcra', 'sliding-log']) {
+      expect(files).to.include(join('sql', `${sql}.sql`));
     }
     expect(files).to.include.members([
       join('dist', 'index.js'),
@@ -421,6 +424,33 @@ describe('the packed package', function () {
       await limiter.close();`,
     );
     expect(JSON.parse(out)).to.deep.equal([true, 6, true, 1, 0]);
+  });
+
+  it('finds its PostgreSQL schema (sql/) from the built files: the command, ESM and CommonJS', () => {
+    const out = execFileSync(process.execPath, [join(installed, 'dist', 'cli.js'), 'sql'], {
+      encoding: 'utf8',
+    });
+    expect(out).to.include('CREATE OR REPLACE FUNCTION "ratekeeper"."rk_check"(');
+    // The store installs its schema on first use: a pool whose database has no tables, then fails the install.
+    const probe = `
+      const texts = [];
+      const client = {
+        query: async (q) => {
+          texts.push(q.text);
+          throw Object.assign(new Error('no'), { code: texts.length === 1 ? '42P01' : 'XX000' });
+        },
+        on() {}, removeListener() {}, release() {},
+      };
+      const pool = { connect: async () => client, totalCount: 0, idleCount: 0, options: {} };
+      const store = new PostgresStore({ pool });
+      store.locked({ name: 'r' }, 1).catch(() => {}).then(() => {
+        console.log(String(texts[1]).includes('CREATE OR REPLACE FUNCTION "ratekeeper"."rk_check"('));
+        return store.close();
+      });`;
+    expect(run('pg-esm.mjs', `import { PostgresStore } from 'ratekeeper';${probe}`).trim()).to.equal('true');
+    expect(run('pg-cjs.cjs', `const { PostgresStore } = require('ratekeeper');${probe}`).trim()).to.equal(
+      'true',
+    );
   });
 
   it('finds its Lua scripts from the built files, in both formats', () => {
