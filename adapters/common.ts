@@ -177,7 +177,7 @@ export function createSetup<Req>(
     statusCode,
     onLimited: options.onLimited,
     skip: options.skip,
-    headerFields: createHeaderFormatter({ headers: mode, reset, clock, windows }),
+    headerFields: createHeaderFormatter({ headers: mode, reset, clock, windows, units: quotaUnits(limiter) }),
     reports: limiter.needsOutcomes,
     body: (decision) => {
       if (typeof message === 'function') return message(decision);
@@ -303,6 +303,47 @@ export function responseClosed(
   }
   res.once('close', cancel);
   return () => res.off('close', cancel);
+}
+
+/**
+ * Calls `done` once when the app has ended a Node response: its `end()` is called (the handler gave its
+ * whole answer, whether or not the client is still there to read it) or it finishes. A client that goes
+ * does not count: its handler may still be working.
+ */
+export function responseEnded(
+  res: {
+    end: (...args: never[]) => unknown;
+    writableEnded?: boolean;
+    once(event: 'finish', listener: () => void): unknown;
+  },
+  done: () => void,
+): void {
+  if (res.writableEnded === true) {
+    done();
+    return;
+  }
+  let called = false;
+  const end = res.end;
+  const once = () => {
+    if (called) return;
+    called = true;
+    res.end = end;
+    done();
+  };
+  res.end = function (this: unknown, ...args: never[]) {
+    once();
+    return end.apply(this, args);
+  };
+  res.once('finish', once);
+}
+
+/** The quota unit of each rule counting something else than requests: concurrency rules count requests in flight. */
+function quotaUnits(limiter: Limiter): Record<string, string> {
+  const units: Record<string, string> = {};
+  // Duck-typed limiters from the other module format have them too; an older one has none.
+  for (const facts of limiter.ruleFacts ?? [])
+    if (facts.holdsSlots) units[facts.name] = 'concurrent-requests';
+  return units;
 }
 
 /** Calls `cancel` when a web request's signal aborts (its client went), at once if it has; returns what stops listening. */

@@ -55,6 +55,13 @@ export interface HttpExchange {
    * Nest; never for a broken connection), or after the rest of the app ran (Koa, Hono).
    */
   finished(done: (status: number) => void): void;
+  /**
+   * Calls `done` once when the app is done with the request (a concurrency rule's slot is then released):
+   * the response is ended (its `end()` called, by the handler or the framework), or the rest of the app
+   * ran and its response went out or was abandoned (Koa, Hono). A client that goes first does not count:
+   * its handler may still be working.
+   */
+  handled(done: () => void): void;
 }
 
 /**
@@ -97,8 +104,11 @@ export async function exchange<Req>(setup: Setup<Req>, http: HttpExchange, reque
     else http.send(400, body);
     return 'answered';
   }
-  // Gone while the store decided: the handler must not run; what was reserved stays counted.
-  if (clientGone(http.socket())) return 'gone';
+  // Gone while the store decided: the handler must not run; what was reserved stays counted, slots held are freed.
+  if (clientGone(http.socket())) {
+    if (holdsSlots(decision)) void setup.limiter.release(decision);
+    return 'gone';
+  }
   // A limiter that matched no rule sets no header and leaves the decision of an earlier one in place.
   if (decision.rules.length === 0) {
     if (http.attached === true) setup.wiring.unattached(info);
@@ -130,7 +140,15 @@ export async function exchange<Req>(setup: Setup<Req>, http: HttpExchange, reque
   }
   // Nothing to report (no rule counts outcomes): the response is not listened to.
   if (setup.reports) http.finished((status) => setup.report(decision, status));
+  // Slots of concurrency rules: held while the app works on the request, not while the client waits.
+  if (holdsSlots(decision)) http.handled(() => void setup.limiter.release(decision));
   return 'next';
+}
+
+/** Whether a decision holds concurrency slots (`RuleResult.slot`). */
+function holdsSlots(decision: Decision): boolean {
+  for (const r of decision.rules) if (r.slot !== undefined) return true;
+  return false;
 }
 
 /** The body of the 400 answering a request whose key the limiter refused. */

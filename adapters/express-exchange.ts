@@ -1,7 +1,7 @@
 // Express's request as the core sees it, and its request and response as the request sequence maps them.
 import type { Request, Response } from 'express';
 import type { Decision, RequestInfo } from '../src/index.js';
-import { pathOf, responseClosed } from './common.js';
+import { pathOf, responseClosed, responseEnded } from './common.js';
 import type { BadRequestBody, HttpExchange } from './exchange.js';
 import { onUnixSocket, type Trust, unixSocketClient } from './proxy-trust.js';
 import { SPOOFABLE_FIXES, type TrustSetting, type WiringCheck } from './wiring.js';
@@ -165,5 +165,9 @@ export class ExpressExchange implements HttpExchange {
   finished(done: (status: number) => void): void {
     const res = this.#res;
     res.once('finish', () => done(res.statusCode));
+  }
+
+  handled(done: () => void): void {
+    responseEnded(this.#res, done);
   }
 }

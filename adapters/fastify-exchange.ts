@@ -2,7 +2,7 @@
 // request and reply as the request sequence maps them.
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Decision, RequestInfo } from '../src/index.js';
-import { pathOf, responseClosed } from './common.js';
+import { pathOf, responseClosed, responseEnded } from './common.js';
 import type { BadRequestBody, HttpExchange } from './exchange.js';
 import { compileTrust, onUnixSocket, type Trust, type TrustProxy, unixSocketClient } from './proxy-trust.js';
 import { SPOOFABLE_FIXES, type TrustSetting, type WiringCheck } from './wiring.js';
@@ -280,5 +280,9 @@ export class FastifyExchange implements HttpExchange {
   finished(done: (status: number) => void): void {
     const reply = this.#reply;
     reply.raw.once('finish', () => done(reply.statusCode));
+  }
+
+  handled(done: () => void): void {
+    responseEnded(this.#reply.raw, done);
   }
 }

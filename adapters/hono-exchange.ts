@@ -122,6 +122,7 @@ export class HonoExchange implements HttpExchange {
   readonly #reading: HonoReading;
   readonly handle: ((decision: Decision) => Promise<void>) | undefined;
   #done: ((status: number) => void) | undefined;
+  #handled: (() => void) | undefined;
   /** The denial, once the sequence answered. */
   response: Response | undefined;
 
@@ -212,7 +213,16 @@ export class HonoExchange implements HttpExchange {
 
   /** Runs the rest of the app, then judges the outcome by the response, an error `app.onError` made. */
   async pass(next: Next): Promise<void> {
-    await next();
+    try {
+      await next();
+    } finally {
+      // The handler returned its response (or threw): it is done with the request.
+      this.#handled?.();
+    }
     this.#done?.(this.#c.res.status);
+  }
+
+  handled(done: () => void): void {
+    this.#handled = done;
   }
 }

@@ -59,6 +59,7 @@ export class KoaExchange implements HttpExchange {
   readonly handle: ((decision: Decision) => unknown) | undefined;
   #done: ((status: number) => void) | undefined;
   #after: (() => void) | undefined;
+  #handled: (() => void) | undefined;
 
   /** `handle`: the app's own denial, or undefined for the default body. */
   constructor(ctx: Context, handle: ((decision: Decision) => unknown) | undefined) {
@@ -146,7 +147,8 @@ export class KoaExchange implements HttpExchange {
       return after();
     }
     const done = this.#done;
-    if (done === undefined) return next();
+    const handled = this.#handled;
+    if (done === undefined && handled === undefined) return next();
     let status = 500;
     try {
       await next();
@@ -155,7 +157,32 @@ export class KoaExchange implements HttpExchange {
       status = errorStatus(error);
       throw error;
     } finally {
-      done(status);
+      done?.(status);
+      if (handled !== undefined) this.#whenSent(handled);
     }
+  }
+
+  handled(done: () => void): void {
+    this.#handled = done;
+  }
+
+  /**
+   * After the rest of the app ran: once Koa has ended the response (a streamed body: once it is all
+   * written), or at once when the client is gone (Koa then writes nothing), or when it goes mid-stream.
+   */
+  #whenSent(done: () => void): void {
+    const res = this.#ctx.res;
+    if (res.destroyed) {
+      done();
+      return;
+    }
+    let called = false;
+    const once = () => {
+      if (called) return;
+      called = true;
+      done();
+    };
+    res.once('close', once);
+    res.once('finish', once);
   }
 }

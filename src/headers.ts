@@ -34,6 +34,11 @@ export interface HeaderOptions {
   nowMs?: number;
   /** Nominal window of each rule in whole seconds, for the `w` parameter; rules without one omit `w`. */
   windows?: Readonly<Record<string, number>>;
+  /**
+   * Each rule's quota unit where it is not requests, for the `qu` parameter of the standard
+   * `RateLimit-Policy`: `'concurrent-requests'` for a concurrency rule. Others omit `qu` (requests).
+   */
+  units?: Readonly<Record<string, string>>;
 }
 
 /** A header field name and its value, in the order they should be written. */
@@ -83,6 +88,7 @@ export function formatHeaders(decision: Decision, options: HeaderOptions = {}): 
     nowMs === undefined ? Date.now : () => nowMs,
     options.windows,
     undefined,
+    options.units,
   );
 }
 
@@ -105,7 +111,8 @@ export function createHeaderFormatter(
   const clock = options.clock ?? Date.now;
   const windows = options.windows;
   const members = new Map<string, RuleStrings>();
-  return (decision) => headerFields(decision, mode, delta, clock, windows, members);
+  const units = options.units;
+  return (decision) => headerFields(decision, mode, delta, clock, windows, members, units);
 }
 
 /** A rule's strings in the standard fields, for one limit. */
@@ -127,6 +134,7 @@ function headerFields(
   clock: () => number,
   windows: Readonly<Record<string, number>> | undefined,
   cache: Map<string, RuleStrings> | undefined,
+  units?: Readonly<Record<string, string>>,
 ): HeaderField[] {
   const fields: HeaderField[] = [];
   if (decision.rules.length > 0 && (mode === 'legacy' || mode === 'both')) {
@@ -155,7 +163,7 @@ function headerFields(
     for (const r of decision.rules) {
       let strings = cache?.get(r.rule);
       if (strings === undefined || strings.limit !== r.limit) {
-        strings = ruleStrings(r, windows);
+        strings = ruleStrings(r, windows, units?.[r.rule]);
         if (cache !== undefined && cache.size < MAX_CACHED_RULES) cache.set(r.rule, strings);
       }
       const separator = policies === '' ? '' : ', ';
@@ -169,9 +177,14 @@ function headerFields(
   return fields;
 }
 
-function ruleStrings(r: RuleResult, windows: Readonly<Record<string, number>> | undefined): RuleStrings {
+function ruleStrings(
+  r: RuleResult,
+  windows: Readonly<Record<string, number>> | undefined,
+  unit: string | undefined,
+): RuleStrings {
   const name = sfString(r.rule);
-  const policy = `${name};q=${sfInteger(r.limit)}${windowParam(windows?.[r.rule])}`;
+  const quota = unit === undefined ? '' : `;qu=${sfString(unit)}`;
+  const policy = `${name};q=${sfInteger(r.limit)}${quota}${windowParam(windows?.[r.rule])}`;
   return { limit: r.limit, name, policy };
 }
 

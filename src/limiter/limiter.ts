@@ -101,7 +101,9 @@ export class Limiter extends EventEmitter<LimiterEvents> {
     this.#paced = new PacedCalls({
       ops: this.#ops,
       decide: (rules, key, cost) => this.#decideOps('check', () => this.#ops.direct(rules, key, cost)),
-      report: (decision, outcome) => this.report(decision, outcome),
+      // A call that settled is done with its slots, whatever its outcome.
+      report: (decision, outcome) =>
+        Promise.all([this.report(decision, outcome), this.release(decision)]).then(() => undefined),
     });
   }
 

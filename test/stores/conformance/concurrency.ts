@@ -1,6 +1,7 @@
 // Conformance: the concurrency window on every store: slots held until released or lapsed, decided with the other rules.
 import { expect } from 'chai';
 import type { Rule, StoreOp } from '../../../src/index.js';
+import { until } from '../../support/settle.js';
 import { useLimiters } from './limits.js';
 import type { StoreUnderTest } from './suite.js';
 
@@ -159,6 +160,33 @@ export function concurrencySuite(target: StoreUnderTest): void {
       expect((await l.check(req('u2'))).allowed).to.equal(true);
       expect((await l.check(req('u2'))).allowed).to.equal(true);
       expect((await l.check(req('u2'))).allowed).to.equal(false);
+    });
+
+    it('wrap holds a slot while the call runs and frees it when the call settles, returning or throwing', async () => {
+      const l = await limiter([exports(1)]);
+      let finish = () => {};
+      const work = l.wrap(
+        (fail: boolean) =>
+          new Promise<string>((resolve, reject) => {
+            finish = () => (fail ? reject(new Error('failed')) : resolve('done'));
+          }),
+        { rules: 'exports', key: 'u1' },
+      );
+      const running = work(false);
+      await until('the call holds its slot', async () => (await l.status('exports', 'u1')).count === 1);
+      let refused: unknown;
+      await work(false).catch((e: unknown) => {
+        refused = e;
+      });
+      expect(refused).to.include({ code: 'ERR_RATE_LIMITED' });
+      finish();
+      expect(await running).to.equal('done');
+      expect((await l.status('exports', 'u1')).count).to.equal(0);
+      const failing = work(true);
+      await until('the call holds its slot', async () => (await l.status('exports', 'u1')).count === 1);
+      finish();
+      await failing.catch(() => {});
+      expect((await l.status('exports', 'u1')).count).to.equal(0);
     });
 
     it('a peek takes no slot, and record takes one even past the limit (released like any)', async () => {
