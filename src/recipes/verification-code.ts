@@ -13,7 +13,11 @@ export interface VerificationCodeRulesOptions {
    * the route itself. @default 'POST /sms/code'
    */
   match?: string | MatchSpec | null;
-  /** Where the phone number or e-mail address is: a key form such as `'body.email'`. @default 'body.phone' */
+  /**
+   * Where the phone number or e-mail address is: a key form such as `'body.email'`. Missing, empty or `null`:
+   * the per-destination rules do not apply to the request; an object or array is refused (400).
+   * @default 'body.phone'
+   */
   destination?: string | KeyExtractor | ReadonlyArray<string | KeyExtractor>;
   /**
    * Turns a destination into its key, so formatting variants of one number or address share the
