@@ -182,6 +182,23 @@ for (const framework of frameworks) {
         return { served, timers, limiter };
       }
 
+      it('answers a repeated query parameter where a rule reads its key with 400 naming it; the handler never runs', async () => {
+        const { served, limiter } = await start(
+          [{ name: 'slow-q', key: 'query.q', limit: 2, window: minute }],
+          { delay: 10 },
+          [],
+        );
+        const res = await supertest(served.url).get('/items?q=a&q=b');
+        if (framework.name === 'Hono') {
+          // Hono's c.req.query() gives the first value, to the rule and to the handler alike.
+          expect(res.status).to.equal(200);
+          return;
+        }
+        expect([res.status, res.body.field]).to.deep.equal([400, 'query.q']);
+        expect(served.events, 'the handler never ran').to.deep.equal([]);
+        expect((await limiter.status('slow-q', 'a')).count, 'nothing counted').to.equal(0);
+      });
+
       it('delays each request over the limit by delay per request over, with the headers rateLimit sets but Retry-After', async () => {
         const delays: number[] = [];
         const { served } = await start(
