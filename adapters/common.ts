@@ -5,7 +5,7 @@
 import { assertKnownFields, fieldsOf } from '../src/config/known-fields.js';
 import { ADAPTER_DEFAULTS } from '../src/defaults.js';
 import { describe as describeValue } from '../src/errors.js';
-import { createHeaderFormatter, HEADERS_MODES } from '../src/headers.js';
+import { createHeaderFormatter, HEADERS_MODES, type QuotaUnit } from '../src/headers.js';
 import {
   createLimiter,
   type Decision,
@@ -338,8 +338,8 @@ export function responseEnded(
 }
 
 /** The quota unit of each rule counting something else than requests: concurrency rules count requests in flight. */
-function quotaUnits(limiter: Limiter): Record<string, string> {
-  const units: Record<string, string> = {};
+function quotaUnits(limiter: Limiter): Record<string, QuotaUnit> {
+  const units: Record<string, QuotaUnit> = {};
   // Duck-typed limiters from the other module format have them too; an older one has none.
   for (const facts of limiter.ruleFacts ?? [])
     if (facts.holdsSlots) units[facts.name] = 'concurrent-requests';

@@ -22,6 +22,20 @@ export const HEADERS_MODES: readonly HeadersMode[] = [
   false,
 ];
 
+/**
+ * A rule's quota unit, the newest draft's `qu` parameter: `'requests'` (the draft's default, left out of
+ * the field) counts requests started in a window; `'concurrent-requests'` counts requests in flight at
+ * once (a concurrency window), which has no time at which its quota resets.
+ */
+export type QuotaUnit = 'requests' | 'concurrent-requests';
+
+/**
+ * `Retry-After` of a concurrency denial, in seconds: a slot frees when a request in flight ends, which
+ * no one knows in advance (the lease only bounds a dead holder, whose process stopped renewing it), so
+ * the client is told to try again shortly rather than after a lease that live holders keep renewing.
+ */
+export const CONCURRENCY_RETRY_SECONDS = 1;
+
 /** Unit of `X-RateLimit-Reset`: UTC epoch seconds (as GitHub and express-rate-limit) or seconds from now. */
 export type ResetFormat = 'epoch-seconds' | 'delta-seconds';
 
@@ -35,10 +49,12 @@ export interface HeaderOptions {
   /** Nominal window of each rule in whole seconds, for the `w` parameter; rules without one omit `w`. */
   windows?: Readonly<Record<string, number>>;
   /**
-   * Each rule's quota unit where it is not requests, for the `qu` parameter of the standard
-   * `RateLimit-Policy`: `'concurrent-requests'` for a concurrency rule. Others omit `qu` (requests).
+   * Each rule's quota unit; rules left out count `'requests'`. A `'concurrent-requests'` rule (a
+   * concurrency window: adapters fill this in from `limiter.ruleFacts`) gets `qu="concurrent-requests"`
+   * and no `w` in `RateLimit-Policy`, no `t` in `RateLimit`, and a reset of 0 in the single-valued forms
+   * (`CONCURRENCY_RETRY_SECONDS` when it denies): nothing about it resets with time.
    */
-  units?: Readonly<Record<string, string>>;
+  units?: Readonly<Record<string, QuotaUnit>>;
 }
 
 /** A header field name and its value, in the order they should be written. */
@@ -66,7 +82,8 @@ export function appendsField(name: string, value: string): boolean {
  * - Draft 7: `RateLimit: limit=<n>, remaining=<n>, reset=<seconds>` of that rule, and the same `RateLimit-Policy`.
  * - Standard: `RateLimit-Policy: "<rule>";q=<limit>;w=<seconds>` and `RateLimit: "<rule>";r=<remaining>;t=<seconds>`,
  *   one list member per matched rule in rule order, members joined by `, ` (RFC 9651 canonical form).
- * - Denied: `Retry-After: ceil(retryAfterMs / 1000)`, at least 1.
+ * - Denied: `Retry-After: ceil(retryAfterMs / 1000)`, at least 1; a concurrency rule that denies
+ *   (not locked) counts as `CONCURRENCY_RETRY_SECONDS` rather than its soonest lease end.
  *
  * Every figure is an RFC 9651 Integer of at most 15 digits: larger ones (a limit of
  * `Number.MAX_SAFE_INTEGER`) are sent as `999999999999999` (`MAX_HEADER_INTEGER`).
@@ -87,8 +104,8 @@ export function formatHeaders(decision: Decision, options: HeaderOptions = {}): 
     options.reset === 'delta-seconds',
     nowMs === undefined ? Date.now : () => nowMs,
     options.windows,
-    undefined,
     options.units,
+    undefined,
   );
 }
 
@@ -110,9 +127,9 @@ export function createHeaderFormatter(
   const delta = options.reset === 'delta-seconds';
   const clock = options.clock ?? Date.now;
   const windows = options.windows;
+  const units = concurrentUnits(options.units);
   const members = new Map<string, RuleStrings>();
-  const units = options.units;
-  return (decision) => headerFields(decision, mode, delta, clock, windows, members, units);
+  return (decision) => headerFields(decision, mode, delta, clock, windows, units, members);
 }
 
 /** A rule's strings in the standard fields, for one limit. */
@@ -122,6 +139,8 @@ interface RuleStrings {
   name: string;
   /** Its `RateLimit-Policy` member. */
   policy: string;
+  /** Counts requests in flight: its `RateLimit` member has no `t`. */
+  concurrent: boolean;
 }
 
 /** Rules remembered per formatter; past this many (a formatter fed arbitrary rule names) nothing more is kept. */
@@ -133,12 +152,15 @@ function headerFields(
   delta: boolean,
   clock: () => number,
   windows: Readonly<Record<string, number>> | undefined,
+  units: Readonly<Record<string, QuotaUnit>> | undefined,
   cache: Map<string, RuleStrings> | undefined,
-  units?: Readonly<Record<string, string>>,
 ): HeaderField[] {
   const fields: HeaderField[] = [];
+  // Only when some rule counts requests in flight; else every rule's figures are its own.
+  const concurrent =
+    units === undefined ? undefined : (rule: string) => units[rule] === 'concurrent-requests';
   if (decision.rules.length > 0 && (mode === 'legacy' || mode === 'both')) {
-    const ms = effectiveResetMs(decision);
+    const ms = resetMsOf(decision, concurrent);
     const reset = delta ? seconds(ms) : sfInteger(Math.ceil((clock() + ms) / 1000));
     fields.push(
       ['X-RateLimit-Limit', String(sfInteger(decision.limit))],
@@ -149,13 +171,13 @@ function headerFields(
   if (decision.rules.length > 0 && (mode === 'draft-6' || mode === 'draft-7')) {
     const limit = String(sfInteger(decision.limit));
     const remaining = String(remainingOf(decision));
-    const reset = String(seconds(effectiveResetMs(decision)));
+    const reset = String(seconds(resetMsOf(decision, concurrent)));
     if (mode === 'draft-6') {
       fields.push(['RateLimit-Limit', limit], ['RateLimit-Remaining', remaining], ['RateLimit-Reset', reset]);
     } else {
       fields.push(['RateLimit', `limit=${limit}, remaining=${remaining}, reset=${reset}`]);
     }
-    fields.push(['RateLimit-Policy', draftPolicies(decision, windows)]);
+    fields.push(['RateLimit-Policy', draftPolicies(decision, windows, concurrent)]);
   }
   if (decision.rules.length > 0 && (mode === 'standard' || mode === 'both')) {
     let policies = '';
@@ -163,37 +185,74 @@ function headerFields(
     for (const r of decision.rules) {
       let strings = cache?.get(r.rule);
       if (strings === undefined || strings.limit !== r.limit) {
-        strings = ruleStrings(r, windows, units?.[r.rule]);
+        strings = ruleStrings(r, windows, concurrent?.(r.rule) === true);
         if (cache !== undefined && cache.size < MAX_CACHED_RULES) cache.set(r.rule, strings);
       }
       const separator = policies === '' ? '' : ', ';
       policies += separator + strings.policy;
-      states += `${separator}${strings.name};r=${remainingOf(r)};t=${seconds(effectiveResetMs(r))}`;
+      states += `${separator}${strings.name};r=${remainingOf(r)}`;
+      if (!strings.concurrent) states += `;t=${seconds(effectiveResetMs(r))}`;
     }
     fields.push(['RateLimit-Policy', policies], ['RateLimit', states]);
   }
-  if (!decision.allowed)
-    fields.push(['Retry-After', String(Math.max(1, seconds(decision.retryAfterMs ?? 0)))]);
+  if (!decision.allowed) fields.push(['Retry-After', String(retryAfterSeconds(decision, concurrent))]);
   return fields;
+}
+
+/** `units` as the formatter reads it: undefined when no rule counts requests in flight. */
+function concurrentUnits(
+  units: Readonly<Record<string, QuotaUnit>> | undefined,
+): Readonly<Record<string, QuotaUnit>> | undefined {
+  if (units === undefined) return undefined;
+  return Object.values(units).includes('concurrent-requests') ? { ...units } : undefined;
 }
 
 function ruleStrings(
   r: RuleResult,
   windows: Readonly<Record<string, number>> | undefined,
-  unit: string | undefined,
+  concurrent: boolean,
 ): RuleStrings {
   const name = sfString(r.rule);
-  const quota = unit === undefined ? '' : `;qu=${sfString(unit)}`;
-  const policy = `${name};q=${sfInteger(r.limit)}${quota}${windowParam(windows?.[r.rule])}`;
-  return { limit: r.limit, name, policy };
+  const tail = concurrent ? ';qu="concurrent-requests"' : windowParam(windows?.[r.rule]);
+  return { limit: r.limit, name, policy: `${name};q=${sfInteger(r.limit)}${tail}`, concurrent };
+}
+
+/**
+ * Seconds of `Retry-After`: the longest wait among the denying rules (the decision's `retryAfterMs`), a
+ * concurrency rule that denies counting `CONCURRENCY_RETRY_SECONDS` (its lock's wait when it is locked).
+ */
+function retryAfterSeconds(decision: Decision, concurrent: ((rule: string) => boolean) | undefined): number {
+  if (concurrent === undefined) return Math.max(1, seconds(decision.retryAfterMs ?? 0));
+  let ms: number | undefined;
+  for (const r of decision.rules) {
+    if (r.allowed || r.dryRun === true) continue;
+    const wait = concurrent(r.rule) && !r.locked ? CONCURRENCY_RETRY_SECONDS * 1000 : (r.retryAfterMs ?? 0);
+    ms = Math.max(ms ?? 0, wait);
+  }
+  // No rule of its own denied (a store failure's policy answer): the decision's own wait.
+  return Math.max(1, seconds(ms ?? decision.retryAfterMs ?? 0));
+}
+
+/** The reset time of the single-valued forms' rule: none for a concurrency rule (its retry hint when it denies). */
+function resetMsOf(decision: Decision, concurrent: ((rule: string) => boolean) | undefined): number {
+  if (concurrent === undefined || decision.rule === undefined || !concurrent(decision.rule))
+    return effectiveResetMs(decision);
+  if (decision.allowed) return 0;
+  return decision.locked ? effectiveResetMs(decision) : CONCURRENCY_RETRY_SECONDS * 1000;
 }
 
 /**
  * Drafts 6 and 7's `RateLimit-Policy`: `<limit>;w=<seconds>` per matched rule, the rule the other fields
  * describe first (its limit is the one `RateLimit-Limit` and `limit=` give), then the others in rule order.
  */
-function draftPolicies(decision: Decision, windows: Readonly<Record<string, number>> | undefined): string {
-  const policy = (r: RuleResult) => `${sfInteger(r.limit)}${windowParam(windows?.[r.rule])}`;
+function draftPolicies(
+  decision: Decision,
+  windows: Readonly<Record<string, number>> | undefined,
+  concurrent: ((rule: string) => boolean) | undefined,
+): string {
+  // Drafts 6 and 7 have no unit: a concurrency rule's policy is its limit alone.
+  const policy = (r: RuleResult) =>
+    `${sfInteger(r.limit)}${concurrent?.(r.rule) === true ? '' : windowParam(windows?.[r.rule])}`;
   const first = decision.rules.find((r) => r.rule === decision.rule) ?? (decision.rules[0] as RuleResult);
   let policies = policy(first);
   for (const r of decision.rules) if (r !== first) policies += `, ${policy(r)}`;

@@ -9,8 +9,8 @@ export {
   RateLimitRequestError,
   StoreTimeoutError,
 } from './errors.js';
-export type { HeaderOptions, HeadersMode, ResetFormat } from './headers.js';
-export { formatHeaders } from './headers.js';
+export type { HeaderOptions, HeadersMode, QuotaUnit, ResetFormat } from './headers.js';
+export { CONCURRENCY_RETRY_SECONDS, formatHeaders } from './headers.js';
 export {
   MAX_KEY_LENGTH,
   normalizeIdentity,

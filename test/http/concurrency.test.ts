@@ -166,7 +166,7 @@ describe('concurrency rules in the headers', () => {
     const { port } = server.address() as AddressInfo;
     const res = await fetch(`http://127.0.0.1:${port}/`);
     expect(res.headers.get('ratelimit-policy')).to.equal('"one";q=1;qu="concurrent-requests"');
-    expect(res.headers.get('ratelimit')).to.match(/^"one";r=0;t=\d+$/);
+    expect(res.headers.get('ratelimit')).to.equal('"one";r=0');
     await res.text();
     server.close();
     await limiter.close();
