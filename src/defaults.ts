@@ -42,6 +42,8 @@ export const LIMITER_DEFAULTS = {
   ipv6Subnet: 56,
   /** How many keys `limiter.locked(rule)` lists when not told. */
   lockedListLimit: 100,
+  /** How many holders of a concurrency rule's key `limiter.status` lists (oldest first). */
+  holdersListed: 100,
 } as const;
 
 /** Defaults of `limiter.override`'s options. */

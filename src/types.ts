@@ -167,6 +167,19 @@ export interface RuleStatus {
   level: number;
   /** True when `limit` is an override set with `limiter.override` (else the rule's limit). */
   overridden: boolean;
+  /**
+   * Concurrency rules (`count` is then the requests in flight): the slots held now, oldest first, at
+   * most `HOLDERS_LISTED`; absent for other rules and on a store that cannot list them.
+   */
+  holders?: SlotHolder[];
+}
+
+/** A concurrency slot held now, as `status` lists it. */
+export interface SlotHolder {
+  /** Ms since the slot was taken (store clock): how long its request has been in flight. */
+  ageMs: number;
+  /** Ms until its lease ends unless its process renews it (it does, every third of the lease, while held). */
+  leaseLeftMs: number;
 }
 
 export interface LockInfo {

@@ -1,13 +1,14 @@
 // Operator calls on the keys of a rule, outside any request: status, the locked keys, reset, override.
 
 import type { EventEmitter } from 'node:events';
+import { SLOT_IDS_PER_MS } from '../algorithms/concurrency.js';
 import { type OverrideOptions, overrideForMs } from '../calls/options.js';
 import { assertKnownFields } from '../config/known-fields.js';
 import { mustBe, refuse } from '../config/refuse.js';
 import { LIMITER_DEFAULTS } from '../defaults.js';
 import { overrideLimit } from '../rules/limits.js';
-import type { OpResult, Store } from '../stores/store.js';
-import type { LockInfo, RuleStatus } from '../types.js';
+import type { HeldSlot, OpResult, Store } from '../stores/store.js';
+import type { LockInfo, RuleStatus, SlotHolder } from '../types.js';
 import type { DenyCache } from './deny-cache.js';
 import type { LimiterEvents, UnlockEvent } from './events.js';
 import type { FailurePolicy } from './failure-policy.js';
@@ -75,12 +76,20 @@ export class KeyAdmin {
   /** Count, remaining, the limit in force, lock and level of a rule for a key; changes nothing. */
   async status(rule: string, key: string): Promise<RuleStatus> {
     const { ops, policy, store } = this.#parts;
-    const [op] = await ops.direct([rule], key, 0);
-    const { nowMs, results } = await policy.call('status', store.evaluate([op as RuleOp], 'peek'));
+    const [op] = (await ops.direct([rule], key, 0)) as [RuleOp];
+    // A concurrency rule's holders, read beside the count (the two reads may straddle a release).
+    const listing =
+      op.compiled.facts.holdsSlots && store.holders !== undefined
+        ? policy.call('status', store.holders(op.rule, op.key, LIMITER_DEFAULTS.holdersListed))
+        : undefined;
+    const [{ nowMs, results }, held] = await Promise.all([
+      policy.call('status', store.evaluate([op], 'peek')),
+      listing,
+    ]);
     const r = results[0] as OpResult;
-    return {
-      rule: (op as RuleOp).rule.name,
-      key: (op as RuleOp).key,
+    const status: RuleStatus = {
+      rule: op.rule.name,
+      key: op.key,
       count: r.count,
       limit: r.limit,
       overridden: r.overridden,
@@ -90,6 +99,8 @@ export class KeyAdmin {
       lockRemainingMs: r.locked ? r.lockedUntil - nowMs : 0,
       level: r.level,
     };
+    if (held !== undefined) status.holders = held.map((h) => holderOf(h, nowMs));
+    return status;
   }
 
   /** Keys of a rule locked now, soonest unlock first. */
@@ -103,4 +114,10 @@ export class KeyAdmin {
     }
     return policy.call('locked', store.locked(compiled.store, limit));
   }
+}
+
+/** A slot as `status` shows it: its id's high part is the ms it was taken (concurrency.ts). */
+function holderOf(held: HeldSlot, nowMs: number): SlotHolder {
+  const takenMs = Math.floor(held.slot / SLOT_IDS_PER_MS);
+  return { ageMs: Math.max(0, nowMs - takenMs), leaseLeftMs: Math.max(0, held.untilMs - nowMs) };
 }

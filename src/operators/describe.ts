@@ -2,7 +2,7 @@
 import { windowKind, windowTypeOf } from '../algorithms/index.js';
 import { RULE_DEFAULTS } from '../defaults.js';
 import { parseDuration } from '../rules/duration.js';
-import type { LockoutSpec, MatchSpec, Rule, WindowSpec } from '../types.js';
+import type { LockoutSpec, MatchSpec, Rule, RuleStatus, SlotHolder, WindowSpec } from '../types.js';
 
 /** A rule as an operator reads it: every field a short string, none of them the request's data. */
 export interface RuleSummary {
@@ -81,4 +81,24 @@ export function formatDuration(ms: number): string {
     .filter(([n]) => n > 0)
     .map(([n, unit]) => `${n}${unit}`)
     .join(' ');
+}
+
+/** Holders' ages shown in full; past this many, the rest are counted. */
+const HOLDERS_SHOWN = 10;
+
+/**
+ * A concurrency key's holders in words: how long each request has been in flight, oldest first
+ * (`'none'` when none), the ones past the first 10 counted: `'12s, 5s, 300ms'`.
+ */
+export function describeHolders(holders: readonly SlotHolder[], count: number): string {
+  if (holders.length === 0) return count > 0 ? `${count}, not listed` : 'none';
+  const shown = holders.slice(0, HOLDERS_SHOWN).map((h) => formatDuration(h.ageMs));
+  const more = count - shown.length;
+  return `${shown.join(', ')}${more > 0 ? ` and ${more} more` : ''}`;
+}
+
+/** The in-flight line of a concurrency rule's status: `'2 of 5, 3 free'`. */
+export function describeInFlight(s: RuleStatus): string {
+  const limit = `${s.limit}${s.overridden ? ' (override for this key)' : ''}`;
+  return `${s.count} of ${limit}, ${s.locked ? 'none admitted while locked' : `${s.remaining} free`}`;
 }

@@ -9,7 +9,7 @@ import type { LockInfo } from '../types.js';
 import { MEMORY_STORE_FULL_WARNING, warnOnce } from '../warnings.js';
 import { type Entry, EvictionQueues } from './memory-eviction.js';
 import { OverrideTable } from './memory-overrides.js';
-import type { EvalMode, EvalResult, OpResult, Refund, Store, StoreOp, StoreRule } from './store.js';
+import type { EvalMode, EvalResult, HeldSlot, OpResult, Refund, Store, StoreOp, StoreRule } from './store.js';
 
 export interface MemoryStoreOptions {
   /**
@@ -231,6 +231,15 @@ export class MemoryStore implements Store {
       entry.stateExpiresAt = concurrency.expiresAt(state, op);
       return held;
     });
+  }
+
+  async holders(rule: StoreRule, key: string, limit: number): Promise<HeldSlot[]> {
+    const state = this.#byRule.get(rule.name)?.get(key)?.state as HolderState | undefined;
+    if (rule.type !== 'concurrency' || state === undefined) return [];
+    const nowMs = this.now();
+    const held: HeldSlot[] = [];
+    for (const [slot, untilMs] of state.holders) if (untilMs > nowMs) held.push({ slot, untilMs });
+    return held.sort((a, b) => a.slot - b.slot).slice(0, limit);
   }
 
   async clear(rule: StoreRule, key: string): Promise<void> {

@@ -8,12 +8,22 @@ import { Batcher } from './redis-batches.js';
 import { RedisClock } from './redis-clock.js';
 import { SlotGroups } from './redis-cluster-groups.js';
 import { connectionOf, type RedisClient, type RedisConnection } from './redis-connection.js';
+import { readHolders } from './redis-holders.js';
 import { type KeySpace, opKeys } from './redis-keys.js';
 import { readLocks } from './redis-lock-index.js';
 import { Overrides } from './redis-overrides.js';
 import { Resets } from './redis-resets.js';
 import { loadScripts } from './redis-scripts.js';
-import type { EvalMode, EvalResult, Refund, Store, StoreLiveness, StoreOp, StoreRule } from './store.js';
+import type {
+  EvalMode,
+  EvalResult,
+  HeldSlot,
+  Refund,
+  Store,
+  StoreLiveness,
+  StoreOp,
+  StoreRule,
+} from './store.js';
 
 export interface RedisStoreOptions {
   /**
@@ -115,6 +125,12 @@ export class RedisStore implements Store {
     if (slots.length === 0) return [];
     this.#batcher.flush();
     return this.#groups.renew(slots, this.#clock.scriptTime());
+  }
+
+  async holders(rule: StoreRule, key: string, limit: number): Promise<HeldSlot[]> {
+    if (rule.type !== 'concurrency') return [];
+    this.#batcher.flush();
+    return readHolders(this.#connection, opKeys(this.#space.prefix, rule.name, key).count, limit, this.now());
   }
 
   async clear(rule: StoreRule, key: string): Promise<void> {

@@ -13,6 +13,12 @@ export type { OpResult, StoreLockout, StoreOp, StoreRule } from '../algorithms/t
  * - `peek`: the same answer as `check`, nothing written.
  * - `record`: always add the cost, even past the limit; lock (if configured) once the total exceeds it.
  */
+/** A live concurrency slot: its id and when its lease ends (epoch ms, store clock). */
+export interface HeldSlot {
+  slot: number;
+  untilMs: number;
+}
+
 export type EvalMode = 'check' | 'peek' | 'record';
 
 export interface EvalResult {
@@ -60,6 +66,12 @@ export interface Store {
    * Optional: a store without it cannot hold concurrency rules (`createLimiter` refuses them).
    */
   renew?(slots: readonly Refund[]): Promise<boolean[]>;
+  /**
+   * The live slots of a concurrency rule's key (operators' `status`): each one's id (whose high part is
+   * the ms it was taken, `SLOT_IDS_PER_MS`) and the epoch ms its lease ends, store clock; at most
+   * `limit` of them, oldest first. Optional: without it `status` lists no holders.
+   */
+  holders?(rule: StoreRule, key: string, limit: number): Promise<HeldSlot[]>;
   /** Clear the counted state of a rule for a key (resetOnSuccess); the lock and level stay. */
   clear(rule: StoreRule, key: string): Promise<void>;
   /** Clear count, lock and level. Resolves true when the key was locked. */

@@ -1,7 +1,7 @@
 // The operator commands that act on one rule: status, locked, unlock, override, and the list of rules.
 import type { Limiter } from '../../limiter/limiter.js';
 import type { RuleStatus } from '../../types.js';
-import { formatDuration, summarizeRule } from '../describe.js';
+import { describeHolders, describeInFlight, formatDuration, summarizeRule } from '../describe.js';
 import { storeHealth } from '../health.js';
 import { hasHiddenCharacters } from '../visible-key.js';
 import type { CliArgs } from './args.js';
@@ -14,12 +14,13 @@ export async function status(targets: Targets, args: CliArgs, out: Output): Prom
   const [s, health] = await Promise.all([limiter.status(rule, key), storeHealth(limiter)]);
   if (out.json) return out.value(health === undefined ? s : { ...s, store: health });
   out.line(`${printable(s.rule)}  ${printable(s.key)}`);
-  const limit = `${s.limit}${s.overridden ? ' (override for this key)' : ''}`;
-  // While locked nothing is counted and nothing admitted: the count is not why none remains.
-  const remaining = s.locked
-    ? 'none admitted while locked; counting starts again from 0 when the lock ends'
-    : `${s.remaining} remaining${resetText(s)}`;
-  out.line(`  count    ${s.count} of ${limit}, ${remaining}`);
+  if (s.holders !== undefined) {
+    // A concurrency rule: requests in flight, freed when they end (nothing resets with time).
+    out.line(`  in flight ${describeInFlight(s)}`);
+    out.line(`  held for  ${describeHolders(s.holders, s.count)}`);
+  } else {
+    printCount(s, out);
+  }
   out.line(
     `  locked   ${s.locked ? `yes, ${formatDuration(s.lockRemainingMs)} left` : 'no'}, level ${s.level}`,
   );
@@ -28,6 +29,15 @@ export async function status(targets: Targets, args: CliArgs, out: Output): Prom
     const last = health.lastError === undefined ? '' : `; last error: ${health.lastError.message}`;
     out.line(`  store    ${health.state} since ${since}${last}`);
   }
+}
+
+function printCount(s: RuleStatus, out: Output): void {
+  const limit = `${s.limit}${s.overridden ? ' (override for this key)' : ''}`;
+  // While locked nothing is counted and nothing admitted: the count is not why none remains.
+  const remaining = s.locked
+    ? 'none admitted while locked; counting starts again from 0 when the lock ends'
+    : `${s.remaining} remaining${resetText(s)}`;
+  out.line(`  count    ${s.count} of ${limit}, ${remaining}`);
 }
 
 function resetText(s: RuleStatus): string {

@@ -1,7 +1,7 @@
 // The console's one page: store health, a key lookup with its actions, locked keys per rule, the rules.
 import { createHash } from 'node:crypto';
 import type { LockInfo, RuleStatus } from '../../types.js';
-import { formatDuration, type RuleSummary } from '../describe.js';
+import { describeHolders, describeInFlight, formatDuration, type RuleSummary } from '../describe.js';
 import type { StoreHealthView } from '../health.js';
 import { visibleKey } from '../visible-key.js';
 import { CSRF_FIELD } from './csrf.js';
@@ -73,14 +73,22 @@ function storeLine(health: StoreHealthView | undefined): SafeHtml | string {
 
 function statusBlock(s: RuleStatus, token: string): SafeHtml {
   const lock = s.locked ? `yes, unlocks in ${formatDuration(s.lockRemainingMs)}` : 'no';
-  const full = s.locked ? 'when unlocked' : s.count > 0 ? formatDuration(s.resetMs) : 'now';
   return html`<section class="result"><h3>${s.rule}: <span class="key">${shownKey(s.key)}</span></h3>
-<dl><dt>Count</dt><dd>${s.count} of ${s.limit}${s.overridden ? ' (override for this key)' : ''}</dd>
-<dt>Remaining</dt><dd>${s.locked ? 'none while locked (counting starts again from 0 when the lock ends)' : s.remaining}</dd><dt>Back to full in</dt><dd>${full}</dd>
+<dl>${countRows(s)}
 <dt>Locked</dt><dd>${lock}</dd><dt>Lockout level</dt><dd>${s.level}</dd></dl>
 <p>${changeForm(s, token, 'unlock', s.locked ? 'Unlock' : 'Reset count')}</p>
 <p>${changeForm(s, token, 'override', 'Set limit', html`<label>Limit for this key <input name="limit" inputmode="numeric" pattern="[0-9]+" required size="6"></label> <label>for <input name="for" placeholder="e.g. 1h; empty: until cleared" size="28"></label> `)}
 ${s.overridden ? changeForm(s, token, 'clear-override', 'Clear override') : ''}</p></section>`;
+}
+
+/** Count, remaining and reset; for a concurrency rule (holders listed), in flight and how long each has been. */
+function countRows(s: RuleStatus): SafeHtml {
+  if (s.holders !== undefined) {
+    return html`<dt>In flight</dt><dd>${describeInFlight(s)}</dd><dt>Held for</dt><dd>${describeHolders(s.holders, s.count)}</dd>`;
+  }
+  const full = s.locked ? 'when unlocked' : s.count > 0 ? formatDuration(s.resetMs) : 'now';
+  return html`<dt>Count</dt><dd>${s.count} of ${s.limit}${s.overridden ? ' (override for this key)' : ''}</dd>
+<dt>Remaining</dt><dd>${s.locked ? 'none while locked (counting starts again from 0 when the lock ends)' : s.remaining}</dd><dt>Back to full in</dt><dd>${full}</dd>`;
 }
 
 /**
