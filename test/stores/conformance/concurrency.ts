@@ -1,6 +1,6 @@
 // Conformance: the concurrency window on every store: slots held until released or lapsed, decided with the other rules.
 import { expect } from 'chai';
-import type { Rule, StoreOp } from '../../../src/index.js';
+import { RateLimitConfigError, type Rule, type StoreOp } from '../../../src/index.js';
 import { until } from '../../support/settle.js';
 import { useLimiters } from './limits.js';
 import type { StoreUnderTest } from './suite.js';
@@ -16,6 +16,24 @@ const exports = (limit = 2, lease = '10s'): Rule => ({
 });
 
 export function concurrencySuite(target: StoreUnderTest): void {
+  if (target.concurrency === false) {
+    describe(`conformance: concurrency window, ${target.name}`, () => {
+      const { limiter } = useLimiters(target);
+      it('is refused at createLimiter, naming the rule: the store renews no held slots', async () => {
+        let error: unknown;
+        try {
+          await limiter([exports(2)]);
+        } catch (e) {
+          error = e;
+        }
+        expect(error).to.be.instanceOf(RateLimitConfigError);
+        expect((error as Error).message).to.match(
+          /rule "exports": a concurrency window needs a store that renews/,
+        );
+      });
+    });
+    return;
+  }
   describe(`conformance: concurrency window, ${target.name}`, () => {
     const { clock, limiter } = useLimiters(target);
 
