@@ -1,5 +1,5 @@
 // The login and verification-code recipes: their rules, then the attack suite through Express and Koa on the
-// memory store and on Redis, and the docs' quotes of the example apps checked against the files.
+// memory store and on Redis (Express also on PostgreSQL), and the docs' quotes of the example apps checked against the files.
 import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
@@ -20,7 +20,7 @@ import {
   VERIFICATION_CODE_DEFAULTS,
   verificationCodeRules,
 } from '../../src/index.js';
-import { memoryStores, redisStores } from '../support/stores.js';
+import { memoryStores, postgresStores, redisStores } from '../support/stores.js';
 import { attackSuite, type Framework } from './suites/attack-suite.js';
 
 const loginRequest = (body: unknown, ip = '198.51.100.1'): RequestInfo => ({
@@ -379,6 +379,8 @@ for (const stores of [memoryStores, redisStores]) {
   attackSuite(express, stores);
   attackSuite(koa, stores);
 }
+// The recipes unchanged on PostgreSQL, through one framework (the stores' own suites cover the rest).
+attackSuite(express, postgresStores);
 
 describe('README recipes', () => {
   /**

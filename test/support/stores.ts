@@ -1,7 +1,9 @@
-// Store factories for suites that run on every store: the memory store and RedisStore on the shared server.
+// Store factories for suites that run on every store: the memory store, RedisStore and PostgresStore on the shared servers.
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import { MemoryStore, RedisStore, type Store } from '../../src/index.js';
+import type pg from 'pg';
+import { MemoryStore, PostgresStore, RedisStore, type Store } from '../../src/index.js';
+import { getPostgres } from './postgres.js';
 import { getRedis } from './redis.js';
 
 export interface StoreFactory {
@@ -22,5 +24,20 @@ export const redisStores: StoreFactory = {
   async makeStore(clock) {
     shared ??= getRedis().then((server) => server.client());
     return new RedisStore({ client: await shared, prefix: `rkt${randomBytes(5).toString('hex')}`, clock });
+  },
+};
+
+let sharedPool: Promise<pg.Pool> | undefined;
+
+/** PostgresStore on the shared test server, each store in a schema of its own so runs never share rows. */
+export const postgresStores: StoreFactory = {
+  name: 'postgres',
+  async makeStore(clock) {
+    sharedPool ??= getPostgres().then((server) => server.pool({ max: 20 }));
+    return new PostgresStore({
+      pool: await sharedPool,
+      schema: `rkt${randomBytes(5).toString('hex')}`,
+      clock,
+    });
   },
 };
