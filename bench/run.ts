@@ -13,6 +13,7 @@ import { runHttp } from './http.js';
 import { runHttpInProcess } from './http-in-process.js';
 import { runMiddleware } from './middleware.js';
 import { runNodeCallgrind } from './node-callgrind.js';
+import { runPostgres } from './postgres.js';
 import { ratekeeperSource } from './ratekeeper.js';
 import { runRedisCallgrind } from './redis-callgrind.js';
 import { describeMachine, resultsMarkdown, type Section, textTable, writeText } from './report.js';
@@ -34,11 +35,12 @@ const commands = [
   'rules',
   'http-in-process',
   'scale-out',
+  'postgres',
 ] as const;
 type Command = (typeof commands)[number];
 
 const usage = `usage: npm run bench [-- <command>] [--filter <regex>] [--out <file>]
-commands: ${commands.join(', ')} (default: all; node-cost runs only when named)
+commands: ${commands.join(', ')} (default: all; node-cost and postgres run only when named)
   --filter  only contenders whose name matches (floors and bare apps always run); or BENCH_FILTER
   --out     where to write the Markdown results; or BENCH_OUT
             default: bench/RESULTS.md for a full 'all' run, else bench/.bench-tmp/RESULTS-<command>.md
@@ -115,6 +117,11 @@ async function main(): Promise<number> {
   if (command === 'scale-out') {
     // Its own servers (one Redis, then a Cluster) and its own block in RESULTS.md.
     await runScaleOut(log);
+    return 0;
+  }
+  if (command === 'postgres') {
+    // Its own PostgreSQL and Redis, and its own block in RESULTS.md.
+    await runPostgres(log);
     return 0;
   }
   let redis: RedisServer | undefined;
