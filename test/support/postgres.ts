@@ -137,11 +137,11 @@ class Server implements PostgresServer {
   }
 
   pause(): void {
-    for (const pid of this.#pids()) process.kill(pid, 'SIGSTOP');
+    for (const pid of this.#pids()) signal(pid, 'SIGSTOP');
   }
 
   resume(): void {
-    for (const pid of this.#pids()) process.kill(pid, 'SIGCONT');
+    for (const pid of this.#pids()) signal(pid, 'SIGCONT');
   }
 
   async stop(): Promise<void> {
@@ -170,6 +170,15 @@ class Server implements PostgresServer {
       .map((line) => Number(line.trim()))
       .filter((pid) => pid > 0);
     return [main, ...children];
+  }
+}
+
+/** Signals a process; a backend that ended since it was listed (a pool just closed) is passed over. */
+function signal(pid: number, name: NodeJS.Signals): void {
+  try {
+    process.kill(pid, name);
+  } catch (error) {
+    if ((error as { code?: string }).code !== 'ESRCH') throw error;
   }
 }
 
