@@ -45,6 +45,17 @@ export function backendCpuSeconds(dataDir: string): number {
   return ticks / TICKS_PER_SECOND;
 }
 
+/** rate-limiter-flexible's answer as admitted or not: it denies by rejecting with a RateLimiterRes. */
+export async function flexible(consume: () => Promise<unknown>): Promise<boolean> {
+  try {
+    await consume();
+    return true;
+  } catch (error) {
+    if (error instanceof RateLimiterRes) return false;
+    throw error;
+  }
+}
+
 const PROFILE_DECISIONS = 20_000;
 
 /**
@@ -83,21 +94,13 @@ export async function profileCheck(server: PostgresServer, log: (line: string) =
   subjects.push([
     'rate-limiter-flexible RateLimiterPostgres',
     async () => {
-      const flexible = await new Promise<RateLimiterPostgres>((resolve, reject) => {
+      const limiter = await new Promise<RateLimiterPostgres>((resolve, reject) => {
         const made: RateLimiterPostgres = new RateLimiterPostgres(
           { storeClient: pool, storeType: 'pool', tableName: 'rlflx_profile', points: 1e9, duration: 3600 },
           (error?: Error) => (error ? reject(error) : resolve(made)),
         );
       });
-      return async (key) => {
-        try {
-          await flexible.consume(key);
-          return true;
-        } catch (error) {
-          if (error instanceof RateLimiterRes) return false;
-          throw error;
-        }
-      };
+      return (key) => flexible(() => limiter.consume(key));
     },
     async () => {},
   ]);

@@ -3,13 +3,13 @@
 // `npm run bench -- postgres` (BENCH_REPS rounds, POSTGRES_BENCH_SECONDS each): writes its block in bench/RESULTS.md.
 import os from 'node:os';
 import type pg from 'pg';
-import { RateLimiterPostgres, RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
+import { RateLimiterPostgres, RateLimiterRedis } from 'rate-limiter-flexible';
 import { createLimiter, PostgresStore, RedisStore } from '../src/index.js';
 import { type PostgresServer, startPostgres } from '../test/support/postgres.js';
 import { type RedisServer, startRedis } from '../test/support/redis.js';
 import { closeRedis, openRedis, redisCpuSeconds } from './contender.js';
 import { runLoad } from './load.js';
-import { type Backend, backendCpuSeconds, profileCheck } from './postgres-profile.js';
+import { type Backend, backendCpuSeconds, flexible, profileCheck } from './postgres-profile.js';
 import { markdownTable } from './report.js';
 import { RESULTS_PATH, writeBlock } from './results-file.js';
 import { median, pairedRatio, spread } from './stats.js';
@@ -46,16 +46,6 @@ interface Round {
   clientUs: number;
   errors: number;
   firstError?: string;
-}
-
-async function flexible(consume: () => Promise<unknown>): Promise<boolean> {
-  try {
-    await consume();
-    return true;
-  } catch (error) {
-    if (error instanceof RateLimiterRes) return false;
-    throw error;
-  }
 }
 
 function subjects(pgServer: PostgresServer, redis: RedisServer): Subject[] {
