@@ -16,7 +16,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
 import { CheckCall } from '../src/stores/redis-calls.js';
-import { connectionOf } from '../src/stores/redis-connection.js';
+import { connectionOf } from '../src/stores/redis-client.js';
 import { loadScripts, runScript } from '../src/stores/redis-scripts.js';
 import { RedisStore } from '../src/stores/redis-store.js';
 import type { StoreOp, StoreRule } from '../src/stores/store.js';

@@ -2,7 +2,7 @@
 
 import { concurrency, type HolderState, renewSlots } from '../algorithms/concurrency.js';
 import { algorithms, verdict } from '../algorithms/index.js';
-import { assertKnownFields } from '../config/known-fields.js';
+import { assertKnownFields, fieldsOf } from '../config/known-fields.js';
 import { refuse } from '../config/refuse.js';
 import { MEMORY_STORE_DEFAULTS } from '../defaults.js';
 import type { LockInfo } from '../types.js';
@@ -34,6 +34,12 @@ export function lockDurationMs(lockout: NonNullable<StoreRule['lockout']>, level
   return Math.ceil(Math.min(capped, 1e13));
 }
 
+const MEMORY_STORE_FIELDS = fieldsOf<MemoryStoreOptions>({
+  maxKeys: true,
+  clock: true,
+  sweepIntervalMs: true,
+});
+
 export class MemoryStore implements Store {
   readonly local = true;
   /** Rule name, then identity: no joined string to build and hash on every lookup. */
@@ -54,7 +60,7 @@ export class MemoryStore implements Store {
   readonly #overrides = new OverrideTable();
 
   constructor(options: MemoryStoreOptions = {}) {
-    assertKnownFields(options, ['maxKeys', 'clock', 'sweepIntervalMs'], 'MemoryStore');
+    assertKnownFields(options, MEMORY_STORE_FIELDS, 'MemoryStore');
     const maxKeys = options.maxKeys ?? MEMORY_STORE_DEFAULTS.maxKeys;
     if (!Number.isSafeInteger(maxKeys) || maxKeys < 1) {
       refuse('ERR_OPTION', 'MemoryStore', `maxKeys must be a positive integer, got ${maxKeys}`);

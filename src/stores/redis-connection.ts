@@ -1,7 +1,5 @@
-// The one door through which the Redis store talks to Redis: a small interface, and which client library is behind it.
-import { RateLimitConfigError } from '../errors.js';
-import { ioredisConnection } from './redis-connection-ioredis.js';
-import { nodeRedisConnection } from './redis-connection-node-redis.js';
+// The one door through which the Redis store talks to Redis: a small interface, implemented once per client
+// library (redis-connection-ioredis.ts, redis-connection-node-redis.ts; redis-client.ts picks one).
 import type { StoreLiveness } from './store.js';
 
 /** A subscription made by `RedisConnection.subscribe`. */
@@ -45,32 +43,4 @@ export interface RedisConnection {
     onMessage: (message: string) => void,
     onResubscribed: () => void,
   ): RedisSubscription;
-}
-
-/**
- * A client of ioredis (`Redis`, `Cluster`; versions 5 and 6) or iovalkey, or of node-redis (the `redis`
- * package 5 and 6: `createClient`, `createCluster`, `createSentinel`). Described by shape, so that the
- * package's types need none of these libraries installed; `RedisStore` checks the kind at construction.
- */
-export type RedisClient =
-  | { call(...args: never[]): unknown; duplicate(...args: never[]): unknown }
-  | { sendCommand(...args: never[]): unknown };
-
-/** The client behind a RedisConnection, whatever its library; throws naming what was passed otherwise. */
-export function connectionOf(client: unknown): RedisConnection {
-  const connection = ioredisConnection(client) ?? nodeRedisConnection(client);
-  if (connection !== undefined) return connection;
-  throw new RateLimitConfigError(
-    'ERR_OPTION',
-    'RedisStore: client must be an ioredis or iovalkey Redis or Cluster, or a node-redis client ' +
-      `(createClient, createCluster or createSentinel of the redis package), got ${describe(client)}`,
-  );
-}
-
-function describe(value: unknown): string {
-  if (value === null || typeof value !== 'object') {
-    return typeof value === 'string' ? JSON.stringify(value) : String(value);
-  }
-  const name = (value as { constructor?: { name?: unknown } }).constructor?.name;
-  return typeof name === 'string' && name !== 'Object' ? `a ${name}` : 'an object';
 }

@@ -1,13 +1,14 @@
 // The Redis store: limits shared by every process through Redis (standalone, Sentinel or Cluster), decided in Lua.
 
-import { assertKnownFields } from '../config/known-fields.js';
+import { assertKnownFields, fieldsOf } from '../config/known-fields.js';
+import { mustBe, refuse } from '../config/refuse.js';
 import { REDIS_STORE_DEFAULTS } from '../defaults.js';
-import { RateLimitConfigError } from '../errors.js';
 import type { LockInfo } from '../types.js';
 import { Batcher } from './redis-batches.js';
+import { connectionOf, type RedisClient } from './redis-client.js';
 import { RedisClock } from './redis-clock.js';
 import { SlotGroups } from './redis-cluster-groups.js';
-import { connectionOf, type RedisClient, type RedisConnection } from './redis-connection.js';
+import type { RedisConnection } from './redis-connection.js';
 import { readHolders } from './redis-holders.js';
 import { type KeySpace, opKeys } from './redis-keys.js';
 import { readLocks } from './redis-lock-index.js';
@@ -52,6 +53,13 @@ export interface RedisStoreOptions {
  * const store = new RedisStore({ client: new Redis(process.env.REDIS_URL) });
  * const limiter = createLimiter({ store, rules });
  */
+const REDIS_STORE_FIELDS = fieldsOf<RedisStoreOptions>({
+  client: true,
+  prefix: true,
+  clock: true,
+  clockSyncIntervalMs: true,
+});
+
 export class RedisStore implements Store {
   readonly local = false;
   /** The client's first connection and how long its calls have waited unanswered: see the failure policy. */
@@ -66,14 +74,10 @@ export class RedisStore implements Store {
 
   constructor(options: RedisStoreOptions) {
     const connection = connectionOf(options?.client);
-    assertKnownFields(options, ['client', 'prefix', 'clock', 'clockSyncIntervalMs'], 'RedisStore');
+    assertKnownFields(options, REDIS_STORE_FIELDS, 'RedisStore');
     const prefix = options.prefix ?? REDIS_STORE_DEFAULTS.prefix;
-    if (typeof prefix !== 'string' || prefix === '' || /[{}]/.test(prefix)) {
-      throw new RateLimitConfigError(
-        'ERR_OPTION',
-        `RedisStore: prefix must be a non-empty string without '{' or '}', got ${JSON.stringify(prefix)}`,
-      );
-    }
+    if (typeof prefix !== 'string' || prefix === '' || /[{}]/.test(prefix))
+      refuse('ERR_OPTION', 'RedisStore', mustBe('prefix', "a non-empty string without '{' or '}'", prefix));
     const scripts = loadScripts();
     this.#connection = connection;
     this.liveness = connection.liveness;
