@@ -3,6 +3,7 @@
 // The request sequence that uses them is adapters/exchange.ts.
 
 import { assertKnownFields, fieldsOf } from '../src/config/known-fields.js';
+import { mustBe, refuse } from '../src/config/refuse.js';
 import { ADAPTER_DEFAULTS } from '../src/defaults.js';
 import { describe as describeValue } from '../src/errors.js';
 import { createHeaderFormatter, HEADERS_MODES, type QuotaUnit } from '../src/headers.js';
@@ -11,7 +12,6 @@ import {
   type Decision,
   type HeadersMode,
   type Limiter,
-  RateLimitConfigError,
   type ResetFormat,
   type Rule,
 } from '../src/index.js';
@@ -71,6 +71,8 @@ export const RATE_LIMIT_OPTION_FIELDS = fieldsOf<RateLimitOptions<unknown>>({
 /** Everything an adapter needs, resolved once when the middleware is built. */
 export interface Setup<Req> {
   limiter: Limiter;
+  /** True when the setup built the limiter from rules: the adapter closes it with the app where it can. */
+  owned: boolean;
   statusCode: number;
   onLimited: ((decision: Decision, req: Req) => void) | undefined;
   skip: ((req: Req) => boolean | Promise<boolean>) | undefined;
@@ -78,6 +80,9 @@ export interface Setup<Req> {
   headerFields: (decision: Decision) => Array<[string, string]>;
   /** False when the limiter never needs `report` (no rule counts outcomes): no listener per response then. */
   reports: boolean;
+  /** The `message` option for a denial: its value, or what its function gives; undefined when there is none. */
+  message: (decision: Decision) => unknown;
+  /** The body of a denial: `message`'s, else the default `{ error, retryAfter }`. */
   body: (decision: Decision) => unknown;
   /**
    * Reports an admitted decision's outcome from the response's final status, after the response: by
@@ -120,6 +125,42 @@ export interface Pacing<Req> {
   ): Promise<boolean>;
 }
 
+/** Whether a value is a limiter: duck-typed rather than `instanceof`, so one from the other module format (ESM/CJS) is one too. */
+export function isLimiter(value: unknown): value is Limiter {
+  return typeof (value as Partial<Limiter> | null)?.check === 'function';
+}
+
+/**
+ * The limiter an adapter runs for `rulesOrLimiter`: a limiter as it is, or one on the memory store built for
+ * an array of rules (`owned`: the adapter closes it); anything else is refused, naming `who` (`'rateLimit'`,
+ * `'@RateLimit'`, `'slowDown'`). `accept` sees the rules' facts first: when it throws, a limiter built here
+ * is closed and the error thrown, so a refused rule set leaves nothing behind.
+ */
+export function limiterOf(
+  rulesOrLimiter: unknown,
+  who: string,
+  accept?: (facts: Limiter['ruleFacts']) => void,
+): { limiter: Limiter; owned: boolean } {
+  if (isLimiter(rulesOrLimiter)) {
+    accept?.(rulesOrLimiter.ruleFacts);
+    return { limiter: rulesOrLimiter, owned: false };
+  }
+  if (!Array.isArray(rulesOrLimiter))
+    refuse(
+      'ERR_OPTION',
+      who,
+      `expects an array of rules or a limiter from createLimiter, got ${describeValue(rulesOrLimiter)}`,
+    );
+  const limiter = createLimiter({ rules: rulesOrLimiter });
+  try {
+    accept?.(limiter.ruleFacts);
+  } catch (error) {
+    void limiter.close();
+    throw error;
+  }
+  return { limiter, owned: true };
+}
+
 /**
  * Resolves an adapter's arguments once. `adapterFields`: the options the adapter takes beyond
  * `RateLimitOptions` (`['handler']`); any other field is refused as a typo (ERR_UNKNOWN_FIELD).
@@ -131,58 +172,36 @@ export function createSetup<Req>(
   pacing?: Pacing<Req>,
 ): Setup<Req> {
   assertKnownFields(options, [...RATE_LIMIT_OPTION_FIELDS, ...adapterFields], 'rateLimit');
-  let limiter: Limiter;
-  if (!Array.isArray(rulesOrLimiter)) {
-    // Duck-typed rather than `instanceof`, so a limiter from the other module format (ESM/CJS) works too.
-    if (typeof (rulesOrLimiter as Partial<Limiter> | null)?.check !== 'function') {
-      throw new RateLimitConfigError(
-        'ERR_OPTION',
-        `rateLimit: expects an array of rules or a limiter from createLimiter, got ${describeValue(rulesOrLimiter)}`,
-      );
-    }
-    limiter = rulesOrLimiter;
-  } else {
-    limiter = createLimiter({ rules: rulesOrLimiter });
-  }
+  const { limiter, owned } = limiterOf(rulesOrLimiter, 'rateLimit');
   // Rules without a fixed-length window (a cron calendar) have no `w` in RateLimit-Policy.
   const windows: Record<string, number> = {};
   for (const [name, seconds] of Object.entries(limiter.ruleWindows)) if (seconds > 0) windows[name] = seconds;
   const statusCode = options.statusCode ?? ADAPTER_DEFAULTS.statusCode;
-  if (!Number.isInteger(statusCode) || statusCode < 400 || statusCode > 599) {
-    throw new RateLimitConfigError(
-      'ERR_OPTION',
-      `rateLimit: statusCode must be an integer from 400 to 599, got ${describeValue(statusCode)}`,
-    );
-  }
+  if (!Number.isInteger(statusCode) || statusCode < 400 || statusCode > 599)
+    refuse('ERR_OPTION', 'rateLimit', mustBe('statusCode', 'an integer from 400 to 599', statusCode));
   const mode = options.headers ?? ADAPTER_DEFAULTS.headers;
   if (!HEADERS_MODES.includes(mode)) {
-    throw new RateLimitConfigError(
-      'ERR_OPTION',
-      `rateLimit: headers must be 'legacy', 'draft-6', 'draft-7', 'standard', 'both' or false, got ${describeValue(mode)}`,
-    );
+    const allowed = "'legacy', 'draft-6', 'draft-7', 'standard', 'both' or false";
+    refuse('ERR_OPTION', 'rateLimit', mustBe('headers', allowed, mode));
   }
   const reset = options.reset ?? ADAPTER_DEFAULTS.reset;
-  if (reset !== 'epoch-seconds' && reset !== 'delta-seconds') {
-    throw new RateLimitConfigError(
-      'ERR_OPTION',
-      `rateLimit: reset must be 'epoch-seconds' or 'delta-seconds', got ${describeValue(reset)}`,
-    );
-  }
+  if (reset !== 'epoch-seconds' && reset !== 'delta-seconds')
+    refuse('ERR_OPTION', 'rateLimit', mustBe('reset', "'epoch-seconds' or 'delta-seconds'", reset));
   const clock = options.clock ?? Date.now;
   const judge = options.isFailure;
   const warnRedirect = warnOnce(REDIRECT_OUTCOME_WARNING);
-  const message = options.message;
+  const given = options.message;
+  const message = (decision: Decision): unknown => (typeof given === 'function' ? given(decision) : given);
   const result: Setup<Req> = {
     limiter,
+    owned,
     statusCode,
     onLimited: options.onLimited,
     skip: options.skip,
     headerFields: createHeaderFormatter({ headers: mode, reset, clock, windows, units: quotaUnits(limiter) }),
     reports: limiter.needsOutcomes,
-    body: (decision) => {
-      if (typeof message === 'function') return message(decision);
-      return message ?? ADAPTER_DEFAULTS.message(decision);
-    },
+    message,
+    body: (decision) => (given === undefined ? ADAPTER_DEFAULTS.message(decision) : message(decision)),
     report: (decision, status) => {
       let failed: boolean;
       if (judge !== undefined) {

@@ -65,6 +65,19 @@ export interface HttpExchange {
 }
 
 /**
+ * What an adapter fixes about the exchanges it builds on another framework's mapping (Nest's guard on the
+ * Express or Fastify one), given at construction; each one left out is the framework's own answer.
+ */
+export interface ExchangeSettings {
+  /** The limiter is a route's own (see `HttpExchange.attached`). */
+  readonly attached?: boolean;
+  /** How the untrusted-forwarded warning names the proxy setting. */
+  readonly trustSetting?: TrustSetting;
+  /** Answers a request whose key the limiter refused (see `HttpExchange.refuse`). */
+  readonly refuse?: (body: BadRequestBody) => void;
+}
+
+/**
  * What the adapter does next: `'next'` runs the rest of the app; `'answered'`: the denial is sent, nothing
  * more runs; `'gone'`: the client's connection is closed, nothing is answered and nothing more runs.
  */

@@ -2,7 +2,7 @@
 import type { Request, Response } from 'express';
 import type { Decision, RequestInfo } from '../src/index.js';
 import { pathOf, responseClosed, responseEnded } from './common.js';
-import type { BadRequestBody, HttpExchange } from './exchange.js';
+import type { BadRequestBody, ExchangeSettings, HttpExchange } from './exchange.js';
 import { onUnixSocket, type Trust, unixSocketClient } from './proxy-trust.js';
 import { SPOOFABLE_FIXES, type TrustSetting, type WiringCheck } from './wiring.js';
 
@@ -74,28 +74,32 @@ export class ExpressRequestInfo implements RequestInfo {
 export class ExpressExchange implements HttpExchange {
   readonly #req: Request;
   readonly #res: Response;
-  handle: ((decision: Decision) => unknown) | undefined;
-  /** Set by Nest's guard: the 400 for a refused key goes through the app's exception filters. */
+  readonly handle: ((decision: Decision) => unknown) | undefined;
+  /** Given by Nest's guard: the 400 for a refused key goes through the app's exception filters. */
   refuse?: (body: BadRequestBody) => void;
   /** How the untrusted-forwarded warning names the proxy setting (Nest on Express names its own). */
-  trustSetting: TrustSetting = 'express';
-  /** Set by Nest's guard for a route's own `@RateLimit`; else whether Express is running a route's handlers. */
-  #attached: boolean | undefined;
+  readonly #trustSetting: TrustSetting;
+  /** Given by Nest's guard for a route's own `@RateLimit`; else whether Express is running a route's handlers. */
+  readonly #attached: boolean | undefined;
 
   /** `handle`: the app's own denial, or undefined for the default JSON or text body. */
-  constructor(req: Request, res: Response, handle: ((decision: Decision) => unknown) | undefined) {
+  constructor(
+    req: Request,
+    res: Response,
+    handle: ((decision: Decision) => unknown) | undefined,
+    settings: ExchangeSettings = {},
+  ) {
     this.#req = req;
     this.#res = res;
     this.handle = handle;
+    this.#trustSetting = settings.trustSetting ?? 'express';
+    this.#attached = settings.attached;
+    if (settings.refuse !== undefined) this.refuse = settings.refuse;
   }
 
   /** Express sets `req.route` while a route's own handlers run, never for `app.use` or `router.use`. */
   get attached(): boolean {
     return this.#attached ?? this.#req.route !== undefined;
-  }
-
-  set attached(value: boolean) {
-    this.#attached = value;
   }
 
   socket() {
@@ -104,13 +108,13 @@ export class ExpressExchange implements HttpExchange {
 
   spoofable(): string | undefined {
     if (this.#req.app?.get('trust proxy') !== true) return undefined;
-    return `Express 'trust proxy' is true (${SPOOFABLE_FIXES[this.trustSetting]})`;
+    return `Express 'trust proxy' is true (${SPOOFABLE_FIXES[this.#trustSetting]})`;
   }
 
   /** Express's default, `trust proxy` false (or 0 hops), believes no `X-Forwarded-For` entry. */
   untrusted(): TrustSetting | undefined {
     const trust: unknown = this.#req.app?.get('trust proxy');
-    return trust === undefined || trust === false || trust === 0 ? this.trustSetting : undefined;
+    return trust === undefined || trust === false || trust === 0 ? this.#trustSetting : undefined;
   }
 
   whenGone(cancel: () => void): () => void {

@@ -3,7 +3,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Decision, RequestInfo } from '../src/index.js';
 import { pathOf, responseClosed, responseEnded } from './common.js';
-import type { BadRequestBody, HttpExchange } from './exchange.js';
+import type { BadRequestBody, ExchangeSettings, HttpExchange } from './exchange.js';
 import { compileTrust, onUnixSocket, type Trust, type TrustProxy, unixSocketClient } from './proxy-trust.js';
 import { SPOOFABLE_FIXES, type TrustSetting, type WiringCheck } from './wiring.js';
 
@@ -189,13 +189,13 @@ export class FastifyExchange implements HttpExchange {
   readonly #request: FastifyRequest;
   readonly #reply: FastifyReply;
   readonly #prefix: string;
-  handle: ((decision: Decision) => unknown) | undefined;
-  /** Set by Nest's guard: the 400 for a refused key goes through the app's exception filters. */
+  readonly handle: ((decision: Decision) => unknown) | undefined;
+  /** Given by Nest's guard: the 400 for a refused key goes through the app's exception filters. */
   refuse?: (body: BadRequestBody) => void;
   /** How the untrusted-forwarded warning names the proxy setting (Nest on Fastify names its own). */
-  trustSetting: TrustSetting = 'fastify';
+  readonly #trustSetting: TrustSetting;
   /** The route's own limiter (`config.rateLimit`, Nest's `@RateLimit`) decides, not the plugin's. */
-  attached = false;
+  readonly attached: boolean;
 
   /**
    * `handle`: the app's own denial, or undefined for the default body; `prefix`: the route prefix the plugin
@@ -206,11 +206,15 @@ export class FastifyExchange implements HttpExchange {
     reply: FastifyReply,
     handle: ((decision: Decision) => unknown) | undefined,
     prefix: string,
+    settings: ExchangeSettings = {},
   ) {
     this.#request = request;
     this.#reply = reply;
     this.handle = handle;
     this.#prefix = prefix;
+    this.#trustSetting = settings.trustSetting ?? 'fastify';
+    this.attached = settings.attached ?? false;
+    if (settings.refuse !== undefined) this.refuse = settings.refuse;
   }
 
   socket() {
@@ -219,7 +223,7 @@ export class FastifyExchange implements HttpExchange {
 
   spoofable(): string | undefined {
     if (!believesAnyProxy(this.#request)) return undefined;
-    return `Fastify trustProxy is true (${SPOOFABLE_FIXES[this.trustSetting]})`;
+    return `Fastify trustProxy is true (${SPOOFABLE_FIXES[this.#trustSetting]})`;
   }
 
   /**
@@ -228,9 +232,9 @@ export class FastifyExchange implements HttpExchange {
    */
   untrusted(): TrustSetting | undefined {
     const request = this.#request;
-    if (trustsNoProxy(request)) return this.trustSetting;
+    if (trustsNoProxy(request)) return this.#trustSetting;
     const ignored = proxyOption(request).hopsIgnored && !onUnixSocket(request.raw.socket);
-    return ignored ? this.trustSetting : undefined;
+    return ignored ? this.#trustSetting : undefined;
   }
 
   whenGone(cancel: () => void): () => void {

@@ -2,10 +2,11 @@
 // outcome judged when the response finishes.
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { assertKnownFields, fieldsOf } from '../src/config/known-fields.js';
-import { describe } from '../src/errors.js';
-import { createLimiter, type Decision, type Limiter, RateLimitConfigError, type Rule } from '../src/index.js';
+import { mustBe, refuse } from '../src/config/refuse.js';
+import type { Decision, Limiter, Rule } from '../src/index.js';
 import {
   createSetup,
+  limiterOf,
   RATE_LIMIT_OPTION_FIELDS,
   type RateLimitOptions,
   ROUTE_DECIDED,
@@ -56,8 +57,6 @@ const FASTIFY_FIELDS = fieldsOf<Omit<FastifyRateLimitOptions, keyof RateLimitOpt
   hook: true,
   handler: true,
 });
-/** One limiter per rule array of a route config, whichever registration covering the route decides it. */
-const routeLimiters = new Map<Rule[], Limiter>();
 
 /**
  * Fastify plugin limiting every route of the instance it is registered on, and of its children (it is not
@@ -82,22 +81,18 @@ const ratekeeperPlugin: FastifyPluginAsync<FastifyRateLimitOptions> = async (fas
   assertKnownFields(options, [...RATE_LIMIT_OPTION_FIELDS, ...FASTIFY_FIELDS], 'ratekeeper/fastify');
   const { rules, limiter, hook = 'preValidation', handler, ...common } = options;
   if (!HOOKS.includes(hook))
-    throw new RateLimitConfigError(
-      'ERR_OPTION',
-      `ratekeeper/fastify: hook must be one of ${HOOKS.join(', ')}, got ${describe(hook)}`,
-    );
+    refuse('ERR_OPTION', 'ratekeeper/fastify', mustBe('hook', `one of ${HOOKS.join(', ')}`, hook));
   if (rules !== undefined && limiter !== undefined)
-    throw new RateLimitConfigError(
-      'ERR_OPTION',
-      'ratekeeper/fastify: give either rules or limiter, not both',
-    );
+    refuse('ERR_OPTION', 'ratekeeper/fastify', 'give either rules or limiter, not both');
   const routeSetup = routeSetups<FastifyRequest>(common);
   const source = rules ?? limiter;
   const plugin = source === undefined ? undefined : createSetup(source, common);
-  const owned: Array<[Rule[], Limiter]> = []; // closed with the instance, as the limiter built from `rules`
-  if (plugin !== undefined && plugin.limiter !== limiter) owned.push([[], plugin.limiter]);
-  // A route's rule array becomes one limiter, built by the outermost registration that sees the route. A bad
-  // route config fails `ready()` (and so `listen`), before any request, wherever the route was declared.
+  const owned: Limiter[] = []; // closed with the instance, as the limiter built from `rules`
+  if (plugin?.owned === true) owned.push(plugin.limiter);
+  // One limiter per rule array of a route config (routes may share one), built by the outermost registration
+  // that sees the route. A bad route config fails `ready()` (and so `listen`), before any request, wherever
+  // the route was declared.
+  const routeLimiters = new Map<Rule[], Limiter>();
   let refused: unknown;
   fastify.addHook('onRoute', (route) => {
     let own: ReturnType<typeof routeRateLimit>;
@@ -111,13 +106,13 @@ const ratekeeperPlugin: FastifyPluginAsync<FastifyRateLimitOptions> = async (fas
     let shared = routeLimiters.get(own);
     if (shared === undefined) {
       try {
-        shared = createLimiter({ rules: own });
+        shared = limiterOf(own, 'config.rateLimit').limiter;
       } catch (error) {
         refused ??= routeRulesError(route, error);
         return;
       }
       routeLimiters.set(own, shared);
-      owned.push([own, shared]);
+      owned.push(shared);
     }
     route.config = { ...route.config, rateLimit: shared };
   });
@@ -125,8 +120,7 @@ const ratekeeperPlugin: FastifyPluginAsync<FastifyRateLimitOptions> = async (fas
     if (refused !== undefined) throw refused;
   });
   fastify.addHook('onClose', async () => {
-    for (const [own] of owned) routeLimiters.delete(own);
-    await Promise.all(owned.map(([, l]) => l.close()));
+    await Promise.all(owned.map((l) => l.close()));
   });
 
   if (!fastify.hasRequestDecorator('rateLimit')) fastify.decorateRequest('rateLimit', undefined);
@@ -140,8 +134,7 @@ const ratekeeperPlugin: FastifyPluginAsync<FastifyRateLimitOptions> = async (fas
     attached: boolean,
   ) => {
     const handle = handler && ((decision: Decision) => handler(request, reply, decision));
-    const http = new FastifyExchange(request, reply, handle, prefix);
-    http.attached = attached;
+    const http = new FastifyExchange(request, reply, handle, prefix, { attached });
     const exchanged = await exchange(setup, http, request);
     // Gone: nothing to answer, no handler to run. Answered: Fastify runs no later hook and no handler.
     if (exchanged === 'gone') return reply.hijack();
@@ -194,10 +187,7 @@ export function slowDown(
 ): FastifyPluginAsync {
   const { hook = 'preValidation', ...common } = options ?? {};
   if (!HOOKS.includes(hook))
-    throw new RateLimitConfigError(
-      'ERR_OPTION',
-      `slowDown: hook must be one of ${HOOKS.join(', ')}, got ${describe(hook)}`,
-    );
+    refuse('ERR_OPTION', 'slowDown', mustBe('hook', `one of ${HOOKS.join(', ')}`, hook));
   const setup = slowDownSetup(rulesOrLimiter, common as SlowDownOptions<FastifyRequest>);
   const plugin: FastifyPluginAsync = async (fastify) => {
     if (setup.owned) fastify.addHook('onClose', () => setup.limiter.close());

@@ -1,5 +1,5 @@
-// NestJS guard and decorators: the request sequence (adapters/exchange.ts) on the Express or the Fastify platform,
-// through the same exchanges as those adapters.
+// NestJS guard and decorators: the request sequence (adapters/exchange.ts) for HTTP requests on the Express or
+// the Fastify platform, GraphQL resolvers and WebSocket messages (their exchanges in adapters/nest-exchange.ts).
 
 import {
   applyDecorators,
@@ -10,23 +10,11 @@ import {
   SetMetadata,
   UseGuards,
 } from '@nestjs/common';
-import type { Request, Response } from 'express';
-import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ADAPTER_DEFAULTS } from '../src/defaults.js';
-import { describe } from '../src/errors.js';
-import {
-  createLimiter,
-  type Decision,
-  type Limiter,
-  RateLimitConfigError,
-  RateLimitRequestError,
-  type RequestInfo,
-  type Rule,
-} from '../src/index.js';
-import { createSetup, type RateLimitOptions, routeSetups, type Setup } from './common.js';
-import { badRequest, exchange } from './exchange.js';
-import { ExpressExchange } from './express-exchange.js';
-import { FastifyExchange } from './fastify-exchange.js';
+import type { Decision, Limiter, Rule } from '../src/index.js';
+import { createSetup, limiterOf, type RateLimitOptions, routeSetups, type Setup } from './common.js';
+import { exchange, type HttpExchange } from './exchange.js';
+import { httpTarget, platformExchange, WsExchange, wsDenial } from './nest-exchange.js';
 
 export type { RateLimitOptions } from './common.js';
 export { SPOOFABLE_IP_WARNING } from './common.js';
@@ -73,8 +61,6 @@ export class RateLimitException extends HttpException {
 
 /** Metadata key of `@RateLimit` and `@SkipRateLimit`: a limiter, or `false` for none. */
 export const RATE_LIMIT_METADATA = 'ratekeeper:rate-limit';
-/** The guard `@RateLimit` applies, for routes no other `RateLimitGuard` covers; built on first use. */
-let routeGuard: RateLimitGuard | undefined;
 
 /**
  * A Nest guard limiting requests by `rules` (a limiter on the memory store is built for them) or by an
@@ -107,7 +93,6 @@ let routeGuard: RateLimitGuard | undefined;
 export class RateLimitGuard implements CanActivate {
   readonly #setup: Setup<ExecutionContext>;
   readonly #handler: NestRateLimitOptions['handler'];
-  readonly #message: unknown;
   /** Routes' own limiters, with this guard's options. */
   readonly #routeSetup: (request: object, limiter: Limiter) => Setup<ExecutionContext> | undefined;
 
@@ -116,136 +101,40 @@ export class RateLimitGuard implements CanActivate {
     const { handler, ...common } = options;
     this.#routeSetup = routeSetups(common);
     this.#handler = handler;
-    this.#message = options.message;
   }
 
   async canActivate(context: ExecutionContext): Promise<boolean> {
     const own = routeLimiter(context);
     if (own === false) return true;
     const type = context.getType<string>();
-    if (type === 'ws') return this.#wsMessage(context, own);
-    let request: object;
-    let response: unknown;
-    if (type === 'http') {
-      const http = context.switchToHttp();
-      request = http.getRequest<object>();
-      response = http.getResponse();
-    } else if (type === 'graphql') {
-      [request, response] = graphqlRequest(context);
-    } else throw unkeyable(`a '${type}' context`);
-    // A resolver call is decided on its own (its arguments are its own): aliases cannot share one count.
+    const target = httpTarget(context, type);
+    // A route's own limiter decides a request once; a resolver call or a message on its own (its arguments
+    // are its own): aliases cannot share one count.
     const setup =
-      own === undefined ? this.#setup : this.#routeSetup(type === 'http' ? request : context.getArgs(), own);
+      own === undefined
+        ? this.#setup
+        : this.#routeSetup(type === 'http' && target !== undefined ? target[0] : context.getArgs(), own);
     if (setup === undefined) return true; // the route's own limiter decided it in an earlier guard
-    const on = platformExchange(request, response);
-    on.attached = own !== undefined && type === 'http';
     const handler = this.#handler;
-    const message = this.#message;
-    on.refuse = (body) => {
-      throw new HttpException(body, 400);
-    };
-    on.handle = async (decision) => {
-      if (handler !== undefined) await handler(context, decision);
+    let on: HttpExchange;
+    if (target === undefined) {
+      const ws = context.switchToWs();
+      on = new WsExchange(ws.getClient(), ws.getPattern(), ws.getData(), async (decision) => {
+        if (handler !== undefined) await handler(context, decision);
+        throw await wsDenial(decision, setup.message(decision));
+      });
+    } else {
       // Through the app's exception filters, unless the handler answered; a handler that returns without
       // answering leaves the default denial.
-      if (on.sent()) return;
-      const body = typeof message === 'function' ? message(decision) : message;
-      throw new RateLimitException(decision, setup.statusCode, body);
-    };
+      const deny = async (decision: Decision) => {
+        if (handler !== undefined) await handler(context, decision);
+        if (on.sent()) return;
+        throw new RateLimitException(decision, setup.statusCode, setup.message(decision));
+      };
+      on = platformExchange(target[0], target[1], deny, own !== undefined && type === 'http');
+    }
     return (await exchange(setup, on, context)) === 'next' ? true : halted();
   }
-
-  /** One WebSocket message: keyed by the client's address, denied with a `WsException`. */
-  async #wsMessage(context: ExecutionContext, own: Limiter | undefined): Promise<boolean> {
-    const setup = own === undefined ? this.#setup : this.#routeSetup(context.getArgs(), own);
-    if (setup === undefined) return true;
-    const ws = context.switchToWs();
-    const info = wsRequest(ws.getClient(), ws.getPattern(), ws.getData());
-    if (setup.skip !== undefined && (await setup.skip(context))) return true;
-    let decision: Decision;
-    try {
-      decision = await setup.limiter.check(info);
-    } catch (error) {
-      // An object or array where a rule reads the message's key: refused to the client, as HTTP's 400.
-      const body = badRequest(error);
-      if (body === undefined) throw error;
-      const { WsException } = await import('@nestjs/websockets');
-      throw new WsException({ status: 'error', ...body });
-    }
-    if (decision.rules.length === 0) return true;
-    if (!decision.allowed || decision.dryRun) setup.onLimited?.(decision, context);
-    if (decision.allowed) return true;
-    if (this.#handler !== undefined) await this.#handler(context, decision);
-    const message = this.#message;
-    const body = typeof message === 'function' ? message(decision) : message;
-    throw await wsDenial(decision, body);
-  }
-}
-
-/** The HTTP request and response of a GraphQL resolver's context, or an error saying how to give them. */
-function graphqlRequest(context: ExecutionContext): [object, unknown] {
-  const gql = context.getArgByIndex<
-    { req?: object; request?: object; res?: unknown; reply?: unknown } | undefined
-  >(2);
-  const request = gql?.req ?? gql?.request;
-  if (request === undefined || request === null || typeof request !== 'object')
-    throw unkeyable(
-      "a GraphQL context without the HTTP request (return { req } or { request } from the driver's context)",
-    );
-  return [request, gql?.res ?? gql?.reply ?? (request as { res?: unknown }).res];
-}
-
-/** What a WebSocket client (`ws` or socket.io) shows of itself. */
-interface WsClient {
-  _socket?: { remoteAddress?: string };
-  handshake?: { address?: string; headers?: Record<string, string | string[] | undefined> };
-}
-
-/** One message as the core sees it: method 'WS', path '/<pattern>', the client's address, the data as body. */
-function wsRequest(client: unknown, pattern: unknown, data: unknown): RequestInfo {
-  const c = client as WsClient | null | undefined;
-  const io = c?.handshake;
-  const raw = c?._socket;
-  if (io === undefined && raw === undefined)
-    throw unkeyable('a WebSocket client that is neither a ws socket nor a socket.io socket');
-  const ip = io?.address ?? raw?.remoteAddress;
-  return {
-    method: 'WS',
-    path: `/${typeof pattern === 'string' ? pattern : ''}`,
-    ...(ip === undefined ? {} : { ip }),
-    headers: io?.headers ?? {},
-    body: data,
-  };
-}
-
-/** The denial of a WebSocket message: Nest's `WsException` (from the app's @nestjs/websockets). */
-async function wsDenial(decision: Decision, body: unknown): Promise<Error> {
-  const retryAfter = Math.max(1, Math.ceil((decision.retryAfterMs ?? 0) / 1000));
-  const error =
-    body !== undefined && typeof body === 'object'
-      ? body
-      : { status: 'error', message: body ?? ADAPTER_DEFAULTS.nestMessage, retryAfter };
-  const { WsException } = await import('@nestjs/websockets');
-  return new WsException(error as object);
-}
-
-function unkeyable(what: string): RateLimitRequestError {
-  return new RateLimitRequestError(
-    'ERR_CONTEXT',
-    `RateLimitGuard: cannot limit ${what}: it limits HTTP requests, GraphQL resolvers and WebSocket messages`,
-  );
-}
-
-/** The exchange of the platform Nest runs on: Fastify's reply wraps the Node response in `raw`, Express's response is one. */
-function platformExchange(request: unknown, response: unknown): ExpressExchange | FastifyExchange {
-  const reply = response as Partial<FastifyReply>;
-  // Nest registers every route with its full path on one Fastify instance: no prefix hides a rule.
-  const on =
-    typeof reply.code === 'function' && typeof reply.raw === 'object'
-      ? new FastifyExchange(request as FastifyRequest, response as FastifyReply, undefined, '')
-      : new ExpressExchange(request as Request, response as Response, undefined);
-  on.trustSetting = on instanceof FastifyExchange ? 'nest-fastify' : 'nest-express';
-  return on;
 }
 
 /**
@@ -274,17 +163,10 @@ function routeLimiter(context: ExecutionContext): Limiter | false | undefined {
  * @Post('login') @RateLimit(loginRules()) login(@Body() body: Credentials) { ... }
  */
 export function RateLimit(rulesOrLimiter: Rule[] | Limiter): MethodDecorator & ClassDecorator {
-  let limiter: Limiter;
-  if (Array.isArray(rulesOrLimiter)) limiter = createLimiter({ rules: rulesOrLimiter });
-  else if (typeof (rulesOrLimiter as Partial<Limiter> | null)?.check === 'function') limiter = rulesOrLimiter;
-  else
-    throw new RateLimitConfigError(
-      'ERR_OPTION',
-      `@RateLimit: expects an array of rules or a limiter from createLimiter, got ${describe(rulesOrLimiter)}`,
-    );
-  // The guard only ever decides by a route's own limiter (read from the metadata), so the first is as good as any.
-  routeGuard ??= new RateLimitGuard(limiter);
-  return applyDecorators(SetMetadata(RATE_LIMIT_METADATA, limiter), UseGuards(routeGuard));
+  const { limiter } = limiterOf(rulesOrLimiter, '@RateLimit');
+  // A guard of its own, for routes no other `RateLimitGuard` covers; it only ever decides by a route's own
+  // limiter (read from the metadata).
+  return applyDecorators(SetMetadata(RATE_LIMIT_METADATA, limiter), UseGuards(new RateLimitGuard(limiter)));
 }
 
 /** Exempts a controller or a handler from every `RateLimitGuard` (a handler's `@RateLimit` still applies). */

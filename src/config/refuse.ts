@@ -11,7 +11,16 @@ import { type ConfigErrorCode, describe, RateLimitConfigError } from '../errors.
  * // RateLimitConfigError: wrap: signal must be an AbortSignal, got {}
  */
 export function refuse(code: ConfigErrorCode, where: string | undefined, problem: string): never {
-  throw new RateLimitConfigError(code, where === undefined ? problem : `${where}: ${problem}`);
+  throw refusal(code, where, problem);
+}
+
+/** The error `refuse` throws, for a caller that hands it on rather than throwing it (a `ready()` that fails later). */
+export function refusal(
+  code: ConfigErrorCode,
+  where: string | undefined,
+  problem: string,
+): RateLimitConfigError {
+  return new RateLimitConfigError(code, where === undefined ? problem : `${where}: ${problem}`);
 }
 
 /** The usual problem: `<field> must be <allowed>, got <value>` (the value described short and printable). */
