@@ -1,7 +1,14 @@
 // Loading the Redis function library so that only ratekeeper's own code is ever called by its names: a
 // library or function of another tenant that holds those names is found, named, and never run.
 import type { RedisConnection, RedisNode } from './redis-connection.js';
-import type { RedisLibrary } from './redis-scripts.js';
+
+/** Every script as one Redis function library, loaded once per server (FUNCTION LOAD). */
+export interface RedisLibrary {
+  readonly name: string;
+  readonly source: string;
+  /** The names of its functions. */
+  readonly functions: readonly string[];
+}
 
 /** What a server without functions answers: Redis < 7, FUNCTION or FCALL refused (ACL) or renamed away. */
 export const NO_FUNCTIONS = /^(ERR unknown command|NOPERM|ERR unknown subcommand)/i;

@@ -6,15 +6,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { FUNCTION_CONFLICT_WARNING, warnOnce } from '../warnings.js';
 import type { RedisConnection } from './redis-connection.js';
-import { FunctionConflict, loadLibrary, NO_FUNCTIONS } from './redis-function-library.js';
-
-/** Every script as one Redis function library, loaded once per server (FUNCTION LOAD). */
-export interface RedisLibrary {
-  readonly name: string;
-  readonly source: string;
-  /** The names of its functions. */
-  readonly functions: readonly string[];
-}
+import { FunctionConflict, loadLibrary, NO_FUNCTIONS, type RedisLibrary } from './redis-function-library.js';
 
 /**
  * A script ready to run: as a function of the store's library (FCALL `fn`), or, where the server has
