@@ -101,3 +101,14 @@ export function describe(value: unknown): string {
     return typeof value;
   }
 }
+
+/** A Redis error reply starts with its code in capitals: "WRONGPASS invalid username-password pair". */
+const REPLY_CODE = /^([A-Z][A-Z0-9_]{1,31})(?: |$)/;
+
+/** The code of a store fault: `error.code` when it is a string, else the leading code of a Redis reply. */
+export function errorCode(error: unknown): string | undefined {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code === 'string' && code !== '') return code;
+  const message = (error as { message?: unknown } | null)?.message;
+  return typeof message === 'string' ? REPLY_CODE.exec(message)?.[1] : undefined;
+}

@@ -1,4 +1,5 @@
 // The shared store's health as the limiter has seen it: 'ok' or 'down', since when, and the last fault's cause.
+import { errorCode } from '../errors.js';
 
 /** What `limiter.health()` answers. */
 export interface StoreHealth {
@@ -13,17 +14,6 @@ export interface StoreHealth {
     code?: string;
     atMs: number;
   };
-}
-
-/** A Redis error reply starts with its code in capitals: "WRONGPASS invalid username-password pair". */
-const REPLY_CODE = /^([A-Z][A-Z0-9_]{1,31})(?: |$)/;
-
-/** The code of a store fault: `error.code` when it is a string, else the leading code of a Redis reply. */
-export function errorCode(error: unknown): string | undefined {
-  const code = (error as { code?: unknown } | null)?.code;
-  if (typeof code === 'string' && code !== '') return code;
-  const message = (error as { message?: unknown } | null)?.message;
-  return typeof message === 'string' ? REPLY_CODE.exec(message)?.[1] : undefined;
 }
 
 /** Tracks the store's state from the outcome of each call. */

@@ -1,5 +1,5 @@
 // A store fault named by its cause: the client's last connection error, attached to the command it made fail.
-import { errorCode } from '../limiter/store-health.js';
+import { errorCode } from '../errors.js';
 
 /** The part of an EventEmitter the store listens on (the client's own errors and readiness). */
 export interface ClientEvents {
