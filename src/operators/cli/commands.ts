@@ -2,7 +2,6 @@
 import type { Limiter } from '../../limiter/limiter.js';
 import type { RuleStatus } from '../../types.js';
 import { describeHolders, describeInFlight, formatDuration, summarizeRule } from '../describe.js';
-import { storeHealth } from '../health.js';
 import { hasHiddenCharacters } from '../visible-key.js';
 import type { CliArgs } from './args.js';
 import { type Output, printable, table } from './output.js';
@@ -11,8 +10,8 @@ import type { Targets } from './targets.js';
 export async function status(targets: Targets, args: CliArgs, out: Output): Promise<void> {
   const [rule, key] = args.positionals as [string, string];
   const limiter = targets.limiterFor(rule);
-  const [s, health] = await Promise.all([limiter.status(rule, key), storeHealth(limiter)]);
-  if (out.json) return out.value(health === undefined ? s : { ...s, store: health });
+  const [s, health] = await Promise.all([limiter.status(rule, key), limiter.health()]);
+  if (out.json) return out.value({ ...s, store: health });
   out.line(`${printable(s.rule)}  ${printable(s.key)}`);
   if (s.holders !== undefined) {
     // A concurrency rule: requests in flight, freed when they end (nothing resets with time).
@@ -24,11 +23,9 @@ export async function status(targets: Targets, args: CliArgs, out: Output): Prom
   out.line(
     `  locked   ${s.locked ? `yes, ${formatDuration(s.lockRemainingMs)} left` : 'no'}, level ${s.level}`,
   );
-  if (health !== undefined) {
-    const since = new Date(health.sinceMs).toISOString();
-    const last = health.lastError === undefined ? '' : `; last error: ${health.lastError.message}`;
-    out.line(`  store    ${health.state} since ${since}${last}`);
-  }
+  const since = new Date(health.sinceMs).toISOString();
+  const last = health.lastError === undefined ? '' : `; last error: ${health.lastError.message}`;
+  out.line(`  store    ${health.state} since ${since}${last}`);
 }
 
 function printCount(s: RuleStatus, out: Output): void {

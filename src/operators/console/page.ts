@@ -1,8 +1,8 @@
 // The console's one page: store health, a key lookup with its actions, locked keys per rule, the rules.
 import { createHash } from 'node:crypto';
+import type { StoreHealth } from '../../limiter/store-health.js';
 import type { LockInfo, RuleStatus } from '../../types.js';
 import { describeHolders, describeInFlight, formatDuration, type RuleSummary } from '../describe.js';
-import type { StoreHealthView } from '../health.js';
 import { visibleKey } from '../visible-key.js';
 import { CSRF_FIELD } from './csrf.js';
 import { html, query, SafeHtml } from './html.js';
@@ -17,7 +17,7 @@ export interface PageModel {
   title: string;
   token: string;
   lockedLimit: number;
-  health: StoreHealthView | undefined;
+  health: StoreHealth | undefined;
   rules: RuleView[];
   lookup?: { rule: string; key: string; status?: RuleStatus };
   notice?: string;
@@ -64,7 +64,7 @@ ${lockedSections(m)}
 </body></html>`}`;
 }
 
-function storeLine(health: StoreHealthView | undefined): SafeHtml | string {
+function storeLine(health: StoreHealth | undefined): SafeHtml | string {
   if (health === undefined) return '';
   const since = utc(health.sinceMs);
   const last = health.lastError === undefined ? '' : `; last error: ${health.lastError.message}`;

@@ -1,9 +1,9 @@
 // Answering the console's requests: the page gathered from the limiters, and the headers every answer carries.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Limiter } from '../../limiter/limiter.js';
+import type { StoreHealth } from '../../limiter/store-health.js';
 import type { RuleStatus } from '../../types.js';
 import { summarizeRule } from '../describe.js';
-import { type StoreHealthView, storeHealth } from '../health.js';
 import { visibleKey } from '../visible-key.js';
 import { pageToken } from './csrf.js';
 import { type RuleView, renderPage, STYLE_HASH } from './page.js';
@@ -103,7 +103,7 @@ export async function buildPage(
 async function worstHealth(
   limiters: Limiter[],
   onError: (error: unknown) => undefined,
-): Promise<StoreHealthView | undefined> {
-  const all = await Promise.all(limiters.map((l) => storeHealth(l).catch(onError)));
+): Promise<StoreHealth | undefined> {
+  const all = await Promise.all(limiters.map((l) => l.health().catch(onError)));
   return all.find((h) => h?.state === 'down') ?? all.find((h) => h !== undefined);
 }
