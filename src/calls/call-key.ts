@@ -1,8 +1,8 @@
 // The key of a wrapped call, from its arguments: a template such as '{0.email}' or 'sms:{1}', or a function.
 import { refuse } from '../config/refuse.js';
 import { describe, RateLimitRequestError } from '../errors.js';
+import { identityOf } from '../keys/direct-key.js';
 import { createExtractor } from '../keys/extractors.js';
-import { identityOf } from '../limiter/request-ops.js';
 import type { RequestInfo } from '../types.js';
 
 /** A placeholder: an argument index, then own fields: `{0}`, `{1.email}`, `{0.user.id}`. */

@@ -1,7 +1,14 @@
 // The `@limited` method decorator: `limiter.wrap` for a class method.
 import { refuse } from '../config/refuse.js';
-import type { Limiter } from '../limiter/limiter.js';
 import type { WrapOptions } from './options.js';
+
+/** What `@limited` needs of a limiter: its `wrap` (the decorator is the limiter's call, not a part of it). */
+export interface Wrapping {
+  wrap<This, A extends unknown[], R>(
+    fn: (this: This, ...args: A) => R,
+    options: WrapOptions<A>,
+  ): (this: This, ...args: A) => Promise<Awaited<R>>;
+}
 
 /**
  * An async method whose first arguments are those the options' functions take (`A`; any with a key
@@ -24,7 +31,7 @@ type LimitableMethod<This, A extends unknown[]> = {
  *   async sendCode(to: { email: string }): Promise<void> { ... }
  * }
  */
-export function limited<A extends unknown[] = unknown[]>(limiter: Limiter, options: WrapOptions<A>) {
+export function limited<A extends unknown[] = unknown[]>(limiter: Wrapping, options: WrapOptions<A>) {
   return <This, M extends LimitableMethod<This, A>>(
     target: M,
     context: ClassMethodDecoratorContext<This, M>,

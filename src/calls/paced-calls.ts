@@ -3,7 +3,8 @@
 
 import { mustBe, refuse } from '../config/refuse.js';
 import { describe, RateLimitExceededError, RateLimitRequestError } from '../errors.js';
-import { identityOf, type OpBuilder } from '../limiter/request-ops.js';
+import { identityOf } from '../keys/direct-key.js';
+import type { CompiledRule } from '../rules/compile.js';
 import type { Decision, Outcome } from '../types.js';
 import { argumentKey } from './call-key.js';
 import {
@@ -15,9 +16,10 @@ import {
 } from './options.js';
 import { assertWaitable, costNeverFits, TurnQueues } from './turn-queues.js';
 
-/** What paced calls need from the limiter. */
+/** What paced calls need from the limiter (it imports them; they never import it). */
 export interface PacedParts {
-  ops: OpBuilder;
+  /** The rule of a name; throws `RateLimitRequestError` for a name no rule has. */
+  ops: { rule(name: string): CompiledRule };
   /** A `check` of the named rules together on a key given directly, at `cost`. */
   decide: (rules: readonly string[], key: string, cost: number) => Promise<Decision>;
   report: (decision: Decision, outcome: Outcome) => Promise<void>;

@@ -6,13 +6,14 @@ import { type OverrideOptions, overrideForMs } from '../calls/options.js';
 import { assertKnownFields } from '../config/known-fields.js';
 import { mustBe, refuse } from '../config/refuse.js';
 import { LIMITER_DEFAULTS } from '../defaults.js';
+import { identityOf } from '../keys/direct-key.js';
 import { overrideLimit } from '../rules/limits.js';
 import type { HeldSlot, OpResult, Store } from '../stores/store.js';
 import type { LockInfo, RuleStatus, SlotHolder } from '../types.js';
 import type { DenyCache } from './deny-cache.js';
 import type { LimiterEvents, UnlockEvent } from './events.js';
 import type { FailurePolicy } from './failure-policy.js';
-import { identityOf, type OpBuilder, type RuleOp } from './request-ops.js';
+import type { OpBuilder, RuleOp } from './request-ops.js';
 
 /** The limiter's parts an operator call goes through. */
 export interface KeyAdminParts {

@@ -1,7 +1,7 @@
 // Request to operations: which rules match a request, the key each one counts, the cost, as store ops.
 import { refuse } from '../config/refuse.js';
 import { describe, RateLimitRequestError } from '../errors.js';
-import { boundIdentity } from '../keys/extractors.js';
+import { identityOf } from '../keys/direct-key.js';
 import { assertCost, type CompiledRule } from '../rules/compile.js';
 import { DIRECT_REQUEST, requestLimit } from '../rules/limits.js';
 import { RuleIndex } from '../rules/rule-index.js';
@@ -208,15 +208,6 @@ function abandon(ops: Array<RuleOp | Promise<RuleOp>>): void {
 function settled(ops: Array<RuleOp | Promise<RuleOp>>): RuleOp[] | Promise<RuleOp[]> {
   for (const op of ops) if (op instanceof Promise) return Promise.all(ops);
   return ops as RuleOp[];
-}
-
-/** The identity string of a key given directly: a non-empty string or a finite number, bounded in length. */
-export function identityOf(key: unknown): string {
-  if (typeof key === 'number' && Number.isFinite(key)) return String(key);
-  if (typeof key !== 'string' || key === '') {
-    throw new RateLimitRequestError('ERR_KEY', `key must be a non-empty string, got ${describe(key)}`);
-  }
-  return boundIdentity(key);
 }
 
 function assertRequestCost(cost: unknown, rule: string): asserts cost is number {
