@@ -54,7 +54,7 @@ export type WindowSpec =
     };
 
 /** The window types the algorithms implement (defined with them: the math knows nothing of the limiter). */
-export type { WindowType } from './algorithms/types.js';
+export type { WindowType } from './stores/store-ops.js';
 
 export interface LockoutSpec {
   /** How long the first lock lasts. */

@@ -1,5 +1,5 @@
 // The shape every window algorithm has; the memory store drives it, and lua/<type>.lua mirrors it step for step.
-import type { OpResult, StoreOp } from './types.js';
+import type { OpResult, StoreOp } from '../stores/store-ops.js';
 
 /**
  * What an algorithm answers for one op, before anything is written: the store's `OpResult` with the

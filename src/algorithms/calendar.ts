@@ -1,7 +1,8 @@
 // Calendar window: a fixed window whose end is a wall-clock boundary (midnight in a zone, a cron tick).
+
+import type { StoreOp } from '../stores/store-ops.js';
 import { type Algorithm, countingWindow } from './algorithm.js';
 import { type CounterState, evaluateCounter, refundCounter } from './fixed.js';
-import type { StoreOp } from './types.js';
 
 /** The end of the period `nowMs` falls in: the op carries this period's end and the next one's. */
 export function periodEnd(op: StoreOp, nowMs: number): number {

@@ -1,6 +1,7 @@
 // Fixed window: starts at the first counted hit and lasts `size`; a count and the window's end.
+
+import type { StoreOp } from '../stores/store-ops.js';
 import { type Algorithm, countingWindow, type Verdict, verdict } from './algorithm.js';
-import type { StoreOp } from './types.js';
 
 export interface CounterState {
   count: number;

@@ -1,7 +1,8 @@
 // GCRA (leaky bucket as a meter): one number per key, the theoretical arrival time (TAT) in whole microseconds.
+
+import type { StoreOp } from '../stores/store-ops.js';
 import { type Algorithm, bucketWindow, burstOf, verdict } from './algorithm.js';
 import { ceilDiv, floorDiv } from './int-math.js';
-import type { StoreOp } from './types.js';
 
 /**
  * `tatUs`: epoch µs at which the bucket would be empty again. It advances by cost × size/limit per

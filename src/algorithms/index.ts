@@ -1,5 +1,6 @@
 // The window algorithms by type, and the names a rule may give them.
 
+import type { WindowType } from '../stores/store-ops.js';
 import type { Algorithm, WindowKind } from './algorithm.js';
 import { calendar } from './calendar.js';
 import { concurrency } from './concurrency.js';
@@ -8,8 +9,8 @@ import { gcra } from './gcra.js';
 import { sliding } from './sliding.js';
 import { slidingLog } from './sliding-log.js';
 import { tokenBucket } from './token-bucket.js';
-import type { WindowType } from './types.js';
 
+export type { OpResult, StoreLockout, StoreOp, StoreRule } from '../stores/store-ops.js';
 export {
   type Algorithm,
   bucketWindow,
@@ -19,7 +20,6 @@ export {
   type WindowField,
   type WindowKind,
 } from './algorithm.js';
-export type { OpResult, StoreLockout, StoreOp, StoreRule } from './types.js';
 
 export const algorithms: Readonly<Record<WindowType, Algorithm<unknown>>> = {
   fixed,

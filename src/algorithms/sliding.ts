@@ -1,6 +1,7 @@
 // Sliding counter: `buckets` sub-windows of size/buckets; a hit counts for at least `size`, so it never over-admits.
+
+import type { StoreOp } from '../stores/store-ops.js';
 import { type Algorithm, countingWindow, verdict } from './algorithm.js';
-import type { StoreOp } from './types.js';
 
 /** Bucket index (floor(t / width)) to units counted in that bucket, oldest first. */
 export interface BucketState {

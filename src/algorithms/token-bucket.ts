@@ -1,7 +1,8 @@
 // Token bucket: refills `limit` tokens per `size`, continuously, up to `burst`; a request takes `cost` tokens.
+
+import type { StoreOp } from '../stores/store-ops.js';
 import { type Algorithm, bucketWindow, burstOf, verdict } from './algorithm.js';
 import { ceilDiv, floorDiv } from './int-math.js';
-import type { StoreOp } from './types.js';
 
 /**
  * Tokens are kept in units of 1/sizeMs token (`scaled` = tokens × sizeMs), so refill is the whole

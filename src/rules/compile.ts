@@ -1,13 +1,13 @@
 // Rule validation and normalization: bad rules are refused here, and the defaults of defaults.ts filled in
 // (the window in rules/window.ts, the lockout in rules/lockout.ts).
 
-import type { StoreRule } from '../algorithms/types.js';
 import { explainPathError, KEY_FORMS } from '../config/hints.js';
 import { assertKnownFields, fieldsOf } from '../config/known-fields.js';
 import { type FieldRefusal, mustBe, refusalIn, refuse } from '../config/refuse.js';
 import { RULE_DEFAULTS } from '../defaults.js';
 import { describe } from '../errors.js';
 import { createExtractor, type Extractor, normalizeIdentity } from '../keys/extractors.js';
+import type { StoreRule } from '../stores/store-ops.js';
 import type { LimitFunction, MatchSpec, RequestInfo, Rule } from '../types.js';
 import type { PeriodFn } from './calendar.js';
 import { type RuleFacts, ruleFacts } from './facts.js';

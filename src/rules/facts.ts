@@ -1,8 +1,8 @@
 // What a compiled rule is, in facts derived once: the parts above the rules (the limiter's deny cache,
 // the adapters, slowDown) read these, never a rule's raw fields or a window type's name.
 import { windowKind } from '../algorithms/index.js';
-import type { WindowType } from '../algorithms/types.js';
 import { keyReads } from '../keys/key-reads.js';
+import type { WindowType } from '../stores/store-ops.js';
 import type { Rule } from '../types.js';
 
 /** Facts of one rule, as `limiter.ruleFacts` lists them. */

@@ -1,8 +1,9 @@
 // A rule's `lockout`: validated, durations in ms, the defaults of defaults.ts filled in.
-import type { StoreLockout } from '../algorithms/types.js';
+
 import { assertKnownFields, fieldsOf } from '../config/known-fields.js';
 import type { FieldRefusal } from '../config/refuse.js';
 import { RULE_DEFAULTS } from '../defaults.js';
+import type { StoreLockout } from '../stores/store-ops.js';
 import type { LockoutSpec } from '../types.js';
 import { parsePeriod, periodAllowed } from './duration.js';
 

@@ -1,8 +1,9 @@
 // The store contract: what the memory store and the Redis store both implement, step for step.
-import type { OpResult, StoreOp, StoreRule } from '../algorithms/types.js';
-import type { LockInfo } from '../types.js';
 
-export type { OpResult, StoreLockout, StoreOp, StoreRule } from '../algorithms/types.js';
+import type { LockInfo } from '../types.js';
+import type { OpResult, StoreOp, StoreRule } from './store-ops.js';
+
+export type { OpResult, StoreLockout, StoreOp, StoreRule } from './store-ops.js';
 
 /**
  * A concurrency op's `refund` is its release: its receipt names its slots, and releasing slots that are

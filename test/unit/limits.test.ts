@@ -3,7 +3,6 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
 import { gcra } from '../../src/algorithms/gcra.js';
-import type { StoreOp } from '../../src/algorithms/types.js';
 import {
   createLimiter,
   type Decision,
@@ -13,6 +12,7 @@ import {
   type RequestInfo,
   type Store,
 } from '../../src/index.js';
+import type { StoreOp } from '../../src/stores/store-ops.js';
 
 const req: RequestInfo = { method: 'GET', path: '/', ip: '10.0.0.1', headers: {} };
 const window = { type: 'fixed', size: '1m' } as const;

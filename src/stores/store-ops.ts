@@ -1,5 +1,6 @@
-// The data the window algorithms work on: a normalized rule, one op of it, and the answer for that op.
-// The stores import these from here (src/stores/store.ts re-exports them); the math imports no store.
+// The store contract's data: a normalized rule, one op of it, and the answer for that op. The window
+// algorithms work on these and import them as types only (the math imports no store); src/stores/store.ts,
+// the Store interface, re-exports them. This file imports nothing.
 
 /** The window types, one algorithm each (`leaky-bucket` in a rule is `gcra` here). */
 export type WindowType =
