@@ -1,5 +1,6 @@
-// The parts of src/ as ARCHITECTURE.md draws them: no import loop through the limiter's parts (type-only
-// imports included), and the window algorithms import nothing of the limiter.
+// The parts of src/ as ARCHITECTURE.md draws them: each part imports only the parts below it (type-only
+// imports included), no import loop anywhere, and the window algorithms see nothing of the stores but the
+// types of the store contract.
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { expect } from 'chai';
@@ -7,69 +8,128 @@ import { expect } from 'chai';
 const ROOT = resolve(import.meta.dirname, '../..');
 const SRC = join(ROOT, 'src');
 
-/** Every .ts file of src/ and the src/ files it imports (relative imports, `import type` and re-exports too). */
-function importGraph(): Map<string, string[]> {
-  const files = readdirSync(SRC, { recursive: true, encoding: 'utf8' })
-    .filter((f) => f.endsWith('.ts'))
-    .map((f) => join(SRC, f));
-  const graph = new Map<string, string[]>();
-  for (const file of files) {
-    const source = readFileSync(file, 'utf8');
-    const targets = [...source.matchAll(/^(?:import|export)\b[^;]*?\bfrom\s+'(\.{1,2}\/[^']+)'/gms)].map(
-      (m) => resolve(dirname(file), (m[1] as string).replace(/\.js$/, '.ts')),
-    );
-    graph.set(file, targets);
-  }
-  return graph;
+/**
+ * The parts each part may import, besides itself, the shared base (src/*.ts but index.ts) and the store
+ * contract's types: from the top down. `index` is src/index.ts, the public API over all of them.
+ */
+const MAY_IMPORT: Readonly<Record<string, readonly string[]>> = {
+  index: ['operators', 'recipes', 'limiter', 'calls', 'rules', 'keys', 'stores', 'algorithms', 'config'],
+  operators: ['limiter', 'calls', 'rules', 'keys', 'stores', 'algorithms', 'config'],
+  recipes: ['rules', 'keys', 'config'],
+  limiter: ['calls', 'rules', 'keys', 'stores', 'algorithms', 'config'],
+  calls: ['rules', 'keys', 'config'],
+  rules: ['keys', 'algorithms', 'config'],
+  stores: ['algorithms', 'config'],
+  keys: ['config'],
+  algorithms: [],
+  config: [],
+  shared: [],
+};
+
+/** The store contract's data (a rule, an op, a result): every part may import its types, and it imports nothing. */
+const CONTRACT = join(SRC, 'stores', 'store-ops.ts');
+
+interface Import {
+  readonly from: string;
+  readonly to: string;
+  readonly typeOnly: boolean;
 }
 
-/** Each loop once, as the files it runs through. */
-function loops(graph: Map<string, string[]>): string[][] {
+/** Every relative import of every .ts file of src/ (`import type` and re-exports too). */
+function imports(): Import[] {
+  const found: Import[] = [];
+  for (const name of readdirSync(SRC, { recursive: true, encoding: 'utf8' })) {
+    if (!name.endsWith('.ts')) continue;
+    const from = join(SRC, name);
+    const source = readFileSync(from, 'utf8');
+    for (const m of source.matchAll(/^(?:import|export)\b([^;]*?)\bfrom\s+'(\.{1,2}\/[^']+)'/gms)) {
+      const to = resolve(dirname(from), (m[2] as string).replace(/\.js$/, '.ts'));
+      found.push({ from, to, typeOnly: /^\s*type\b/.test(m[1] as string) });
+    }
+  }
+  return found;
+}
+
+/** Each import loop once, as the files it runs through. */
+function loops(graph: readonly Import[]): string[][] {
+  const targets = new Map<string, string[]>();
+  for (const i of graph) targets.set(i.from, [...(targets.get(i.from) ?? []), i.to]);
   const found: string[][] = [];
   const state = new Map<string, 'open' | 'done'>();
   const path: string[] = [];
   const visit = (file: string) => {
     state.set(file, 'open');
     path.push(file);
-    for (const target of graph.get(file) ?? []) {
+    for (const target of targets.get(file) ?? []) {
       if (state.get(target) === 'open') found.push(path.slice(path.indexOf(target)));
       else if (!state.has(target)) visit(target);
     }
     path.pop();
     state.set(file, 'done');
   };
-  for (const file of graph.keys()) if (!state.has(file)) visit(file);
+  for (const file of targets.keys()) if (!state.has(file)) visit(file);
   return found;
+}
+
+/** The part a file of src/ belongs to: its folder, `index` for src/index.ts, `shared` for src/'s other files. */
+function partOf(file: string): string {
+  const [first, ...rest] = relative(SRC, file).split('/');
+  if (rest.length > 0) return first as string;
+  return first === 'index.ts' ? 'index' : 'shared';
 }
 
 const named = (file: string) => relative(ROOT, file);
 
 describe('the import graph of src/', () => {
-  const graph = importGraph();
+  const graph = imports();
 
   it('reads every file and its imports', () => {
-    expect(graph.size).to.be.greaterThan(50);
-    const limiter = graph.get(join(SRC, 'limiter', 'limiter.ts'));
-    expect(limiter?.map(named)).to.include('src/calls/paced-calls.ts');
+    expect(new Set(graph.map((i) => i.from)).size).to.be.greaterThan(50);
+    expect(graph.map((i) => `${named(i.from)} -> ${named(i.to)}`)).to.include(
+      'src/limiter/limiter.ts -> src/calls/paced-calls.ts',
+    );
   });
 
-  it('has no import loop through the limiter, its calls, rules, keys, configuration or algorithms', () => {
-    const parts = ['limiter', 'calls', 'rules', 'keys', 'config', 'algorithms'].map((part) =>
-      join(SRC, part),
-    );
-    const through = loops(graph).filter((loop) =>
-      loop.some((file) => parts.some((part) => file.startsWith(part))),
-    );
-    expect(through.map((loop) => loop.map(named).join(' -> '))).to.deep.equal([]);
+  it('names every folder of src/ as a part', () => {
+    const folders = readdirSync(SRC, { withFileTypes: true })
+      .filter((entry) => entry.isDirectory())
+      .map((entry) => entry.name);
+    expect(folders.filter((folder) => !(folder in MAY_IMPORT))).to.deep.equal([]);
   });
 
-  it('keeps the window algorithms free of the limiter: src/algorithms imports only src/algorithms', () => {
-    const algorithms = join(SRC, 'algorithms');
-    const outside = [...graph]
-      .filter(([file]) => file.startsWith(algorithms))
-      .flatMap(([file, targets]) =>
-        targets.filter((t) => !t.startsWith(algorithms)).map((t) => `${named(file)} -> ${named(t)}`),
-      );
+  it('has each part import only the parts below it', () => {
+    const upward = graph
+      .filter((i) => {
+        if (i.to === CONTRACT) return false;
+        const from = partOf(i.from);
+        const to = partOf(i.to);
+        return from !== to && to !== 'shared' && !(MAY_IMPORT[from] ?? []).includes(to);
+      })
+      .map((i) => `${named(i.from)} -> ${named(i.to)}`);
+    expect(upward).to.deep.equal([]);
+  });
+
+  it('has no import loop, within a part or across parts', () => {
+    expect(loops(graph).map((loop) => loop.map(named).join(' -> '))).to.deep.equal([]);
+  });
+
+  it('keeps the store contract a leaf its importers see as types only', () => {
+    expect(graph.filter((i) => i.from === CONTRACT).map((i) => named(i.to))).to.deep.equal([]);
+    const valued = graph.filter((i) => i.to === CONTRACT && !i.typeOnly).map((i) => named(i.from));
+    expect(valued).to.deep.equal([]);
+  });
+
+  it('keeps the shared base below every part: src/*.ts imports no part but the contract', () => {
+    const up = graph
+      .filter((i) => partOf(i.from) === 'shared' && partOf(i.to) !== 'shared' && i.to !== CONTRACT)
+      .map((i) => `${named(i.from)} -> ${named(i.to)}`);
+    expect(up).to.deep.equal([]);
+  });
+
+  it('keeps the window algorithms pure: src/algorithms imports only itself and the contract', () => {
+    const outside = graph
+      .filter((i) => partOf(i.from) === 'algorithms' && partOf(i.to) !== 'algorithms' && i.to !== CONTRACT)
+      .map((i) => `${named(i.from)} -> ${named(i.to)}`);
     expect(outside).to.deep.equal([]);
   });
 });
