@@ -1,6 +1,6 @@
 // The PostgreSQL store's wire format: ops as the arrays sql/check.sql reads, and its reply as OpResults.
 import { verdict } from '../algorithms/algorithm.js';
-import type { OpResult, StoreOp, WindowType } from '../algorithms/types.js';
+import type { OpResult, StoreOp, WindowType } from './store-ops.js';
 
 /**
  * Window types as sql/algorithms.sql numbers them. Not concurrency: this store has no `renew`, so
