@@ -1,7 +1,8 @@
 // Concurrency: admitted while fewer than `limit` slots are held for the key; a slot is held until released, or
 // until its lease (`sizeMs`) runs out unless its process renews it.
+
+import type { StoreOp } from '../stores/store-ops.js';
 import { type Algorithm, countingWindow, verdict } from './algorithm.js';
-import type { StoreOp } from './types.js';
 
 /**
  * Slot ids are `nowMs × SLOT_IDS_PER_MS + n`, one past the last id handed out when that is later: they

@@ -18,7 +18,7 @@ import {
 import type { AnswerSource, FailurePolicy } from './failure-policy.js';
 import type { Holdings } from './holdings.js';
 import type { DecisionSource, Observers } from './observers.js';
-import type { RuleOp } from './request-ops.js';
+import type { RuleOp } from './op-builder.js';
 import type { Reservations } from './reservations.js';
 import type { Settlements } from './settlements.js';
 

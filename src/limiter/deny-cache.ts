@@ -1,7 +1,7 @@
 // Local deny cache: denials of a shared store, answered in-process while the store would answer the same.
 
 import type { RuleResult } from '../types.js';
-import type { RuleOp } from './request-ops.js';
+import type { RuleOp } from './op-builder.js';
 
 interface Cached {
   result: RuleResult;

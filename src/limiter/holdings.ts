@@ -2,7 +2,7 @@
 
 import type { OpResult, Refund, Store } from '../stores/store.js';
 import type { Decision, RuleResult } from '../types.js';
-import type { RuleOp } from './request-ops.js';
+import type { RuleOp } from './op-builder.js';
 
 /** The slots one decision holds, in the store that decided it. */
 interface Held {

@@ -1,7 +1,7 @@
 // The limiter: matches rules to a request, asks the store for one all-or-nothing decision, reports outcomes.
-// A façade over its parts: options (limiter/options.ts), request to ops (limiter/request-ops.ts), one decision's
+// A façade over its parts: options (limiter/options.ts), request to ops (limiter/op-builder.ts), one decision's
 // path (limiter/decider.ts), the failure policy and store health (limiter/failure-policy.ts, limiter/store-health.ts),
-// reservations (limiter/reservations.ts), the deny cache (limiter/deny-cache.ts), operator calls on keys (limiter/operator-calls.ts),
+// reservations (limiter/reservations.ts), the deny cache (limiter/deny-cache.ts), operator calls on keys (limiter/key-admin.ts),
 // acquire and wrap (calls/paced-calls.ts), events and the debug log (limiter/events.ts), observers (limiter/observers.ts).
 import { EventEmitter } from 'node:events';
 import type { AcquireOptions, OverrideOptions, WrapOptions } from '../calls/options.js';
@@ -15,10 +15,10 @@ import { DenyCache } from './deny-cache.js';
 import { type DebugLog, emitStoreError, type LimiterEvents } from './events.js';
 import { FailurePolicy } from './failure-policy.js';
 import { Holdings } from './holdings.js';
+import { KeyAdmin } from './key-admin.js';
 import { type LimiterObserver, Observers } from './observers.js';
-import { KeyAdmin } from './operator-calls.js';
+import { OpBuilder, type RuleOp } from './op-builder.js';
 import { type LimiterOptions, resolveLimiterOptions } from './options.js';
-import { OpBuilder, type RuleOp } from './request-ops.js';
 import { Reservations } from './reservations.js';
 import { Settlements, settleCostError } from './settlements.js';
 import type { StoreHealth } from './store-health.js';

@@ -2,7 +2,7 @@
 
 import type { OpResult, Store } from '../stores/store.js';
 import type { Decision, Outcome } from '../types.js';
-import type { RuleOp } from './request-ops.js';
+import type { RuleOp } from './op-builder.js';
 
 interface Reservation {
   store: Store;

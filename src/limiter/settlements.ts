@@ -4,7 +4,7 @@ import { describe, RateLimitRequestError } from '../errors.js';
 import type { OpResult, Refund, Store } from '../stores/store.js';
 import type { Decision, RuleResult } from '../types.js';
 import { decide } from './decision.js';
-import type { RuleOp } from './request-ops.js';
+import type { RuleOp } from './op-builder.js';
 
 /** The error a bad actual cost is refused with; undefined for a non-negative integer. */
 export function settleCostError(cost: unknown): RateLimitRequestError | undefined {

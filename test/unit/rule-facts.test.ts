@@ -3,7 +3,7 @@
 import { expect } from 'chai';
 import { algorithms, WINDOW_NAMES, windowKind, windowTypeOf } from '../../src/algorithms/index.js';
 import { createLimiter, type Rule } from '../../src/index.js';
-import { describeWindow } from '../../src/operators/describe.js';
+import { describeWindow } from '../../src/operators/rule-summary.js';
 
 const rules: Rule[] = [
   { name: 'ip', key: 'ip', limit: 100, window: { type: 'fixed', size: '1m' } },

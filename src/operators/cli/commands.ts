@@ -1,7 +1,7 @@
 // The operator commands that act on one rule: status, locked, unlock, override, and the list of rules.
 import type { Limiter } from '../../limiter/limiter.js';
 import type { RuleStatus } from '../../types.js';
-import { describeHolders, describeInFlight, formatDuration, summarizeRule } from '../describe.js';
+import { describeHolders, describeInFlight, formatDuration, summarizeRule } from '../rule-summary.js';
 import { hasHiddenCharacters } from '../visible-key.js';
 import type { CliArgs } from './args.js';
 import { type Output, printable, table } from './output.js';

@@ -2,7 +2,7 @@
 import { createHash } from 'node:crypto';
 import type { StoreHealth } from '../../limiter/store-health.js';
 import type { LockInfo, RuleStatus } from '../../types.js';
-import { describeHolders, describeInFlight, formatDuration, type RuleSummary } from '../describe.js';
+import { describeHolders, describeInFlight, formatDuration, type RuleSummary } from '../rule-summary.js';
 import { visibleKey } from '../visible-key.js';
 import { CSRF_FIELD } from './csrf.js';
 import { html, query, SafeHtml } from './html.js';

@@ -3,7 +3,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Limiter } from '../../limiter/limiter.js';
 import type { StoreHealth } from '../../limiter/store-health.js';
 import type { RuleStatus } from '../../types.js';
-import { summarizeRule } from '../describe.js';
+import { summarizeRule } from '../rule-summary.js';
 import { visibleKey } from '../visible-key.js';
 import { pageToken } from './csrf.js';
 import { type RuleView, renderPage, STYLE_HASH } from './page.js';

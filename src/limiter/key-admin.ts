@@ -13,7 +13,7 @@ import type { LockInfo, RuleStatus, SlotHolder } from '../types.js';
 import type { DenyCache } from './deny-cache.js';
 import type { LimiterEvents, UnlockEvent } from './events.js';
 import type { FailurePolicy } from './failure-policy.js';
-import type { OpBuilder, RuleOp } from './request-ops.js';
+import type { OpBuilder, RuleOp } from './op-builder.js';
 
 /** The limiter's parts an operator call goes through. */
 export interface KeyAdminParts {
