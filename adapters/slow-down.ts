@@ -4,18 +4,9 @@ import { assertKnownFields, fieldsOf } from '../src/config/known-fields.js';
 import { mustBe, refuse } from '../src/config/refuse.js';
 import { SLOW_DOWN_DEFAULTS } from '../src/defaults.js';
 import { describe, RateLimitRequestError } from '../src/errors.js';
-import {
-  createLimiter,
-  type Decision,
-  type Duration,
-  type HeadersMode,
-  type Limiter,
-  type ResetFormat,
-  type Rule,
-  type RuleFacts,
-} from '../src/index.js';
+import type { Decision, Duration, HeadersMode, Limiter, ResetFormat, Rule, RuleFacts } from '../src/index.js';
 import { parseDuration } from '../src/rules/duration.js';
-import { createSetup, type Pacing, type Setup } from './common.js';
+import { createSetup, limiterOf, type Pacing, type Setup } from './common.js';
 
 /** The longest wait a Node timer takes (about 24.8 days): the most `maxDelay` may be. */
 export const MAX_DELAY_MS = 2 ** 31 - 1;
@@ -88,21 +79,9 @@ export function slowDownSetup<Req>(
   const perRequestMs = typeof delay === 'function' ? undefined : delayOf(delay);
   const capMs = maxDelay === undefined ? SLOW_DOWN_DEFAULTS.maxDelayMs : maxDelayOf(maxDelay);
   const most = maxWaiting === undefined ? SLOW_DOWN_DEFAULTS.maxWaiting : maxWaitingOf(maxWaiting);
-  const owned = Array.isArray(rulesOrLimiter);
-  if (!owned && typeof (rulesOrLimiter as Partial<Limiter> | null)?.check !== 'function')
-    refuse(
-      'ERR_OPTION',
-      'slowDown',
-      `expects an array of rules or a limiter from createLimiter, got ${describe(rulesOrLimiter)}`,
-    );
-  const limiter = owned ? createLimiter({ rules: rulesOrLimiter }) : rulesOrLimiter;
-  try {
-    for (const rule of limiter.ruleFacts) acceptRule(rule);
-  } catch (error) {
-    // A limiter built here for refused rules is closed: nothing is left behind.
-    if (owned) void limiter.close();
-    throw error;
-  }
+  const { limiter, owned } = limiterOf(rulesOrLimiter, 'slowDown', (rules) => {
+    for (const rule of rules) acceptRule(rule);
+  });
   const facts = new Map(limiter.ruleFacts.map((rule) => [rule.name, rule]));
   const delayMs = (decision: Decision): number => {
     const over = overLimit(decision, facts);
