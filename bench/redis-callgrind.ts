@@ -76,8 +76,13 @@ interface Case {
   name: string;
   /** Requests made at once per round. */
   inFlight: number;
-  /** Decides one request on the fresh identity `key`. */
+  /** Decides one request on the fresh identity `key` (or, after `prepare`, the measured step on it). */
   decide(key: string): Promise<unknown>;
+  /**
+   * Run on every measured identity before the counters are zeroed, `inFlight` at once: what the measured
+   * step needs and is not counted (a release's decision).
+   */
+  prepare?(key: string): Promise<unknown>;
   /** Sends what decide() left queued (the floors' batches). */
   flush?(): Promise<unknown>;
 }
@@ -95,6 +100,7 @@ function storeRule(name: string, type: StoreRule['type'], lockout = false): Stor
   return {
     name,
     type,
+    // A concurrency rule's lease.
     sizeMs: WINDOW_MS,
     buckets: type === 'sliding' ? 10 : 0,
     // Token bucket and GCRA: the capacity is the op's limit.
@@ -130,6 +136,57 @@ function storeCase(
         }),
       }));
       return store.evaluate(ops, 'check');
+    },
+  };
+}
+
+function storeOp(store: RedisStore, rule: StoreRule, key: string, cost = 1): StoreOp {
+  const nowMs = store.now();
+  return {
+    rule,
+    key,
+    cost,
+    limit: LIMIT,
+    ...(rule.type === 'calendar' && {
+      periodEndMs: nowMs + 86_400_000,
+      nextPeriodEndMs: nowMs + 172_800_000,
+    }),
+  };
+}
+
+/**
+ * A step after a decision, measured alone: the decision (`check`, cost `estimate`) is made before the
+ * counters are zeroed, then `step` runs on its op and receipt, `inFlight` at once. A concurrency
+ * release is the store's refund of the slot (Holdings#free); a settle is what Settlements#settle sends:
+ * an actual cost above the estimate is one `record` of the difference, one below it a refund of the
+ * difference and a `peek` for the counts after it.
+ */
+function afterCase(
+  store: RedisStore,
+  id: string,
+  name: string,
+  rule: StoreRule,
+  inFlight: number,
+  estimate: number,
+  step: (op: StoreOp, receipt: number) => Promise<unknown>,
+): Case {
+  const decided = new Map<string, { op: StoreOp; receipt: number }>();
+  return {
+    id,
+    name,
+    inFlight,
+    async prepare(key) {
+      const op = storeOp(store, rule, key, estimate);
+      const { results } = await store.evaluate([op], 'check');
+      const result = results[0];
+      if (result?.allowed !== true) throw new Error(`${id}: the decision before the step was denied`);
+      decided.set(key, { op, receipt: result.receipt });
+    },
+    decide(key) {
+      const held = decided.get(key);
+      if (held === undefined) throw new Error(`${id}: no decision for ${key}`);
+      decided.delete(key);
+      return step(held.op, held.receipt);
     },
   };
 }
@@ -288,14 +345,16 @@ async function startMeasured(): Promise<{
     version,
     async measure(c, decisions, n) {
       const rounds = Math.ceil(decisions / c.inFlight);
-      const go = async (label: string, count: number) => {
+      const go = async (label: string, count: number, step: (key: string) => Promise<unknown>) => {
         for (let r = 0; r < count; r++) {
-          await Promise.all(Array.from({ length: c.inFlight }, (_, i) => c.decide(`${label}${n}-${r}-${i}`)));
+          await Promise.all(Array.from({ length: c.inFlight }, (_, i) => step(`${label}${n}-${r}-${i}`)));
         }
       };
-      await go('w', 20);
+      if (c.prepare) await go('w', 20, c.prepare);
+      await go('w', 20, c.decide);
+      if (c.prepare) await go('m', rounds, c.prepare);
       await run('callgrind_control', ['-z', String(child.pid)]);
-      await go('m', rounds);
+      await go('m', rounds, c.decide);
       await run('callgrind_control', ['-d', String(child.pid)]);
       const dump = lastDump(dir);
       const per = (total: number) => Math.round(total / (rounds * c.inFlight));
@@ -337,6 +396,8 @@ const TARGETS: ReadonlyArray<{ what: string; row: string; over: string; atMost: 
   { what: 'calendar, 64 in flight, vs (c)', row: 'calendar 64', over: 'c', atMost: 2 },
   { what: 'token-bucket, 64 in flight, vs (c)', row: 'token-bucket 64', over: 'c', atMost: 2 },
   { what: 'gcra, 64 in flight, vs (c)', row: 'gcra 64', over: 'c', atMost: 2 },
+  { what: 'concurrency decision, 64 in flight, vs (c)', row: 'concurrency 64', over: 'c', atMost: 2 },
+  { what: 'concurrency release, 64 in flight, vs (c)', row: 'release 64', over: 'c', atMost: 1 },
 ];
 
 /** Runs every case against one redis-server under callgrind, in one run; `filter` picks cases by name. */
@@ -377,6 +438,9 @@ export async function runRedisCallgrind(
     );
     closers.push(express.close, flexible.close);
     const fixed = [storeRule('r1', 'fixed'), storeRule('r2', 'fixed'), storeRule('r3', 'fixed')];
+    const concurrency = storeRule('cc', 'concurrency');
+    const settled = storeRule('st', 'fixed');
+    const release = (op: StoreOp, receipt: number) => store.refund([{ op, receipt }]);
     // CALLGRIND_FLOORS=e1,c: only these floors (all by default), while iterating on one row.
     const floors = new Set(
       process.env.CALLGRIND_FLOORS?.split(',') ?? ['a', 'b', 'c', 'd', 'e', 'e1', 'f', 'g'],
@@ -412,6 +476,47 @@ export async function runRedisCallgrind(
       storeCase(store, 'fixed x3 64', 'ratekeeper 3 fixed rules of one identity, 64 in flight', fixed, 64),
       ...(['calendar', 'token-bucket', 'gcra', 'sliding', 'sliding-log'] as const).map((type) =>
         storeCase(store, `${type} 64`, `ratekeeper ${type}, 64 in flight`, [storeRule(type, type)], 64),
+      ),
+      storeCase(store, 'concurrency 1', 'ratekeeper concurrency, 1 in flight', [concurrency], 1),
+      storeCase(store, 'concurrency 64', 'ratekeeper concurrency, 64 in flight', [concurrency], 64),
+      afterCase(
+        store,
+        'release 1',
+        'ratekeeper concurrency release, 1 in flight',
+        concurrency,
+        1,
+        1,
+        release,
+      ),
+      afterCase(
+        store,
+        'release 64',
+        'ratekeeper concurrency release, 64 in flight',
+        concurrency,
+        64,
+        1,
+        release,
+      ),
+      afterCase(
+        store,
+        'settle up 64',
+        'ratekeeper settle above the estimate (fixed), 64 in flight',
+        settled,
+        64,
+        100,
+        (op) => store.evaluate([{ ...op, cost: 50 }], 'record'),
+      ),
+      afterCase(
+        store,
+        'settle down 64',
+        'ratekeeper settle below the estimate (fixed), 64 in flight',
+        settled,
+        64,
+        100,
+        async (op, receipt) => {
+          await store.refund([{ op: { ...op, cost: 60 }, receipt }]);
+          return store.evaluate([{ ...op, cost: 0 }], 'peek');
+        },
       ),
       storeCase(
         store,
