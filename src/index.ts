@@ -64,6 +64,7 @@ export type {
   StoreLockout,
   StoreOp,
   StoreRule,
+  SyncStore,
 } from './stores/store.js';
 export type * from './types.js';
 export {

@@ -2,8 +2,7 @@
 // into a Decision with its events, reservations, deny-cache entries and debug line.
 import type { EventEmitter } from 'node:events';
 import { performance } from 'node:perf_hooks';
-import type { MemoryStore } from '../stores/memory-store.js';
-import type { EvalMode, EvalResult, OpResult, Store } from '../stores/store.js';
+import type { EvalMode, EvalResult, OpResult, Store, SyncStore } from '../stores/store.js';
 import type { Decision, RuleResult } from '../types.js';
 import { decide, ruleResult } from './decision.js';
 import type { DenyCache } from './deny-cache.js';
@@ -21,6 +20,7 @@ import type { DecisionSource, Observers } from './observers.js';
 import type { RuleOp } from './op-builder.js';
 import type { Reservations } from './reservations.js';
 import type { Settlements } from './settlements.js';
+import type { HealthState } from './store-health.js';
 
 /** The limiter's parts a decision goes through. */
 export interface DeciderParts {
@@ -49,24 +49,36 @@ const SOURCE_WORDS: Record<Exclude<DecisionSource, 'policy'>, string> = {
 
 export class Decider {
   readonly #parts: DeciderParts;
-  /** The store itself when it can decide synchronously (the memory store): no promise until the answer. */
-  readonly #sync: MemoryStore | undefined;
+  /** The failure policy's `sync`: the store, when decisions call it synchronously (the memory store). */
+  readonly #sync: SyncStore | undefined;
+  readonly #health: HealthState;
 
   constructor(parts: DeciderParts) {
     this.#parts = parts;
-    // Duck-typed: a MemoryStore from the other module format (ESM/CJS) decides synchronously too.
-    const sync = parts.store as Partial<MemoryStore>;
-    this.#sync =
-      parts.store.local && typeof sync.evaluateSync === 'function' ? (sync as MemoryStore) : undefined;
+    this.#sync = parts.policy.sync;
+    this.#health = parts.policy.health;
   }
 
-  /** Decides a request's ops together. On the memory store the promise is settled already. */
+  /**
+   * Decides a request's ops together. On a synchronous store (the memory store) the promise is settled
+   * already; a fault, the store's or a listener's, is a rejection, never a throw.
+   */
   decide(ops: RuleOp[], mode: EvalMode): Promise<Decision> {
     if (ops.length === 0) return Promise.resolve(decide([]));
     const sync = this.#sync;
-    if (sync !== undefined)
-      return Promise.resolve(this.#conclude(ops, mode, sync, sync.evaluateSync(ops, mode), 'store', 0));
-    return this.#decideShared(ops, mode);
+    if (sync === undefined) return this.#decideShared(ops, mode);
+    let result: EvalResult;
+    try {
+      result = sync.evaluateSync(ops, mode);
+    } catch (error) {
+      return this.#parts.policy.localFailed(error);
+    }
+    this.#health.succeeded();
+    try {
+      return Promise.resolve(this.#conclude(ops, mode, sync, result, 'store', 0));
+    } catch (error) {
+      return Promise.reject(error);
+    }
   }
 
   /**
@@ -87,7 +99,16 @@ export class Decider {
         return decision;
       }
     }
-    if (store.local) return this.#conclude(ops, mode, store, await store.evaluate(ops, mode), 'store', 0);
+    if (store.local) {
+      let result: EvalResult;
+      try {
+        result = await store.evaluate(ops, mode);
+      } catch (error) {
+        return policy.localFailed(error);
+      }
+      policy.health.succeeded();
+      return this.#conclude(ops, mode, store, result, 'store', 0);
+    }
     if (policy.storeUsable) {
       const startedMs = observers.storeCalls ? performance.now() : -1;
       let result: EvalResult | undefined;

@@ -1,10 +1,20 @@
 // Failure policy: a shared store's calls under `storeTimeout` and `storeMaxWait` (a slow store is waited for,
 // a silent or failed one is not), the window in which a failed store is skipped, and the answer while it
-// is: the insurance store (its share of each limit), or 'allow' / 'deny' outright. Keeps the store's health.
+// is: the insurance store (its share of each limit), or 'allow' / 'deny' outright. Keeps the store's health,
+// and says how decisions reach the store: a local store that declares `evaluateSync` is called directly.
 import { performance } from 'node:perf_hooks';
 import { StoreTimeoutError } from '../errors.js';
 import { MemoryStore } from '../stores/memory-store.js';
-import type { EvalMode, EvalResult, OpResult, Store, StoreOp, StoreRule } from '../stores/store.js';
+import {
+  type EvalMode,
+  type EvalResult,
+  isSyncStore,
+  type OpResult,
+  type Store,
+  type StoreOp,
+  type StoreRule,
+  type SyncStore,
+} from '../stores/store.js';
 import { Deadlines } from './deadlines.js';
 import type { DecisionSource, Observers } from './observers.js';
 import type { StoreErrorPolicy } from './options.js';
@@ -37,8 +47,13 @@ const GIVEN_UP = new Error('given up before the first connection was ready');
 
 export class FailurePolicy {
   readonly policy: StoreErrorPolicy;
-  /** The shared store's health, from the outcome of its calls. */
+  /** The store's health, from the outcome of its calls (a local store's: of its decisions). */
   readonly health = new HealthState();
+  /**
+   * The store when decisions call it synchronously: it is local (nothing to time, nothing stands in for
+   * it) and declares `evaluateSync`. Its faults are kept in `health` (`localFailed`) and reach the caller.
+   */
+  readonly sync: SyncStore | undefined;
   readonly #store: Store;
   readonly #observers: Observers;
   /** `storeTimeout` and `storeMaxWait` for a shared store's calls; undefined for a local store. */
@@ -57,6 +72,7 @@ export class FailurePolicy {
     this.policy = settings.policy;
     this.#retryMs = settings.storeRetryIntervalMs;
     this.#share = settings.insuranceShare;
+    this.sync = store.local && isSyncStore(store) ? store : undefined;
     this.#deadlines = store.local
       ? undefined
       : new Deadlines(settings.storeTimeoutMs, settings.storeMaxWaitMs, store.liveness, {
@@ -116,13 +132,22 @@ export class FailurePolicy {
   }
 
   /**
+   * A local store's decision failed (it threw): kept in `health` until one succeeds, and the caller gets
+   * the fault as a rejection. No retry window and no fallback: nothing stands in for a store in this
+   * process.
+   */
+  localFailed(error: unknown): Promise<never> {
+    this.health.failed(error);
+    return Promise.reject(error);
+  }
+
+  /**
    * The store's health (see `limiter.health()`): a shared store that can be pinged is asked first,
-   * under `storeTimeout`; the memory store is always ok.
+   * under `storeTimeout`; a local store is 'ok' unless its last decision threw.
    */
   async checkHealth(): Promise<StoreHealth> {
     const store = this.#store;
-    if (store.local) return { state: 'ok', sinceMs: this.health.snapshot().sinceMs };
-    if (store.ping !== undefined) {
+    if (store.ping !== undefined && !store.local) {
       try {
         await this.call('ping', store.ping());
       } catch {

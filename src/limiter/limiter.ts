@@ -289,9 +289,9 @@ export class Limiter extends EventEmitter<LimiterEvents> {
   }
 
   /**
-   * The shared store's state as the limiter has seen it (`'ok'` or `'down'`, since when, the last
+   * The store's state as the limiter has seen it (`'ok'` or `'down'`, since when, the last
    * fault), after asking the store itself when it can (`Store.ping`, under `storeTimeout`). The
-   * memory store is always `'ok'`.
+   * memory store is `'ok'` unless its last decision threw.
    */
   health(): Promise<StoreHealth> {
     return this.#policy.checkHealth();

@@ -3,7 +3,7 @@ import { errorCode } from '../errors.js';
 
 /** What `limiter.health()` answers. */
 export interface StoreHealth {
-  /** `'down'` from a failed store call until one succeeds again; the memory store is always `'ok'`. */
+  /** `'down'` from a failed store call until one succeeds again; the memory store is `'ok'` unless its last decision threw. */
   state: 'ok' | 'down';
   /** Epoch ms the state began (the limiter's creation for a store never seen failing). */
   sinceMs: number;

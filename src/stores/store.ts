@@ -58,6 +58,13 @@ export interface Store {
   now(): number;
   /** Decide all ops together (all consume or none does), see `EvalMode`. */
   evaluate(ops: readonly StoreOp[], mode: EvalMode): Promise<EvalResult>;
+  /**
+   * Optional, a capability: `evaluate` answered in the same call, no promise (the memory store). The
+   * same answer and atomicity; it throws what `evaluate` would reject with. The failure policy decides
+   * who calls it (see `SyncStore`): a local store's decisions through it, and the insurance store must
+   * have it (its answer stands in for a failed call at once).
+   */
+  evaluateSync?(ops: readonly StoreOp[], mode: EvalMode): EvalResult;
   /** Give reservations back (an outcome that does not count). Never goes below empty. */
   refund(refunds: readonly Refund[]): Promise<void>;
   /**
@@ -104,4 +111,12 @@ export interface Store {
    */
   readonly liveness?: StoreLiveness;
   close(): Promise<void>;
+}
+
+/** A store that declares the synchronous capability, `evaluateSync`. */
+export type SyncStore = Store & Pick<Required<Store>, 'evaluateSync'>;
+
+/** Whether a store decides synchronously: it declares `evaluateSync` (whatever its class or module format). */
+export function isSyncStore(store: Store): store is SyncStore {
+  return typeof store.evaluateSync === 'function';
 }

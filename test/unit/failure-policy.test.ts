@@ -3,11 +3,16 @@
 import { expect } from 'chai';
 import {
   createLimiter,
+  type EvalMode,
   type EvalResult,
+  MemoryStore,
   RateLimitConfigError,
+  type Refund,
   type Rule,
   type Store,
   type StoreLiveness,
+  type StoreOp,
+  type StoreRule,
 } from '../../src/index.js';
 import { DEADLINE_TICK_MS, type DeadlineClock, Deadlines } from '../../src/limiter/deadlines.js';
 import { shareOf } from '../../src/limiter/failure-policy.js';
@@ -306,6 +311,105 @@ describe('failure policy options', () => {
       insurance: { share: 0.25 },
     });
     expect((await limiter.consume('api', 'k')).allowed).to.equal(true);
+    await limiter.close();
+  });
+});
+
+/** A local store of the test's own (no MemoryStore class): counts its calls, throws while told to. */
+class CountingSyncStore implements Store {
+  readonly local = true;
+  readonly inner = new MemoryStore();
+  syncCalls = 0;
+  asyncCalls = 0;
+  fault: Error | undefined;
+  now(): number {
+    return this.inner.now();
+  }
+  evaluateSync(ops: readonly StoreOp[], mode: EvalMode): EvalResult {
+    this.syncCalls++;
+    if (this.fault !== undefined) throw this.fault;
+    return this.inner.evaluateSync(ops, mode);
+  }
+  evaluate(ops: readonly StoreOp[], mode: EvalMode): Promise<EvalResult> {
+    this.asyncCalls++;
+    if (this.fault !== undefined) return Promise.reject(this.fault);
+    return this.inner.evaluate(ops, mode);
+  }
+  refund = (refunds: readonly Refund[]) => this.inner.refund(refunds);
+  clear = (rule: StoreRule, key: string) => this.inner.clear(rule, key);
+  reset = (rule: StoreRule, key: string) => this.inner.reset(rule, key);
+  locked = (rule: StoreRule, limit: number) => this.inner.locked(rule, limit);
+  close = () => this.inner.close();
+}
+
+describe('failure policy: a synchronous store (Store.evaluateSync)', () => {
+  const rules: Rule[] = [{ name: 'api', key: 'ip', limit: 2, window: { type: 'fixed', size: '1h' } }];
+
+  it('decides a local store that declares evaluateSync through it, whatever its class', async () => {
+    const store = new CountingSyncStore();
+    const limiter = createLimiter({ store, rules });
+    const answers = [];
+    for (let i = 0; i < 3; i++) answers.push((await limiter.consume('api', 'k')).allowed);
+    expect(answers).to.deep.equal([true, true, false]);
+    expect([store.syncCalls, store.asyncCalls]).to.deep.equal([3, 0]);
+    await limiter.close();
+  });
+
+  it("keeps a synchronous store's fault in health and rejects the decision, never throwing", async () => {
+    const store = new CountingSyncStore();
+    const limiter = createLimiter({ store, rules });
+    store.fault = new Error('disk full');
+    let threw = false;
+    let decided: Promise<unknown> | undefined;
+    try {
+      decided = limiter.consume('api', 'k');
+    } catch {
+      threw = true;
+    }
+    expect(threw).to.equal(false);
+    let rejected: unknown;
+    await decided?.catch((error) => {
+      rejected = error;
+    });
+    expect(rejected).to.equal(store.fault);
+    const down = await limiter.health();
+    expect(down.state).to.equal('down');
+    expect(down.lastError?.message).to.equal('disk full');
+    store.fault = undefined;
+    expect((await limiter.consume('api', 'k')).allowed).to.equal(true);
+    const up = await limiter.health();
+    expect(up.state).to.equal('ok');
+    expect(up.lastError?.message).to.equal('disk full');
+    await limiter.close();
+  });
+
+  it('rejects, never throws, when a listener of a synchronous decision throws', async () => {
+    const limiter = createLimiter({ rules: [{ ...(rules[0] as Rule), limit: 1 }] });
+    limiter.on('limited', () => {
+      throw new Error('listener failed');
+    });
+    await limiter.consume('api', 'k');
+    let decided: Promise<unknown> | undefined;
+    expect(() => {
+      decided = limiter.consume('api', 'k');
+    }).not.to.throw();
+    let rejected: unknown;
+    await decided?.catch((error: Error) => {
+      rejected = error.message;
+    });
+    expect(rejected).to.equal('listener failed');
+    expect((await limiter.health()).state).to.equal('ok');
+    await limiter.close();
+  });
+
+  it('calls a shared store that declares evaluateSync through evaluate, under the policy', async () => {
+    const store = { ...downStore(), evaluateSync: (): EvalResult => expect.fail('called synchronously') };
+    const limiter = createLimiter({ store, rules });
+    const seen: string[] = [];
+    limiter.observe({ decision: (_decision, info) => seen.push(info.source) });
+    expect((await limiter.consume('api', 'k')).allowed).to.equal(true);
+    expect(seen).to.deep.equal(['insurance']);
+    expect((await limiter.health()).state).to.equal('down');
     await limiter.close();
   });
 });
