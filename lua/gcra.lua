@@ -3,7 +3,7 @@
 -- called by the drivers (check.lua, refund.lua) with an op's count key and the op decoded from their
 -- ARGV; it returns Lua tables.
 -- State: one int-encoded string at the count key: the theoretical arrival time (TAT) in whole epoch
--- microseconds. It advances by cost x size/limit per op, rounded to the nearest µs (Math.round);
+-- microseconds, at most 2^53 - 1. It advances by cost x size/limit per op, rounded to the nearest µs (Math.round);
 -- decisions count whole units relative to now, exactly (unitsIn). The state is time, so a key whose
 -- limit changes between requests keeps its backlog, counted in units of the new limit. Receipt: 0.
 -- The op's limit and burst: ARGV fields of each op (burst = the explicit one, else the op's limit).
@@ -19,9 +19,13 @@ local function backlogUs(state, nowMs)
   return 0
 end
 
--- How far an op moves the TAT: cost x size/limit, rounded to the nearest µs.
+-- The latest TAT a state holds, 2^53 - 1 µs (MAX_TAT_US in src/algorithms/gcra.ts): every TAT stays an
+-- exact integer in a double, as in sql/gcra.sql's bigint. Only a debt reaches it.
+local MAX_TAT_US = 9007199254740991
+
+-- How far an op moves the TAT: cost x size/limit, rounded to the nearest µs, at most MAX_TAT_US.
 local function stepUs(op)
-  return round((op.cost * op.sizeMs * 1000) / op.limit)
+  return math.min(MAX_TAT_US, round((op.cost * op.sizeMs * 1000) / op.limit))
 end
 
 -- Units a backlog of backlogUs holds at `limit` (one unit takes unitUs / limit µs): ceil(backlog x
@@ -85,7 +89,7 @@ local gcra = {
     local nowUs = nowMs * 1000
     local tat = nowUs
     if state ~= nil and state.tatUs > nowUs then tat = state.tatUs end
-    return { tatUs = tat + stepUs(op) }
+    return { tatUs = math.min(MAX_TAT_US, tat + stepUs(op)) }
   end,
   refund = function(state, op, nowMs)
     local tatUs = state.tatUs - stepUs(op)

@@ -1,15 +1,22 @@
 -- GCRA (src/algorithms/gcra.ts), leaky bucket as a meter: one number per key.
--- State: a = the theoretical arrival time (TAT) in whole epoch µs; it advances by cost x size/lim per op,
--- rounded to the nearest µs. Decisions count whole units relative to now, exactly. Receipt: 0.
+-- State: a = the theoretical arrival time (TAT) in whole epoch µs, at most 2^53 - 1; it advances by
+-- cost x size/lim per op, rounded to the nearest µs. Decisions count whole units relative to now, exactly. Receipt: 0.
 
 -- Backlog (TAT - now) in µs, never negative.
 CREATE OR REPLACE FUNCTION @schema@.@gcra_backlog@(st @schema@.@state@, now_ms bigint) RETURNS bigint
 LANGUAGE sql IMMUTABLE AS $$ SELECT greatest(0, coalesce(st.a - now_ms * 1000, 0)) $$;
 
--- How far an op moves the TAT: cost x size/lim, rounded to the nearest µs (in doubles, as Math.round).
+-- The latest TAT a state holds: 2^53 - 1 µs (MAX_TAT_US in src/algorithms/gcra.ts), where the TypeScript
+-- and Lua twins' doubles stop being exact integers. Only a debt (add, a settled cost) reaches it.
+CREATE OR REPLACE FUNCTION @schema@.@gcra_max_tat@() RETURNS bigint
+LANGUAGE sql IMMUTABLE AS $$ SELECT 9007199254740991::bigint $$;
+
+-- How far an op moves the TAT: cost x size/lim, rounded to the nearest µs, at most the latest TAT. In
+-- doubles, multiplied in the order the twins multiply (each product rounded as theirs is), as Math.round.
 CREATE OR REPLACE FUNCTION @schema@.@gcra_step_us@(op @schema@.@op@) RETURNS bigint
 LANGUAGE sql IMMUTABLE AS $$
-  SELECT @schema@.@js_round@((op.cost * op.size_ms * 1000)::float8 / op.lim::float8)
+  SELECT CASE WHEN x >= @schema@.@gcra_max_tat@() THEN @schema@.@gcra_max_tat@() ELSE @schema@.@js_round@(x) END
+  FROM (SELECT op.cost::float8 * op.size_ms::float8 * 1000::float8 / op.lim::float8 AS x) AS q
 $$;
 
 -- Units a backlog holds at lim (ceil(backlog x lim / unit_us) without forming backlog x lim).
@@ -51,7 +58,8 @@ END $$;
 CREATE OR REPLACE FUNCTION @schema@.@gcra_apply@(
   st @schema@.@state@, op @schema@.@op@, now_ms bigint
 ) RETURNS @schema@.@state@ LANGUAGE sql IMMUTABLE AS $$
-  SELECT ROW(greatest(now_ms * 1000, coalesce(st.a, 0)) + @schema@.@gcra_step_us@(op), NULL, NULL)::@schema@.@state@
+  SELECT ROW(least(@schema@.@gcra_max_tat@(),
+    greatest(now_ms * 1000, coalesce(st.a, 0)) + @schema@.@gcra_step_us@(op)), NULL, NULL)::@schema@.@state@
 $$;
 
 CREATE OR REPLACE FUNCTION @schema@.@gcra_refund@(

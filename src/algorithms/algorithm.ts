@@ -58,7 +58,7 @@ export interface WindowKind {
   capacity(limit: number, burst: number): number;
   /**
    * The largest limit (and burst) its exact integer arithmetic holds for a window of `sizeMs`, where
-   * that arithmetic has a bound (buckets: max(limit, burst) × size in µs below 2^53); undefined: none.
+   * that arithmetic has a bound (buckets: max(limit, burst) × size in µs below 2^53, GCRA 2^52); undefined: none.
    */
   readonly maxLimit: ((sizeMs: number) => number) | undefined;
 }
@@ -68,21 +68,28 @@ export function countingWindow(title: string, fields: readonly WindowField[]): W
   return { title, fields, aliases: [], capacity: (limit) => limit, maxLimit: undefined };
 }
 
-/** Token bucket and GCRA: the explicit burst, else the limit; state in µs of max(limit, burst) × size. */
-export function bucketWindow(title: string, aliases: readonly string[] = []): WindowKind {
+/**
+ * Token bucket and GCRA: the explicit burst, else the limit; state in µs of max(limit, burst) × size,
+ * which must stay at most `bound` (2^53 - 1 unless the window needs room for more, as GCRA's TAT does).
+ */
+export function bucketWindow(
+  title: string,
+  aliases: readonly string[] = [],
+  bound = Number.MAX_SAFE_INTEGER,
+): WindowKind {
   return {
     title,
     fields: ['size', 'burst'],
     aliases,
     capacity: (limit, burst) => burst || limit,
-    maxLimit: (sizeMs) => largestUnder(sizeMs * 1000),
+    maxLimit: (sizeMs) => largestUnder(sizeMs * 1000, bound),
   };
 }
 
-/** The largest n with n × unit ≤ 2^53 - 1, exactly (a float quotient may round up to the next integer). */
-function largestUnder(unit: number): number {
-  const n = Math.floor(Number.MAX_SAFE_INTEGER / unit);
-  return n * unit > Number.MAX_SAFE_INTEGER ? n - 1 : n;
+/** The largest n with n × unit ≤ bound, exactly (a float quotient may round up to the next integer). */
+function largestUnder(unit: number, bound: number): number {
+  const n = Math.floor(bound / unit);
+  return n * unit > bound ? n - 1 : n;
 }
 
 export interface Algorithm<S> {

@@ -22,9 +22,17 @@ function backlogUs(state: GcraState | undefined, nowMs: number): number {
   return state !== undefined && state.tatUs > nowUs ? state.tatUs - nowUs : 0;
 }
 
-/** How far an op moves the TAT: cost × size/limit, rounded to the nearest µs (lua/gcra.lua's stepUs). */
+/**
+ * The latest TAT a state holds: 2^53 - 1 µs (year 2255), so that every TAT is an exact integer in a
+ * double (TypeScript, Lua) as in a bigint (PL/pgSQL). Only a debt reaches it (ops counted past the limit:
+ * `add`, a settled cost above its estimate): the window's bound (kind.maxLimit, 2^52 µs of backlog) keeps
+ * an admitted backlog far below it, and a key at the ceiling is denied for centuries either way.
+ */
+export const MAX_TAT_US = Number.MAX_SAFE_INTEGER;
+
+/** How far an op moves the TAT: cost × size/limit, rounded to the nearest µs (lua/gcra.lua's stepUs), at most MAX_TAT_US. */
 function stepUs(op: StoreOp): number {
-  return Math.round((op.cost * op.rule.sizeMs * 1000) / op.limit);
+  return Math.min(MAX_TAT_US, Math.round((op.cost * op.rule.sizeMs * 1000) / op.limit));
 }
 
 /**
@@ -44,7 +52,9 @@ function msUntil(backlogUs: number, units: number, op: StoreOp): number {
 }
 
 export const gcra: Algorithm<GcraState> = {
-  kind: bucketWindow('GCRA', ['leaky-bucket']),
+  // The TAT is epoch µs plus the backlog: half of 2^53 for the backlog leaves the epoch (1.8e15 µs in
+  // 2026, 2^52 in 2112) room below MAX_TAT_US.
+  kind: bucketWindow('GCRA', ['leaky-bucket'], 2 ** 52),
 
   evaluate(state, op, nowMs, add) {
     const burst = burstOf(op);
@@ -68,7 +78,7 @@ export const gcra: Algorithm<GcraState> = {
   apply(state, op, nowMs) {
     const nowUs = nowMs * 1000;
     const tat = state !== undefined && state.tatUs > nowUs ? state.tatUs : nowUs;
-    const tatUs = tat + stepUs(op);
+    const tatUs = Math.min(MAX_TAT_US, tat + stepUs(op));
     if (state === undefined) return { tatUs };
     // In place: the store holds the only reference to its state.
     state.tatUs = tatUs;

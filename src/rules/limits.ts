@@ -20,14 +20,14 @@ const POSITIVE = 'a positive integer';
 
 /**
  * Why `limit` cannot be a limit of `rule`, or undefined when it can: a positive safe integer, and within
- * the bound of its window's exact arithmetic where it has one (token bucket and GCRA: max(limit, burst)
- * × size in µs below 2^53).
+ * the bound of its window's exact arithmetic where it has one (max(limit, burst) × size in µs: token
+ * bucket below 2^53, GCRA at most 2^52).
  */
 export function limitProblem(limit: unknown, rule: StoreRule): string | undefined {
   if (typeof limit !== 'number' || !Number.isSafeInteger(limit) || limit < 1) return POSITIVE;
   if (!exceedsExactMath(limit, rule)) return undefined;
   const most = windowKind(rule.type).maxLimit?.(rule.sizeMs);
-  return `at most ${most} for a ${rule.type} window of ${rule.sizeMs} ms (max(limit, burst) × size in µs must stay below 2^53)`;
+  return `at most ${most} for a ${rule.type} window of ${rule.sizeMs} ms (max(limit, burst) × size in µs must stay below 2^53 for a token bucket, at most 2^52 for GCRA)`;
 }
 
 /** Whether this limit (with the rule's explicit burst) is past what the window's exact arithmetic holds. */

@@ -46,9 +46,10 @@ export function cases(type: WindowType): fc.Arbitrary<Case> {
       const burst = buckety ? (p.burst ?? 0) : 0;
       /** The limit the state was written under. */
       const written = p.written ?? p.limit;
-      // The limiter refuses bucket limits past max(burst, limit) x sizeMs x 1000 = 2^53.
+      // The limiter refuses bucket limits past max(burst, limit) x sizeMs x 1000 = 2^53 (GCRA: 2^52).
       const largest = Math.max(burst, p.limit, written);
-      const size = buckety ? Math.min(p.sizeMs, Math.floor(2 ** 53 / (1000 * largest))) : p.sizeMs;
+      const bound = type === 'gcra' ? 2 ** 52 : 2 ** 53;
+      const size = buckety ? Math.min(p.sizeMs, Math.floor(bound / (1000 * largest))) : p.sizeMs;
       const rule: StoreRule = {
         name: 'r',
         type,
@@ -107,10 +108,10 @@ export function cases(type: WindowType): fc.Arbitrary<Case> {
           optional(fc.tuple(fc.integer({ min: -capacity, max: capacity }), around(2 * size)), (v) => v),
         );
       } else {
+        // A TAT up to twice the capacity ahead (a debt), never past MAX_TAT_US (2^53 - 1).
         const span = 2 * (burst || written) * size * 1000;
-        shaped = plain(
-          optional(fc.integer({ min: p.nowMs * 1000 - span, max: p.nowMs * 1000 + span }), (t) => [t]),
-        );
+        const latest = Math.min(p.nowMs * 1000 + span, Number.MAX_SAFE_INTEGER);
+        shaped = plain(optional(fc.integer({ min: p.nowMs * 1000 - span, max: latest }), (t) => [t]));
       }
       return fc
         .record({ shaped, pick: fc.nat() })

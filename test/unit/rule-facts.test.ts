@@ -53,10 +53,13 @@ describe('window types', () => {
     }
   });
 
-  it('bound a bucket where max(limit, burst) × size in µs passes 2^53, exactly', () => {
-    const most = windowKind('gcra').maxLimit?.(3) as number;
+  it('bound a bucket where max(limit, burst) × size in µs passes 2^53 (GCRA: 2^52, its TAT adds the epoch), exactly', () => {
+    const most = windowKind('token-bucket').maxLimit?.(3) as number;
     expect(most * 3000).to.be.at.most(Number.MAX_SAFE_INTEGER);
     expect((most + 1) * 3000).to.be.greaterThan(Number.MAX_SAFE_INTEGER);
+    const gcraMost = windowKind('gcra').maxLimit?.(3) as number;
+    expect(gcraMost * 3000).to.be.at.most(2 ** 52);
+    expect((gcraMost + 1) * 3000).to.be.greaterThan(2 ** 52);
   });
 
   it('describe themselves in plain words for the operators', () => {
