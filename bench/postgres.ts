@@ -198,7 +198,9 @@ export async function runPostgres(log: (line: string) => void): Promise<void> {
     const dataDir = ((await pgAdmin.query('SHOW data_directory')).rows[0] as { data_directory: string })
       .data_directory;
     const servers: Servers = { dataDir, pgAdmin, redisAdmin };
-    const list = subjects(pgServer, redis);
+    // POSTGRES_BENCH_ONLY=postgres: the two PostgreSQL subjects alone (a quicker run while working on the store).
+    const only = process.env.POSTGRES_BENCH_ONLY;
+    const list = subjects(pgServer, redis).filter((s) => only === undefined || s.backend === only);
     log(
       `PostgreSQL ${version.server_version} on port ${pgServer.port}, redis-server ${redis.version}; ${loadLine()}`,
     );
@@ -223,7 +225,8 @@ export async function runPostgres(log: (line: string) => void): Promise<void> {
       }
     }
     const loadAfter = loadLine();
-    const profile = await profileCheck(pgServer, log);
+    // POSTGRES_BENCH_PROFILE=0: no profile after the rounds.
+    const profile = process.env.POSTGRES_BENCH_PROFILE === '0' ? '' : await profileCheck(pgServer, log);
     const body = report(list, rounds, races, {
       version: version.server_version,
       loadBefore,

@@ -88,6 +88,8 @@ BEGIN
           levels[i] := r.lock_level; untils[i] := r.lock_until; forgets[i] := r.forget_ms;
         ELSIF r.forget_ms IS NOT NULL THEN dirty[i] := true;
         END IF;
+        -- A row holding nothing (one check-batch.sql made for an op over its limit) is deleted unless filled.
+        IF r.expires_ms IS NULL AND r.forget_ms IS NULL THEN dirty[i] := true; END IF;
         EXIT;
       END IF;
       EXIT WHEN NOT writes;

@@ -91,29 +91,57 @@ function findSqlDir(from: string = dirname(fileURLToPath(import.meta.url))): str
 
 let sources: string[] | undefined;
 
+/** The text of sql/<file>.sql (read once). */
+const fileTexts = new Map<string, string>();
+function sqlFile(file: string): string {
+  let text = fileTexts.get(file);
+  if (text === undefined) {
+    text = readFileSync(join(findSqlDir(), `${file}.sql`), 'utf8');
+    fileTexts.set(file, text);
+  }
+  return text;
+}
+
+/** SQL text with each name between at signs replaced for these names (schemaSql's rendering); `tag` for $$. */
+function render(names: PostgresNames, text: string, tag = '$$'): string {
+  return text
+    .replaceAll('$$', tag)
+    .replace(/@([a-z_]+)@/g, (_, name: string) =>
+      name === 'schema'
+        ? quoteIdent(names.schema)
+        : name === 'channel'
+          ? `'${names.channel}'`
+          : quoteIdent(names.prefix + name),
+    );
+}
+
 /**
  * The whole schema for these names, as one script of statements: what a store runs on first use, and
  * what `npx ratekeeper sql` prints for teams that run their migrations themselves. Running it again is
  * harmless. Function bodies are dollar-quoted with a tag found in no name, so a name cannot end one.
  */
 export function schemaSql(names: PostgresNames): string {
-  sources ??= FILES.map((file) => readFileSync(join(findSqlDir(), `${file}.sql`), 'utf8'));
+  sources ??= FILES.map(sqlFile);
   let tag = '$rk$';
   for (let i = 0; names.schema.includes(tag) || names.prefix.includes(tag); i++) tag = `$rk${i}$`;
-  const render = (text: string) =>
-    text
-      .replaceAll('$$', tag)
-      .replace(/@([a-z_]+)@/g, (_, name: string) =>
-        name === 'schema'
-          ? quoteIdent(names.schema)
-          : name === 'channel'
-            ? `'${names.channel}'`
-            : quoteIdent(names.prefix + name),
-      );
-  const body = sources.map(render).join('\n');
+  const body = sources.map((text) => render(names, text, tag)).join('\n');
   const version = render(
+    names,
     `INSERT INTO @schema@.@schema_version@ (one, version) VALUES (true, ${SCHEMA_VERSION})\n` +
       `  ON CONFLICT (one) DO UPDATE SET version = EXCLUDED.version;\n`,
+    tag,
   );
   return `${body}\n-- Written last: the version this schema is at.\n${version}`;
+}
+
+/**
+ * A statement the store sends (not part of the schema): sql/<file>.sql rendered for these names, its
+ * comment lines dropped. It holds no dollar quotes, so a name cannot end one.
+ */
+export function statementSql(names: PostgresNames, file: string): string {
+  const text = sqlFile(file)
+    .split('\n')
+    .filter((line) => !line.startsWith('--'))
+    .join('\n');
+  return render(names, text);
 }

@@ -3,12 +3,13 @@ import { assertKnownFields } from '../config/known-fields.js';
 import { mustBe, refuse } from '../config/refuse.js';
 import { POSTGRES_STORE_DEFAULTS } from '../defaults.js';
 import type { LockInfo } from '../types.js';
+import { batchable, CheckBatcher } from './postgres-batch.js';
 import { PostgresClock } from './postgres-clock.js';
 import { ResetSubscription } from './postgres-notify.js';
 import { isPool, PoolCalls, type PostgresPool } from './postgres-pool.js';
 import { announcement, keyBytes, opArrays, readResults } from './postgres-protocol.js';
 import { ensureSchema } from './postgres-schema.js';
-import { type PostgresNames, postgresNames } from './postgres-sql.js';
+import { type PostgresNames, postgresNames, statementSql } from './postgres-sql.js';
 import { Sweeper } from './postgres-sweep.js';
 import type { EvalMode, EvalResult, Refund, Store, StoreLiveness, StoreOp, StoreRule } from './store.js';
 
@@ -65,6 +66,7 @@ export class PostgresStore implements Store {
   readonly #subscription: ResetSubscription;
   readonly #checkText: string;
   readonly #checkName: string;
+  readonly #batcher: CheckBatcher;
   #ready: Promise<void> | undefined;
 
   constructor(options: PostgresStoreOptions) {
@@ -94,6 +96,12 @@ export class PostgresStore implements Store {
     this.#clock = new PostgresClock(calls, options.clock, interval('clockSyncIntervalMs'));
     this.#checkText = `SELECT ${this.#names.qualified('check')}($1, $2, $3, $4, $5)`;
     this.#checkName = `${this.#names.channel}_check`;
+    this.#batcher = new CheckBatcher(
+      calls,
+      { text: statementSql(this.#names, 'check-batch'), name: `${this.#names.channel}_batch` },
+      options.pool.options.max ?? 10,
+      () => this.#clock.callTime(),
+    );
     this.#sweeper = new Sweeper(calls, this.#names, {
       intervalMs: interval('sweepIntervalMs'),
       batch: interval('sweepBatch'),
@@ -107,11 +115,16 @@ export class PostgresStore implements Store {
     return this.#clock.now();
   }
 
-  /** One call of the check function: every op of the request, all or nothing. */
+  /**
+   * One call of the check function: every op of the request, all or nothing. The common request (one
+   * fixed or calendar rule without lockout) is decided by sql/check-batch.sql instead, with the others
+   * waiting for the same rule when the pool is busy (postgres-batch.ts).
+   */
   async evaluate(ops: readonly StoreOp[], mode: EvalMode): Promise<EvalResult> {
     if (ops.length === 0) return { nowMs: this.now(), results: [] };
     await this.#whenReady();
     const { rules, keys, nums } = opArrays(ops);
+    if (batchable(ops, mode)) return this.#batcher.decide(ops[0] as StoreOp, nums);
     const rows = await this.#calls.query({
       name: this.#checkName,
       text: this.#checkText,
