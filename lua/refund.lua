@@ -6,11 +6,15 @@
 -- ARGV[1]    m, number of distinct ops, then the text of each (protocol.lua readOp)
 -- then       now, epoch ms ('server' for the server's TIME); n, number of refunds; then per refund: the
 --            index of its op among the m, and its receipt, as check.lua returned it
+-- then       optionally 'quiet': no figures wanted (a release, a report, a settle: RedisStore.refund)
 -- Reply: flat array of integers, 3 per refund: remaining (units), resetMs, count (units): the state
---   after the refund as an op of cost 0 reads it.
+--   after the refund as an op of cost 0 reads it; quiet: an empty array, and a concurrency op's release
+--   is one ZREM of its slots (concurrency.lua release), its state not read.
 
 local protocol, algorithms = require('protocol'), require('algorithms')
 local byType, loadLive, withCost = algorithms.byType, algorithms.loadLive, algorithms.withCost
+local QUIET = 'quiet'
+local release = require('concurrency').release
 
 return function(KEYS, ARGV)
   local ops, at = protocol.readOps(ARGV, 1)
@@ -18,29 +22,39 @@ return function(KEYS, ARGV)
   local n = ARGV[at + 1] + 0
   at = at + 2
   local reply = {}
+  local quiet = ARGV[at + 2 * n] == QUIET
   local overrideAt = n + 1
   for i = 1, n do
     local op = ops[ARGV[at] + 0]
-    local receipt = ARGV[at + 1] + 0
+    local receiptText = ARGV[at + 1]
     at = at + 2
-    -- Given back at the limit in force, as the memory store does.
-    if op.readsOverride then
-      local overrides = require('overrides')
-      local found = overrides.readOverride(redis.call('GET', KEYS[overrideAt]), nowMs)
-      overrideAt = overrideAt + 1
-      if found then op = overrides.withOverride(op, found.limit) end
-    end
     local key = KEYS[i]
-    local alg = byType[op.type]
-    local state = loadLive(alg, key, op, nowMs)
-    if state ~= nil then
-      state = alg.refund(state, op, nowMs, receipt)
-      if state == nil then redis.call('DEL', key) else alg.save(key, state, op, nowMs) end
+    if quiet and op.type == 'concurrency' then
+      -- A release frees slots whatever the limit: its override is not read.
+      if op.readsOverride then overrideAt = overrideAt + 1 end
+      release(key, op, receiptText)
+    else
+      local receipt = receiptText + 0
+      -- Given back at the limit in force, as the memory store does.
+      if op.readsOverride then
+        local overrides = require('overrides')
+        local found = overrides.readOverride(redis.call('GET', KEYS[overrideAt]), nowMs)
+        overrideAt = overrideAt + 1
+        if found then op = overrides.withOverride(op, found.limit) end
+      end
+      local alg = byType[op.type]
+      local state = loadLive(alg, key, op, nowMs)
+      if state ~= nil then
+        state = alg.refund(state, op, nowMs, receipt)
+        if state == nil then redis.call('DEL', key) else alg.save(key, state, op, nowMs) end
+      end
+      if not quiet then
+        local now = alg.evaluate(state, withCost(op, 0), nowMs, false)
+        reply[#reply + 1] = now.remaining
+        reply[#reply + 1] = now.resetMs
+        reply[#reply + 1] = now.count
+      end
     end
-    local now = alg.evaluate(state, withCost(op, 0), nowMs, false)
-    reply[#reply + 1] = now.remaining
-    reply[#reply + 1] = now.resetMs
-    reply[#reply + 1] = now.count
   end
   return reply
 end

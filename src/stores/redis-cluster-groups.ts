@@ -89,16 +89,19 @@ export class SlotGroups {
     return { nowMs: decidedAt(time, serverMs), results };
   }
 
-  /** Gives reservations back: one call per slot group. */
+  /** Gives reservations back (releases slots), no figures read: one call per slot group. */
   async refund(refunds: readonly Refund[], time: ScriptTime): Promise<void> {
     const ops = refunds.map((r) => r.op);
     await Promise.all(
-      this.#groups(ops).map((group) =>
-        this.#refundGroup(
+      this.#groups(ops).map(async (group) => {
+        const { keys, args } = refundCall(
+          this.#space,
           group.map((i) => refunds[i] as Refund),
           time,
-        ),
-      ),
+          true,
+        );
+        integers(await runScript(this.#connection, this.#refundScript, keys, args), 0, 'refund');
+      }),
     );
   }
 

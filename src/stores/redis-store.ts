@@ -12,6 +12,7 @@ import type { RedisConnection } from './redis-connection.js';
 import { readHolders } from './redis-holders.js';
 import { type KeySpace, opKeys } from './redis-keys.js';
 import { readLocks } from './redis-lock-index.js';
+import type { ScriptTime } from './redis-op-text.js';
 import { Overrides } from './redis-overrides.js';
 import { Resets } from './redis-resets.js';
 import { loadScripts } from './redis-scripts.js';
@@ -60,6 +61,15 @@ const REDIS_STORE_FIELDS = fieldsOf<RedisStoreOptions>({
   clockSyncIntervalMs: true,
 });
 
+/** Refunds sent together: at most this many per call (as decisions, 32 per call). */
+const MAX_REFUNDS_PER_CALL = 32;
+
+interface PendingRefunds {
+  readonly refunds: Refund[];
+  readonly time: ScriptTime;
+  readonly waiters: Array<{ resolve(): void; reject(error: unknown): void }>;
+}
+
 export class RedisStore implements Store {
   readonly local = false;
   /** The client's first connection and how long its calls have waited unanswered: see the failure policy. */
@@ -71,6 +81,8 @@ export class RedisStore implements Store {
   readonly #groups: SlotGroups;
   readonly #resets: Resets;
   readonly #overrides: Overrides;
+  /** Refunds asked for in this turn of the event loop, sent together (see refund). */
+  #refunds: PendingRefunds | undefined;
 
   constructor(options: RedisStoreOptions) {
     const connection = connectionOf(options?.client);
@@ -106,6 +118,8 @@ export class RedisStore implements Store {
    */
   evaluate(ops: readonly StoreOp[], mode: EvalMode): Promise<EvalResult> {
     try {
+      // Refunds asked for before this decision go first: a slot released, then taken again.
+      if (this.#refunds !== undefined) this.#sendRefunds();
       if (ops.length === 0) return Promise.resolve({ nowMs: this.now(), results: [] });
       // An injected clock is read once, so every group of a Cluster request decides at the same time.
       const time = this.#clock.scriptTime();
@@ -119,32 +133,76 @@ export class RedisStore implements Store {
     }
   }
 
-  async refund(refunds: readonly Refund[]): Promise<void> {
-    if (refunds.length === 0) return;
+  /**
+   * Refunds (releases of concurrency slots among them) asked for in the same turn of the event loop go
+   * in one call, at most MAX_REFUNDS_PER_CALL each (one per slot group on a Cluster), sent when the turn
+   * ends or when a decision or another command is asked for after them, so commands still reach Redis
+   * in the order they were asked for. No figures are read back: a release is one ZREM.
+   */
+  refund(refunds: readonly Refund[]): Promise<void> {
+    if (refunds.length === 0) return Promise.resolve();
+    // Decisions asked for before go first; refunds waiting already stay, to go with this one.
     this.#batcher.flush();
-    await this.#groups.refund(refunds, this.#clock.scriptTime());
+    const time = this.#clock.scriptTime();
+    let pending = this.#refunds;
+    if (pending !== undefined && pending.time !== time) {
+      this.#sendRefunds();
+      pending = undefined;
+    }
+    if (pending === undefined) {
+      pending = { refunds: [], time, waiters: [] };
+      this.#refunds = pending;
+      setImmediate(() => {
+        if (this.#refunds === pending) this.#sendRefunds();
+      });
+    }
+    pending.refunds.push(...refunds);
+    const done = new Promise<void>((resolve, reject) => pending.waiters.push({ resolve, reject }));
+    if (pending.refunds.length >= MAX_REFUNDS_PER_CALL) this.#sendRefunds();
+    return done;
+  }
+
+  /** Sends the refunds waiting for the end of the turn. */
+  #sendRefunds(): void {
+    const pending = this.#refunds;
+    if (pending === undefined) return;
+    this.#refunds = undefined;
+    this.#groups.refund(pending.refunds, pending.time).then(
+      () => {
+        for (const w of pending.waiters) w.resolve();
+      },
+      (error: unknown) => {
+        for (const w of pending.waiters) w.reject(error);
+      },
+    );
+  }
+
+  /** Sends what is waiting (refunds, or open batches of decisions) ahead of another command. */
+  #flush(): void {
+    if (this.#refunds !== undefined) this.#sendRefunds();
+    this.#batcher.flush();
   }
 
   async renew(slots: readonly Refund[]): Promise<boolean[]> {
     if (slots.length === 0) return [];
-    this.#batcher.flush();
+    this.#flush();
     return this.#groups.renew(slots, this.#clock.scriptTime());
   }
 
   async holders(rule: StoreRule, key: string, limit: number): Promise<HeldSlot[]> {
     if (rule.type !== 'concurrency') return [];
-    this.#batcher.flush();
+    this.#flush();
     return readHolders(this.#connection, opKeys(this.#space.prefix, rule.name, key).count, limit, this.now());
   }
 
   async clear(rule: StoreRule, key: string): Promise<void> {
-    this.#batcher.flush();
+    this.#flush();
     const count = opKeys(this.#space.prefix, rule.name, key).count;
     await this.#connection.send('DEL', [count], count);
   }
 
   reset(rule: StoreRule, key: string): Promise<boolean> {
-    this.#batcher.flush();
+    this.#flush();
     return this.#resets.reset(rule.name, key, this.#clock.scriptTime());
   }
 
@@ -154,12 +212,12 @@ export class RedisStore implements Store {
    * key. Decisions read it in their own script call; rules that never had one do not read it at all.
    */
   async override(rule: StoreRule, key: string, limit: number | null, forMs?: number): Promise<void> {
-    this.#batcher.flush();
+    this.#flush();
     await this.#overrides.set(rule.name, key, limit, forMs, this.#clock.scriptTime());
   }
 
   locked(rule: StoreRule, limit: number): Promise<LockInfo[]> {
-    this.#batcher.flush();
+    this.#flush();
     return readLocks(this.#connection, this.#space, rule.name, limit, this.now());
   }
 

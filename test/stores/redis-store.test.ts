@@ -305,6 +305,51 @@ describe('RedisStore', function () {
     }
   });
 
+  it('sends the releases asked for in one turn in one call (32 at most), and a decision asked for after a release after it', async () => {
+    const own = await startRedis();
+    try {
+      const ownClient = own.client();
+      const store = track(new RedisStore({ client: ownClient, prefix: uniquePrefix() }));
+      const [rule] = compile([{ name: 'slots', limit: 1, window: { type: 'concurrency', lease: '30s' } }]);
+      const op = (key: string) => opOf(rule as CompiledRule, key, 1, Date.now());
+      const keys = Array.from({ length: 40 }, (_, i) => `user-${i}`);
+      const taken = await Promise.all(keys.map((key) => store.evaluate([op(key)], 'check')));
+      expect(taken.every(({ results }) => results[0]?.allowed)).to.equal(true);
+      const calls = async () => {
+        const stats = await ownClient.info('commandstats');
+        return [...stats.matchAll(/^cmdstat_(?:fcall|evalsha|eval):calls=(\d+)/gm)].reduce(
+          (sum, m) => sum + Number(m[1]),
+          0,
+        );
+      };
+      const before = await calls();
+      // 40 releases in one turn: two calls (32 + 8); each slot free again.
+      await Promise.all(
+        keys.map((key, i) =>
+          store.refund([{ op: op(key), receipt: taken[i]?.results[0]?.receipt as number }]),
+        ),
+      );
+      expect((await calls()) - before).to.equal(2);
+      for (const key of keys) {
+        const { results } = await store.evaluate([op(key)], 'peek');
+        expect(results[0]?.allowed, key).to.equal(true);
+      }
+      // A release not awaited, then a decision of the same key in the same turn: the slot is free for it.
+      const { results } = await store.evaluate([op('late')], 'check');
+      const release = store.refund([{ op: op('late'), receipt: results[0]?.receipt as number }]);
+      const again = await store.evaluate([op('late')], 'check');
+      await release;
+      expect(again.results[0]?.allowed).to.equal(true);
+      // Releasing twice, or a slot never taken, changes nothing.
+      await store.refund([{ op: op('late'), receipt: results[0]?.receipt as number }]);
+      await store.refund([{ op: op('nobody'), receipt: 12345 }]);
+      const held = await store.evaluate([op('late')], 'peek');
+      expect(held.results[0]?.allowed, 'the slot taken again is still held').to.equal(false);
+    } finally {
+      await own.stop();
+    }
+  });
+
   describe('storage', () => {
     let own: RedisServer;
     let ownClient: Redis;
