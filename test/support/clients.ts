@@ -32,7 +32,7 @@ export interface ClientKind {
 
 /**
  * The recommended ioredis settings, but with a commandTimeout no busy machine reaches: the suites run per
- * client assert what Redis answered (reliability.test.ts tests the timeout itself).
+ * client assert what Redis answered (test/limiter/failure-policy.test.ts tests the timeout itself).
  */
 const IOREDIS_OPTIONS = { ...RECOMMENDED_REDIS_OPTIONS, commandTimeout: PATIENT.storeTimeout };
 const IOREDIS_CLUSTER_OPTIONS = {

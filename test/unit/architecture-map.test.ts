@@ -1,5 +1,7 @@
 // ARCHITECTURE.md's table of parts names every file of src/ and adapters/: a file in no part fails here.
-import { readdirSync, readFileSync } from 'node:fs';
+// test/ mirrors the parts: a folder of test/unit/ that is no part fails, and so does a test path the map names
+// that is gone.
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { expect } from 'chai';
 import { algorithms } from '../../src/algorithms/index.js';
@@ -74,5 +76,24 @@ describe("ARCHITECTURE.md's map", () => {
     const paths = [...map.matchAll(/`((?:src|adapters)\/[\w./-]+\.ts)`/g)].map((m) => m[1] as string);
     const files = new Set(sourceFiles());
     expect(paths.filter((path) => !files.has(path))).to.deep.equal([]);
+  });
+
+  it('names no test path that is gone', () => {
+    const paths = [...map.matchAll(/`(test\/[\w./-]+)`/g)].map((m) => m[1] as string);
+    expect(paths.length).to.be.greaterThan(5);
+    expect(paths.filter((path) => !existsSync(join(ROOT, path)))).to.deep.equal([]);
+  });
+
+  it("keeps test/unit/ in the parts' folders: each of its folders is a folder of src/ or adapters/", () => {
+    const parts = new Set([
+      'adapters',
+      ...readdirSync(join(ROOT, 'src'), { withFileTypes: true })
+        .filter((entry) => entry.isDirectory())
+        .map((entry) => entry.name),
+    ]);
+    const folders = readdirSync(join(ROOT, 'test', 'unit'), { withFileTypes: true })
+      .filter((entry) => entry.isDirectory())
+      .map((entry) => entry.name);
+    expect(folders.filter((folder) => !parts.has(folder))).to.deep.equal([]);
   });
 });

@@ -1,7 +1,7 @@
 // Property tests: each algorithm against a small, obviously correct model, over random hits and clock steps.
 import { expect } from 'chai';
 import fc from 'fast-check';
-import { createLimiter, type Decision, MemoryStore, type Rule } from '../../src/index.js';
+import { createLimiter, type Decision, MemoryStore, type Rule } from '../../../src/index.js';
 
 interface Hit {
   /** Ms since the previous hit. */

@@ -2,9 +2,9 @@
 // sets and requests (case, trailing slashes, params, wildcards, optional groups, HEAD).
 import { expect } from 'chai';
 import fc from 'fast-check';
-import { createLimiter, type Rule } from '../../src/index.js';
-import { createMatcher } from '../../src/rules/match.js';
-import { RuleIndex } from '../../src/rules/rule-index.js';
+import { createLimiter, type Rule } from '../../../src/index.js';
+import { createMatcher } from '../../../src/rules/match.js';
+import { RuleIndex } from '../../../src/rules/rule-index.js';
 
 const SEGMENTS = ['api', 'API', 'items', 'Login', 'v1', 'x', 'ab', '5', ''];
 const PIECES = ['api', 'items', 'login', 'v1', 'a', ':id', '*rest', '{/:opt}', 'v:n', 'x{-:y}'];

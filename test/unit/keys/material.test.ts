@@ -2,15 +2,15 @@
 // form, and two values a rule tells apart never share an identity, in single, composite and template keys.
 import { expect } from 'chai';
 import fc from 'fast-check';
-import { createExtractor } from '../../src/keys/extractors.js';
+import { createExtractor } from '../../../src/keys/extractors.js';
 import {
   MAX_KEY_LENGTH,
   normalizeIdentity,
   OVERSIZED_KEY,
   UNPARSED_BODY_KEY,
   UNRESOLVED_IP_KEY,
-} from '../../src/keys/material.js';
-import type { KeySpec, RequestInfo } from '../../src/types.js';
+} from '../../../src/keys/material.js';
+import type { KeySpec, RequestInfo } from '../../../src/types.js';
 
 const SENTINELS = new Set([OVERSIZED_KEY, UNRESOLVED_IP_KEY, UNPARSED_BODY_KEY]);
 const DIGEST = /^#[\w-]{43}$/;

@@ -2,9 +2,9 @@
 // wait that ends, with its timer, when the client goes, and the waits one key may hold at once.
 import { EventEmitter } from 'node:events';
 import { expect } from 'chai';
-import { responseClosed } from '../../adapters/common.js';
-import { createPacing, overLimit, pause } from '../../adapters/slow-down.js';
-import { createLimiter, type Decision, type RequestInfo } from '../../src/index.js';
+import { responseClosed } from '../../../adapters/common.js';
+import { createPacing, overLimit, pause } from '../../../adapters/slow-down.js';
+import { createLimiter, type Decision, type RequestInfo } from '../../../src/index.js';
 
 const request: RequestInfo = { method: 'GET', path: '/', ip: '203.0.113.7', headers: {} };
 

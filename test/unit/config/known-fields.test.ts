@@ -4,9 +4,9 @@ import { expect } from 'chai';
 import express from 'express';
 import { Redis } from 'ioredis';
 import Koa from 'koa';
-import { rateLimit as expressRateLimit } from '../../adapters/express.js';
-import { rateLimit as koaRateLimit } from '../../adapters/koa.js';
-import { assertKnownFields, closestName } from '../../src/config/known-fields.js';
+import { rateLimit as expressRateLimit } from '../../../adapters/express.js';
+import { rateLimit as koaRateLimit } from '../../../adapters/koa.js';
+import { assertKnownFields, closestName } from '../../../src/config/known-fields.js';
 import {
   createLimiter,
   type LimiterOptions,
@@ -16,7 +16,7 @@ import {
   RedisStore,
   type Rule,
   verificationCodeRules,
-} from '../../src/index.js';
+} from '../../../src/index.js';
 
 const base = { name: 'login', key: 'ip', limit: 5, window: { type: 'fixed', size: '1m' } } as Rule;
 

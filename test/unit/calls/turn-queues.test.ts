@@ -3,8 +3,8 @@
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { expect } from 'chai';
-import { MAX_TIMER_MS, type Timers, type Turn, TurnQueues } from '../../src/calls/turn-queues.js';
-import { createLimiter, type Decision } from '../../src/index.js';
+import { MAX_TIMER_MS, type Timers, type Turn, TurnQueues } from '../../../src/calls/turn-queues.js';
+import { createLimiter, type Decision } from '../../../src/index.js';
 
 const DAY = 86_400_000;
 

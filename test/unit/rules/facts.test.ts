@@ -1,9 +1,9 @@
 // What a window type says of itself (src/algorithms/<type>.ts) and the facts a compiled rule carries,
 // as the limiter lists them for the adapters, the deny cache and slowDown.
 import { expect } from 'chai';
-import { algorithms, WINDOW_NAMES, windowKind, windowTypeOf } from '../../src/algorithms/index.js';
-import { createLimiter, type Rule } from '../../src/index.js';
-import { describeWindow } from '../../src/operators/rule-summary.js';
+import { algorithms, WINDOW_NAMES, windowKind, windowTypeOf } from '../../../src/algorithms/index.js';
+import { createLimiter, type Rule } from '../../../src/index.js';
+import { describeWindow } from '../../../src/operators/rule-summary.js';
 
 const rules: Rule[] = [
   { name: 'ip', key: 'ip', limit: 100, window: { type: 'fixed', size: '1m' } },

@@ -1,6 +1,6 @@
 // Bad configuration is refused at construction with a RateLimitConfigError naming the rule, field and value.
 import { expect } from 'chai';
-import { createLimiter, MemoryStore, RateLimitConfigError, type Rule } from '../../src/index.js';
+import { createLimiter, MemoryStore, RateLimitConfigError, type Rule } from '../../../src/index.js';
 
 const base: Rule = { name: 'r', key: 'ip', limit: 5, window: { type: 'fixed', size: '1m' } };
 

@@ -2,7 +2,7 @@
 // stores without overrides, and GCRA's exact arithmetic when a key's limit grows.
 import { expect } from 'chai';
 import fc from 'fast-check';
-import { gcra } from '../../src/algorithms/gcra.js';
+import { gcra } from '../../../src/algorithms/gcra.js';
 import {
   createLimiter,
   type Decision,
@@ -11,8 +11,8 @@ import {
   RateLimitRequestError,
   type RequestInfo,
   type Store,
-} from '../../src/index.js';
-import type { StoreOp } from '../../src/stores/store-ops.js';
+} from '../../../src/index.js';
+import type { StoreOp } from '../../../src/stores/store-ops.js';
 
 const req: RequestInfo = { method: 'GET', path: '/', ip: '10.0.0.1', headers: {} };
 const window = { type: 'fixed', size: '1m' } as const;

@@ -12,7 +12,7 @@ import {
   type Rule,
   UNPARSED_BODY_WARNING,
   UNRESOLVED_IP_WARNING,
-} from '../../src/index.js';
+} from '../../../src/index.js';
 
 const base: RequestInfo = { method: 'POST', path: '/sms', ip: '203.0.113.10', headers: {} };
 const minute = { type: 'fixed', size: '1m' } as const;

@@ -10,7 +10,7 @@ import {
   type RequestInfo,
   UNPARSED_BODY_KEY,
   userKey,
-} from '../../src/index.js';
+} from '../../../src/index.js';
 
 const base: RequestInfo = { method: 'POST', path: '/login', ip: '203.0.113.10', headers: {} };
 

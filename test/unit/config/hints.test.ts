@@ -1,6 +1,6 @@
 // The configuration mistakes a newcomer makes first get a message that says what to write instead.
 import { expect } from 'chai';
-import { createLimiter, type LimiterOptions, RateLimitConfigError, type Rule } from '../../src/index.js';
+import { createLimiter, type LimiterOptions, RateLimitConfigError, type Rule } from '../../../src/index.js';
 
 const base = { name: 'api', key: 'ip', limit: 5, window: { type: 'fixed', size: '1m' } } as Rule;
 

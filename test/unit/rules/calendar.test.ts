@@ -1,7 +1,7 @@
 // Calendar period boundaries from the platform's time zone data (Intl) and croner: exact instants around DST.
 import { expect } from 'chai';
-import { type CalendarPeriods, createPeriodFn, isValidTimeZone } from '../../src/rules/calendar.js';
-import type { CalendarUnit } from '../../src/types.js';
+import { type CalendarPeriods, createPeriodFn, isValidTimeZone } from '../../../src/rules/calendar.js';
+import type { CalendarUnit } from '../../../src/types.js';
 
 function periods(spec: { unit?: CalendarUnit; cron?: string }, zone: string, at: string): string[] {
   const p: CalendarPeriods = createPeriodFn(spec, zone)(Date.parse(at));

@@ -8,9 +8,9 @@ import {
   RateLimitRequestError,
   type Rule,
 } from '../../src/index.js';
+import { fakeClock } from '../stores/conformance/suite.js';
 import { PATIENT } from '../support/settle.js';
 import { memoryStores, redisStores } from '../support/stores.js';
-import { fakeClock } from './conformance/suite.js';
 
 /** The seeds' e-mail auth-code method: 1 per 60 s and 5 per calendar hour on the same address. */
 const AUTH_CODE_RULES: Rule[] = [

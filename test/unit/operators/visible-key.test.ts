@@ -2,7 +2,7 @@
 // alike, and `readVisibleKey` gives each key back exactly.
 import { expect } from 'chai';
 import fc from 'fast-check';
-import { hasHiddenCharacters, readVisibleKey, visibleKey } from '../../src/operators/visible-key.js';
+import { hasHiddenCharacters, readVisibleKey, visibleKey } from '../../../src/operators/visible-key.js';
 
 /** Keys that a terminal or a browser shows as 'alice' (or as 'al ice'), each with how it must be shown. */
 const LOOKALIKES: Record<string, string> = {

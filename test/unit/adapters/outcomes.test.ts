@@ -1,8 +1,8 @@
 // How every adapter turns a response status into an outcome (adapters/common.ts `report`): 3xx is unknown unless
 // `isFailure` says otherwise, an app's own report wins, and a throwing `isFailure` never escapes.
 import { expect } from 'chai';
-import { createSetup } from '../../adapters/common.js';
-import { createLimiter, type Limiter, REDIRECT_OUTCOME_WARNING, type Rule } from '../../src/index.js';
+import { createSetup } from '../../../adapters/common.js';
+import { createLimiter, type Limiter, REDIRECT_OUTCOME_WARNING, type Rule } from '../../../src/index.js';
 
 const rules: Rule[] = [
   {

@@ -7,7 +7,7 @@ import {
   compileTrustList,
   onUnixSocket,
   unixSocketClient,
-} from '../../adapters/proxy-trust.js';
+} from '../../../adapters/proxy-trust.js';
 
 describe('trusted proxies (adapters/proxy-trust.ts)', () => {
   it('trusts names, addresses, CIDR ranges and netmasks, an IPv4-mapped peer as its IPv4 address', () => {

@@ -13,9 +13,9 @@ import {
   type StoreLiveness,
   type StoreOp,
   type StoreRule,
-} from '../../src/index.js';
-import { DEADLINE_TICK_MS, type DeadlineClock, Deadlines } from '../../src/limiter/deadlines.js';
-import { shareOf } from '../../src/limiter/failure-policy.js';
+} from '../../../src/index.js';
+import { DEADLINE_TICK_MS, type DeadlineClock, Deadlines } from '../../../src/limiter/deadlines.js';
+import { shareOf } from '../../../src/limiter/failure-policy.js';
 
 const errors = {
   silent: (ms: number) => new Error(`silent ${ms}`),
