@@ -92,6 +92,7 @@ export const POSTGRES_STORE_DEFAULTS = {
   clockSyncIntervalMs: 60_000,
   sweepIntervalMs: 1000,
   sweepBatch: 1000,
+  statementsInFlight: 4,
 } as const;
 
 /** Defaults of the HTTP adapters' options and of `formatHeaders`. */

@@ -34,6 +34,11 @@ export interface PostgresStoreOptions {
   sweepIntervalMs?: number;
   /** Rows the sweep looks at per step. @default 1000 */
   sweepBatch?: number;
+  /**
+   * How many statements of the common request (one fixed or calendar rule without lockout) may be out at
+   * once, at most the pool's `max`; requests beyond wait and share the next statement. @default 4
+   */
+  statementsInFlight?: number;
 }
 
 const FIELDS = [
@@ -44,6 +49,7 @@ const FIELDS = [
   'clockSyncIntervalMs',
   'sweepIntervalMs',
   'sweepBatch',
+  'statementsInFlight',
 ] as const;
 
 /**
@@ -82,9 +88,11 @@ export class PostgresStore implements Store {
     if (options.clock !== undefined && typeof options.clock !== 'function') {
       refuse('ERR_OPTION', 'PostgresStore', mustBe('clock', 'a function returning epoch ms', options.clock));
     }
-    const interval = (field: 'clockSyncIntervalMs' | 'sweepIntervalMs' | 'sweepBatch') => {
+    const positive = (
+      field: 'clockSyncIntervalMs' | 'sweepIntervalMs' | 'sweepBatch' | 'statementsInFlight',
+    ) => {
       const value = options[field] ?? defaults[field];
-      // Timers take at most 2^31 - 1 ms (a longer one would fire at once).
+      // Timers take at most 2^31 - 1 ms (a longer one would fire at once); counts have the same bound.
       if (!Number.isSafeInteger(value) || value < 1 || value > 2 ** 31 - 1) {
         refuse('ERR_OPTION', 'PostgresStore', mustBe(field, 'an integer from 1 to 2147483647', value));
       }
@@ -93,18 +101,18 @@ export class PostgresStore implements Store {
     const calls = new PoolCalls(options.pool);
     this.#calls = calls;
     this.liveness = calls;
-    this.#clock = new PostgresClock(calls, options.clock, interval('clockSyncIntervalMs'));
+    this.#clock = new PostgresClock(calls, options.clock, positive('clockSyncIntervalMs'));
     this.#checkText = `SELECT ${this.#names.qualified('check')}($1, $2, $3, $4, $5)`;
     this.#checkName = `${this.#names.channel}_check`;
     this.#batcher = new CheckBatcher(
       calls,
       { text: statementSql(this.#names, 'check-batch'), name: `${this.#names.channel}_batch` },
-      options.pool.options.max ?? 10,
+      Math.min(positive('statementsInFlight'), options.pool.options.max ?? 10),
       () => this.#clock.callTime(),
     );
     this.#sweeper = new Sweeper(calls, this.#names, {
-      intervalMs: interval('sweepIntervalMs'),
-      batch: interval('sweepBatch'),
+      intervalMs: positive('sweepIntervalMs'),
+      batch: positive('sweepBatch'),
       time: () => this.#clock.callTime(),
       ready: () => this.#whenReady(),
     });

@@ -98,6 +98,7 @@ describe('PostgresStore', function () {
       refused({ pool, tablePrefix: 7 }, /tablePrefix must be a string/);
       refused({ pool, sweepIntervalMs: 0 }, /sweepIntervalMs must be an integer from 1 to 2147483647/);
       refused({ pool, clock: 5 }, /clock must be a function/);
+      refused({ pool, statementsInFlight: 0 }, /statementsInFlight must be an integer from 1/);
     });
   });
 
