@@ -151,6 +151,19 @@ export interface Decision {
   rules: RuleResult[];
 }
 
+/**
+ * What `limiter.acquire` resolves to: the admitting decision (the same object `check` would give, so
+ * `report`, `settle` and `release` know it), with its own `release`.
+ */
+export interface Acquired extends Decision {
+  /**
+   * Frees the slots the call holds on its `concurrency` rules, in every process, at once: waiting calls
+   * are woken. Idempotent; resolves at once when the rules hold no slot. `limiter.release(decision)` is
+   * the same. Not copied by a spread or JSON (a copy is released with `limiter.release`).
+   */
+  release(): Promise<void>;
+}
+
 export interface RuleStatus {
   rule: string;
   key: string;

@@ -5,7 +5,7 @@ import { mustBe, refuse } from '../config/refuse.js';
 import { describe, RateLimitExceededError, RateLimitRequestError } from '../errors.js';
 import { identityOf } from '../keys/direct-key.js';
 import type { CompiledRule } from '../rules/compile.js';
-import type { Decision, Outcome } from '../types.js';
+import type { Acquired, Decision, Outcome } from '../types.js';
 import { argumentKey } from './call-key.js';
 import {
   type AcquireOptions,
@@ -23,26 +23,47 @@ export interface PacedParts {
   /** A `check` of the named rules together on a key given directly, at `cost`. */
   decide: (rules: readonly string[], key: string, cost: number) => Promise<Decision>;
   report: (decision: Decision, outcome: Outcome) => Promise<void>;
+  /** Frees the slots a decision holds (`limiter.release`). */
+  release: (decision: Decision) => Promise<void>;
+  /**
+   * Called once, when a call first waits on a concurrency rule: from then on, `freed` should hear of the
+   * slots freed in other processes too (the store's announcements).
+   */
+  listenFrees: () => void;
 }
 
 export class PacedCalls {
   readonly #parts: PacedParts;
   /** Waiters of `acquire` and of wrapped functions with `maxWait`. */
-  readonly #turns = new TurnQueues();
+  readonly #turns: TurnQueues;
 
   constructor(parts: PacedParts) {
     this.#parts = parts;
+    this.#turns = new TurnQueues(undefined, parts.listenFrees);
   }
 
   /** See `Limiter.acquire`. Rejects, never throws. */
-  acquire(ruleOrRules: string | readonly string[], key: string, options?: AcquireOptions): Promise<Decision> {
+  acquire(ruleOrRules: string | readonly string[], key: string, options?: AcquireOptions): Promise<Acquired> {
     try {
       const { rules, cost, ...wait } = resolveAcquire(ruleOrRules, options);
       this.#waitable(rules, 'acquire');
-      return this.#turn('acquire', rules, identityOf(key), cost, wait);
+      const release = this.#parts.release;
+      return this.#turn('acquire', rules, identityOf(key), cost, wait).then((decision) => {
+        // The same object (report and settle know a decision by it), `release` hidden from copies and JSON.
+        Object.defineProperty(decision, 'release', { value: () => release(decision) });
+        return decision as Acquired;
+      });
     } catch (error) {
       return Promise.reject(error);
     }
+  }
+
+  /**
+   * Slots of `rule` for `key` were freed (released, reset; `('', '')`: frees may have been missed): calls
+   * waiting on them try again now.
+   */
+  freed(rule: string, key: string): void {
+    this.#turns.freed(rule, key);
   }
 
   /** See `Limiter.wrap`. */
@@ -121,6 +142,8 @@ export class PacedCalls {
       maxQueue,
       attempt: (units) => decide(rules, key, units),
       neverFits: (decision, units) => costNeverFits(compiled, decision, units),
+      key,
+      slotRules: compiled.filter((rule) => rule.facts.holdsSlots).map((rule) => rule.name),
     });
   }
 }

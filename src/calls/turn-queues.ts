@@ -1,6 +1,6 @@
 // Waiting for a turn (`limiter.acquire`, `wrap` with `maxWait`): per key, first come first served within
 // a process; every try is a real decision of the store, so across processes nothing is ever admitted
-// that `check` would not admit.
+// that `check` would not admit. A wait on a concurrency rule ends when a slot of its key frees (`freed`).
 import { refuse } from '../config/refuse.js';
 import { RateLimitExceededError, RateLimitRequestError } from '../errors.js';
 import type { CompiledRule } from '../rules/compile.js';
@@ -25,6 +25,13 @@ export interface Turn {
   readonly maxQueue: number;
   readonly attempt: Attempt;
   readonly neverFits: NeverFits;
+  /** The key the rules are decided on (for `freed`). */
+  readonly key: string;
+  /**
+   * The names of its concurrency rules: a denial by them alone ends whenever a slot frees, at any time,
+   * so the wait is woken by `freed` (and bounded by `maxWait`), not refused at once.
+   */
+  readonly slotRules: readonly string[];
 }
 
 /** The clock and timers the queues sleep on (a test gives its own). */
@@ -69,16 +76,44 @@ interface Queue {
   wakeAt: number;
   /** The denial the head sleeps on. */
   denial: Decision | undefined;
+  /** The head sleeps on concurrency rules alone: `freed` ends its sleep, and its wait has no known end. */
+  wakeable: boolean;
+  /** Re-arms the sleeping head's timer for a waiter that joined (its deadline may come first). */
+  rearm: (() => void) | undefined;
+  /** A slot of its rules and key freed while the head's try was with the store: try again at once if denied. */
+  freed: boolean;
+  /** Its entries in TurnQueues#watching (`rule\0key` of each concurrency rule). */
+  readonly watches: readonly string[];
+  readonly slotRules: ReadonlySet<string>;
 }
 
 /** The waiters of one limiter, one queue per rules and key; a queue and its one timer exist only while someone waits. */
 export class TurnQueues {
   readonly #queues = new Map<string, Queue>();
+  /** The queues waiting on each concurrency rule and key (`rule\0key`). */
+  readonly #watching = new Map<string, Set<Queue>>();
   readonly #timers: Timers;
+  /** Called once, when a head first sleeps on a concurrency rule: frees from other processes are wanted. */
+  #onSlotWait: (() => void) | undefined;
   #closed = false;
 
-  constructor(timers: Timers = SYSTEM_TIMERS) {
+  constructor(timers: Timers = SYSTEM_TIMERS, onSlotWait?: () => void) {
     this.#timers = timers;
+    this.#onSlotWait = onSlotWait;
+  }
+
+  /**
+   * Slots of `rule` for `key` were freed (a release, a lapse, a reset): every queue waiting on them tries
+   * again now (its head only: one try per queue, whatever the number of waiters). `('', '')`: frees may
+   * have been missed, every queue waiting on a concurrency rule tries again.
+   */
+  freed(rule: string, key: string): void {
+    if (rule === '') {
+      for (const queues of this.#watching.values()) for (const q of queues) wakeFreed(q);
+      return;
+    }
+    const queues = this.#watching.get(watchId(rule, key));
+    if (queues !== undefined) for (const q of queues) wakeFreed(q);
   }
 
   /**
@@ -94,12 +129,22 @@ export class TurnQueues {
       if (signal?.aborted) return reject(signal.reason);
       let queue = this.#queues.get(turn.id);
       const deadline = this.#timers.now() + turn.maxWaitMs;
-      // Behind a head that sleeps past this deadline: it cannot be served in time.
-      if (queue?.denial !== undefined && queue.wakeAt > deadline)
+      // Behind a head that sleeps past this deadline: it cannot be served in time (unless a free may wake it).
+      if (queue?.denial !== undefined && !queue.wakeable && queue.wakeAt > deadline)
         return reject(new RateLimitExceededError(queue.denial, queue.wakeAt - this.#timers.now()));
       if (queue !== undefined && queue.waiters.size >= turn.maxQueue) return reject(queueFull(turn, queue));
       const fresh = queue === undefined;
-      queue ??= { waiters: new Set(), wake: undefined, wakeAt: 0, denial: undefined };
+      queue ??= {
+        waiters: new Set(),
+        wake: undefined,
+        wakeAt: 0,
+        denial: undefined,
+        wakeable: false,
+        rearm: undefined,
+        freed: false,
+        watches: turn.slotRules.map((rule) => watchId(rule, turn.key)),
+        slotRules: new Set(turn.slotRules),
+      };
       const q = queue;
       const waiter: Waiter = {
         cost: turn.cost,
@@ -114,8 +159,14 @@ export class TurnQueues {
       };
       signal?.addEventListener('abort', waiter.onAbort, { once: true });
       q.waiters.add(waiter);
+      if (q.wakeable) q.rearm?.();
       if (fresh) {
         this.#queues.set(turn.id, q);
+        for (const id of q.watches) {
+          const queues = this.#watching.get(id);
+          if (queues === undefined) this.#watching.set(id, new Set([q]));
+          else queues.add(q);
+        }
         void this.#serve(turn.id, q, turn.attempt, turn.neverFits);
       }
     });
@@ -125,6 +176,7 @@ export class TurnQueues {
   async #serve(id: string, q: Queue, attempt: Attempt, neverFits: NeverFits): Promise<void> {
     for (let w = first(q); w !== undefined; w = first(q)) {
       w.trying = true;
+      q.freed = false;
       let decision: Decision;
       try {
         decision = await attempt(w.cost);
@@ -141,41 +193,88 @@ export class TurnQueues {
       else if (w.abortLater) finish(q, w, () => w.reject(w.signal?.reason));
       else {
         const never = neverFits(decision, w.cost);
-        const wakeAt = this.#timers.now() + (decision.retryAfterMs ?? 1);
+        const now = this.#timers.now();
+        const windowMs = windowWait(decision, q.slotRules);
         if (never !== undefined) finish(q, w, () => w.reject(never));
-        else if (wakeAt > w.deadline) finish(q, w, () => w.reject(new RateLimitExceededError(decision)));
-        else await this.#sleep(q, decision, wakeAt);
+        else if (windowMs === undefined) {
+          // Only concurrency rules deny: a slot may free at any time (a release), and at the latest when
+          // the soonest lease ends (its holder stopped renewing). A free heard during the try: try again.
+          if (q.freed) continue;
+          if (now >= w.deadline) finish(q, w, () => w.reject(new RateLimitExceededError(decision)));
+          else {
+            this.#slotWait();
+            await this.#sleep(q, decision, now + (decision.retryAfterMs ?? 1), true);
+          }
+        } else if (now + windowMs > w.deadline)
+          finish(q, w, () => w.reject(new RateLimitExceededError(decision, windowMs)));
+        else await this.#sleep(q, decision, now + windowMs, false);
       }
     }
     this.#queues.delete(id);
+    for (const watch of q.watches) {
+      const queues = this.#watching.get(watch);
+      queues?.delete(q);
+      if (queues?.size === 0) this.#watching.delete(watch);
+    }
   }
 
-  /** The head sleeps until its retry time; those behind it whose deadline comes first are refused now. */
-  #sleep(q: Queue, denial: Decision, wakeAt: number): Promise<void> {
+  #slotWait(): void {
+    const listen = this.#onSlotWait;
+    this.#onSlotWait = undefined;
+    listen?.();
+  }
+
+  /**
+   * The head sleeps until `wakeAt` (a retry time), or, `wakeable`, until `freed` wakes it or its own
+   * deadline comes. Those behind it whose deadline comes first are refused: at once when the head's
+   * wait has a known end (`wakeAt`), else as each deadline passes.
+   */
+  #sleep(q: Queue, denial: Decision, wakeAt: number, wakeable: boolean): Promise<void> {
     const timers = this.#timers;
-    const head = first(q);
-    for (const other of q.waiters) {
-      if (other !== head && wakeAt > other.deadline)
-        finish(q, other, () => other.reject(new RateLimitExceededError(denial, wakeAt - timers.now())));
-    }
+    const head = first(q) as Waiter;
+    const refuse = (other: Waiter) =>
+      finish(q, other, () =>
+        other.reject(new RateLimitExceededError(denial, Math.max(1, wakeAt - timers.now()))),
+      );
+    if (!wakeable)
+      for (const other of q.waiters) if (other !== head && wakeAt > other.deadline) refuse(other);
+    // A wakeable head retries at its deadline at the latest (one last try, refused if denied).
+    const until = wakeable ? Math.min(wakeAt, head.deadline) : wakeAt;
     q.denial = denial;
     q.wakeAt = wakeAt;
+    q.wakeable = wakeable;
     return new Promise<void>((resume) => {
       let timer: unknown;
+      let over = false;
       const done = () => {
+        if (over) return;
+        over = true;
         timers.clearTimeout(timer);
         q.wake = undefined;
+        q.rearm = undefined;
         q.wakeAt = 0;
         q.denial = undefined;
+        q.wakeable = false;
         resume();
       };
-      // A retry time beyond the longest timer is reached in steps, each re-armed for what is left.
+      // Armed for the next of: the retry time, the earliest deadline behind the head (refused then); a
+      // time beyond the longest timer is reached in steps, each re-armed for what is left.
       const arm = () => {
-        const left = wakeAt - timers.now();
-        timer = left > MAX_TIMER_MS ? timers.setTimeout(arm, MAX_TIMER_MS) : timers.setTimeout(done, left);
+        if (over) return;
+        timers.clearTimeout(timer);
+        const now = timers.now();
+        let next = until;
+        for (const other of q.waiters) {
+          if (other === head) continue;
+          if (other.deadline <= now) refuse(other);
+          else if (other.deadline < next) next = other.deadline;
+        }
+        if (now >= until) return done();
+        timer = timers.setTimeout(arm, Math.min(next - now, MAX_TIMER_MS));
       };
-      arm();
       q.wake = done;
+      if (wakeable) q.rearm = arm;
+      arm();
     });
   }
 
@@ -244,6 +343,32 @@ function queueFull(turn: Turn, q: Queue): Error {
     'ERR_QUEUE_FULL',
     `${turn.label}: ${q.waiters.size} calls already wait for their turn, the most maxQueue allows; nothing was consumed`,
   );
+}
+
+function watchId(rule: string, key: string): string {
+  return `${rule}\u0000${key}`;
+}
+
+/** A free for the queue: a sleeping head on concurrency rules tries again now, a trying one once it is denied. */
+function wakeFreed(q: Queue): void {
+  q.freed = true;
+  if (q.wakeable) q.wake?.();
+}
+
+/**
+ * How long the rules other than `slotRules` (windows) keep denying: the longest retry time among them
+ * (at least 1 ms); undefined when only concurrency rules deny, whose slots may free at any time.
+ */
+function windowWait(decision: Decision, slotRules: ReadonlySet<string>): number | undefined {
+  let wait: number | undefined;
+  for (const r of decision.rules) {
+    if (r.allowed || r.dryRun || slotRules.has(r.rule)) continue;
+    wait = Math.max(wait ?? 1, r.retryAfterMs ?? 1);
+  }
+  // A decision that denies through no rule result (none matched, an error policy): its own retry time.
+  if (wait === undefined && !decision.rules.some((r) => !r.allowed && !r.dryRun))
+    return decision.retryAfterMs ?? 1;
+  return wait;
 }
 
 /** The waiter whose turn it is. */

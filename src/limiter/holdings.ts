@@ -19,6 +19,8 @@ export interface HoldingsParts {
   call<T>(operation: string, promise: Promise<T>): Promise<T>;
   /** A store call that failed: the `storeError` event. */
   failed(error: unknown, operation: string): void;
+  /** Slots of `rule` for `key` were freed in the store (calls waiting for one try again). */
+  freed(rule: string, key: string): void;
 }
 
 /** A held slot's entry: rule, key and the id of its first slot (`RuleResult.slot`). */
@@ -117,6 +119,7 @@ export class Holdings {
   async #free(held: Held): Promise<void> {
     try {
       await this.#parts.call('release', held.store.refund(held.slots));
+      for (const { op } of held.slots) this.#parts.freed(op.rule.name, op.key);
     } catch (error) {
       this.#parts.failed(error, 'release');
       if (!this.#closed) {

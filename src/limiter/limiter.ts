@@ -7,9 +7,10 @@ import { EventEmitter } from 'node:events';
 import type { AcquireOptions, OverrideOptions, WrapOptions } from '../calls/options.js';
 import { PacedCalls } from '../calls/paced-calls.js';
 import { describe } from '../errors.js';
+import { identityOf } from '../keys/direct-key.js';
 import type { RuleFacts } from '../rules/facts.js';
 import type { EvalMode, Store } from '../stores/store.js';
-import type { Decision, LockInfo, Outcome, RequestInfo, Rule, RuleStatus } from '../types.js';
+import type { Acquired, Decision, LockInfo, Outcome, RequestInfo, Rule, RuleStatus } from '../types.js';
 import { Decider } from './decider.js';
 import { DenyCache } from './deny-cache.js';
 import { type DebugLog, emitStoreError, type LimiterEvents } from './events.js';
@@ -72,8 +73,12 @@ export class Limiter extends EventEmitter<LimiterEvents> {
     const failed = (error: unknown, operation: string) =>
       emitStoreError(this, this.#log, error, operation, 'none');
     const leases = resolved.rules.filter((r) => r.store.type === 'concurrency').map((r) => r.store.sizeMs);
+    // A slot this process freed wakes its own waiters at once (others hear it from the store).
+    const freed = (rule: string, key: string) => this.#paced.freed(rule, key);
     this.#holdings =
-      leases.length === 0 ? undefined : new Holdings(Math.floor(Math.min(...leases) / 3), { call, failed });
+      leases.length === 0
+        ? undefined
+        : new Holdings(Math.floor(Math.min(...leases) / 3), { call, failed, freed });
     this.#settlements = resolved.rules.some((r) => r.settle)
       ? new Settlements({
           rebuild: (op, cost) => this.#ops.op(op.compiled, op.key, cost, op.limit),
@@ -104,6 +109,14 @@ export class Limiter extends EventEmitter<LimiterEvents> {
       // A call that settled is done with its slots, whatever its outcome.
       report: (decision, outcome) =>
         Promise.all([this.report(decision, outcome), this.release(decision)]).then(() => undefined),
+      release: (decision) => this.release(decision),
+      // Frees in other processes, once a call waits for a slot; heard live, every waiter tries once more
+      // (a free announced before the subscription was made would be missed).
+      listenFrees: () =>
+        void store.onFree?.(freed).then(
+          () => freed('', ''),
+          (error: unknown) => failed(error, 'onFree'),
+        ),
     });
   }
 
@@ -238,7 +251,7 @@ export class Limiter extends EventEmitter<LimiterEvents> {
    * `RateLimitRequestError` (`ERR_QUEUE_FULL`) when `maxQueue` calls already wait, and with the
    * signal's reason (an `AbortError`) on abort; leaves no timer behind.
    */
-  acquire(ruleOrRules: string | readonly string[], key: string, options?: AcquireOptions): Promise<Decision> {
+  acquire(ruleOrRules: string | readonly string[], key: string, options?: AcquireOptions): Promise<Acquired> {
     return this.#paced.acquire(ruleOrRules, key, options);
   }
 
@@ -256,8 +269,10 @@ export class Limiter extends EventEmitter<LimiterEvents> {
   }
 
   /** Clears count, lock and escalation level of a rule for a key, in every process. */
-  reset(rule: string, key: string): Promise<void> {
-    return this.#admin.reset(rule, key);
+  async reset(rule: string, key: string): Promise<void> {
+    await this.#admin.reset(rule, key);
+    // A concurrency key's slots are free now: calls waiting for one here try again.
+    if (this.#holdings !== undefined) this.#paced.freed(rule, identityOf(key));
   }
 
   /**

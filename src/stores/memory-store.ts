@@ -52,6 +52,8 @@ export class MemoryStore implements Store {
   readonly #timer: NodeJS.Timeout;
   /** Last time handed out: the store's clock never runs backwards. */
   #lastNow = 0;
+  /** `onFree` listeners: limiters sharing this store whose calls wait for a slot. */
+  readonly #freeListeners = new Set<(rule: string, key: string) => void>();
   readonly #warnFull = warnOnce(MEMORY_STORE_FULL_WARNING);
   /** The entries of the evaluation under way, reused: evaluateSync never re-enters. */
   readonly #scratch: Array<Entry | undefined> = [];
@@ -224,7 +226,20 @@ export class MemoryStore implements Store {
         entry.exhausted = now.remaining === 0;
       }
       if (!this.#dropIfEmpty(entry)) this.#queues.place(entry, nowMs);
+      if (op.rule.type === 'concurrency') this.#freed(op.rule.name, op.key);
     }
+  }
+
+  /**
+   * Calls `listener` after slots of a concurrency key were freed (released or reset) through this store,
+   * by any limiter sharing it: their calls waiting for a slot try again.
+   */
+  async onFree(listener: (rule: string, key: string) => void): Promise<void> {
+    this.#freeListeners.add(listener);
+  }
+
+  #freed(rule: string, key: string): void {
+    for (const listener of this.#freeListeners) listener(rule, key);
   }
 
   async renew(slots: readonly Refund[]): Promise<boolean[]> {
@@ -267,6 +282,7 @@ export class MemoryStore implements Store {
       (entry.state as HolderState).holders.clear();
       entry.count = 0;
       entry.exhausted = false;
+      this.#freed(rule.name, key);
     } else this.#remove(entry);
     return wasLocked;
   }
@@ -303,6 +319,7 @@ export class MemoryStore implements Store {
     this.#overrides.clear();
     this.#queues.clear();
     this.#locks.clear();
+    this.#freeListeners.clear();
   }
 
   /** Drops every expired key. Runs on the timer; callable directly. */

@@ -87,6 +87,11 @@ export function resetChannel(prefix: string): string {
   return `${prefix}:reset`;
 }
 
+/** The pub/sub channel on which freed concurrency slots are announced (redis-frees.ts). */
+export function freeChannel(prefix: string): string {
+  return `${prefix}:free`;
+}
+
 /** Whether the scripts must read the override of a rule's keys (redis-overrides.ts). */
 export interface OverrideReads {
   reads(rule: string): boolean;

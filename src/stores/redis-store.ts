@@ -9,6 +9,7 @@ import { connectionOf, type RedisClient } from './redis-client.js';
 import { RedisClock } from './redis-clock.js';
 import { SlotGroups } from './redis-cluster-groups.js';
 import type { RedisConnection } from './redis-connection.js';
+import { Frees } from './redis-frees.js';
 import { readHolders } from './redis-holders.js';
 import { type KeySpace, opKeys } from './redis-keys.js';
 import { readLocks } from './redis-lock-index.js';
@@ -83,6 +84,7 @@ export class RedisStore implements Store {
   readonly #overrides: Overrides;
   /** Refunds asked for in this turn of the event loop, sent together (see refund). */
   #refunds: PendingRefunds | undefined;
+  readonly #frees: Frees;
 
   constructor(options: RedisStoreOptions) {
     const connection = connectionOf(options?.client);
@@ -95,6 +97,7 @@ export class RedisStore implements Store {
     this.liveness = connection.liveness;
     const space = { prefix, cluster: connection.cluster };
     this.#resets = new Resets(connection, scripts.reset, space);
+    this.#frees = new Frees(connection, prefix);
     this.#overrides = new Overrides(connection, scripts.override, space, this.#resets);
     // The scripts' keys: the override keys of the rules that have had an override.
     this.#space = { ...space, overrides: this.#overrides };
@@ -169,12 +172,24 @@ export class RedisStore implements Store {
     this.#refunds = undefined;
     this.#groups.refund(pending.refunds, pending.time).then(
       () => {
+        this.#announceFrees(pending.refunds);
         for (const w of pending.waiters) w.resolve();
       },
       (error: unknown) => {
         for (const w of pending.waiters) w.reject(error);
       },
     );
+  }
+
+  /** A concurrency op's refund is a release: processes waiting for a slot of its key hear of it. */
+  #announceFrees(refunds: readonly Refund[]): void {
+    let freed: Map<string, readonly [string, string]> | undefined;
+    for (const { op } of refunds) {
+      if (op.rule.type !== 'concurrency') continue;
+      freed ??= new Map();
+      freed.set(`${op.rule.name}\u0000${op.key}`, [op.rule.name, op.key]);
+    }
+    if (freed !== undefined) this.#frees.announce([...freed.values()]);
   }
 
   /** Sends what is waiting (refunds, or open batches of decisions) ahead of another command. */
@@ -230,6 +245,16 @@ export class RedisStore implements Store {
     this.#resets.listen(listener);
   }
 
+  /**
+   * Subscribes (once, lazily, on a connection of its own) to the slots freed by any process: releases
+   * (announced on a channel of their own) and resets or override changes (the reset channel). Resolves
+   * once the subscription is live.
+   */
+  onFree(listener: (rule: string, key: string) => void): Promise<void> {
+    this.#resets.listen(listener);
+    return Promise.all([this.#resets.heard(), this.#frees.listen(listener)]).then(() => undefined);
+  }
+
   /** One round trip (PING): resolves when Redis answers, rejects with the cause when it does not (`limiter.health()`). */
   async ping(): Promise<void> {
     await this.#connection.send('PING', []);
@@ -240,6 +265,7 @@ export class RedisStore implements Store {
     this.#clock.stop();
     this.#overrides.close();
     this.#resets.close();
+    this.#frees.close();
     this.#batcher.close();
   }
 }

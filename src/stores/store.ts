@@ -101,6 +101,14 @@ export interface Store {
    */
   onReset?(listener: (rule: string, key: string) => void): void;
   /**
+   * Shared stores that hold concurrency slots: calls `listener` with the rule and key after any process
+   * freed slots of that key (a release, a reset), so that calls waiting for a slot try again at once;
+   * `('', '')`: frees may have been missed (the subscriber reconnected), every waiter tries again.
+   * Resolves once no free announced from then on can be missed. Optional: without it a waiter in
+   * another process tries again when the soonest lease ends.
+   */
+  onFree?(listener: (rule: string, key: string) => void): Promise<void>;
+  /**
    * Shared stores: resolves when the store answers (a round trip), rejects with the cause when it
    * cannot. `limiter.health()` calls it, under `storeTimeout`.
    */

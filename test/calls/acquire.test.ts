@@ -1,14 +1,20 @@
 // limiter.acquire in one process, on the memory store and on Redis: order, maxWait, abort, no timer left.
 // (Exactness across processes: acquire-processes.test.ts.) Real time, small windows; no timing assertion.
+import { randomBytes } from 'node:crypto';
 import { expect } from 'chai';
 import {
+  type Acquired,
   createLimiter,
+  type Decision,
   type Limiter,
   RateLimitConfigError,
   RateLimitExceededError,
   RateLimitRequestError,
+  RedisStore,
   type Rule,
+  type Store,
 } from '../../src/index.js';
+import { getRedis } from '../support/redis.js';
 import { PATIENT } from '../support/settle.js';
 import { memoryStores, redisStores } from '../support/stores.js';
 
@@ -244,6 +250,232 @@ for (const stores of [memoryStores, redisStores]) {
       const refused = await settleOf(locking.acquire('login', 'k'));
       expect((refused as Error).message).to.match(/^acquire: rule "login" has a lockout/);
       expect((await l.status('api', 'k')).count).to.equal(0);
+    });
+  });
+}
+
+/** A store whose `close` leaves it open: several limiters share it, and one closing stops only its own renewals. */
+function unclosable(store: Store): Store {
+  return new Proxy(store, {
+    get(target, prop) {
+      if (prop === 'close') return async () => {};
+      const value: unknown = Reflect.get(target, prop, target);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+}
+
+/** Resolves at the next decision `l` makes that a rule denies (a waiter's try, denied: it sleeps now). */
+function nextDenial(l: Limiter): Promise<Decision> {
+  return new Promise((resolve) => {
+    const stop = l.observe({
+      decision: (d) => {
+        if (d.allowed) return;
+        stop();
+        resolve(d);
+      },
+    });
+  });
+}
+
+for (const stores of [memoryStores, redisStores]) {
+  describe(`acquire on a concurrency rule, ${stores.name} store`, () => {
+    const limiters: Limiter[] = [];
+    const clients: Array<{ disconnect(): void }> = [];
+    afterEach(async () => {
+      await Promise.all(limiters.splice(0).map((l) => l.close()));
+      for (const client of clients.splice(0)) client.disconnect();
+    });
+    /** A limiter on `store` (a fresh one by default) with `slots` in flight per key, leased for a minute. */
+    async function limiter(slots: number, store?: Store, rules: Rule[] = []): Promise<Limiter> {
+      const l = createLimiter({
+        ...PATIENT,
+        store: store ?? (await stores.makeStore(Date.now)),
+        rules: [
+          { name: 'calls', key: 'user', limit: slots, window: { type: 'concurrency', lease: '60s' } },
+          ...rules,
+        ],
+      });
+      limiters.push(l);
+      await l.status('calls', 'warm-up');
+      return l;
+    }
+
+    // A lease of a minute and mocha's 20 s timeout: a waiter served only when the lease ran out fails.
+    it('returns a release; a waiter is woken by it, first come first served, never more than the limit held', async () => {
+      const l = await limiter(2);
+      let tries = 0;
+      l.observe({ decision: () => tries++ });
+      const holders = [await l.acquire('calls', 'provider'), await l.acquire('calls', 'provider')];
+      expect(holders.map((h) => [h.allowed, typeof h.release])).to.deep.equal([
+        [true, 'function'],
+        [true, 'function'],
+      ]);
+      expect(Object.keys(holders[0] as object), 'release is not copied by a spread or JSON').not.to.include(
+        'release',
+      );
+      const order: number[] = [];
+      const sleeping = nextDenial(l);
+      const waiting = Array.from({ length: 100 }, (_, i) =>
+        l.acquire('calls', 'provider').then((turn) => {
+          order.push(i);
+          return turn;
+        }),
+      );
+      await sleeping;
+      expect((await l.status('calls', 'provider')).count).to.equal(2);
+      // Each release hands its slot to the next waiter; each admitted waiter releases in turn.
+      await (holders[0] as Acquired).release();
+      await (holders[0] as Acquired).release();
+      const first = (await waiting[0]) as Acquired;
+      expect((await l.status('calls', 'provider')).count, 'a second release freed nothing more').to.equal(2);
+      await (holders[1] as Acquired).release();
+      await first.release();
+      for (const turn of waiting.slice(1)) await (await turn).release();
+      expect(order).to.deep.equal(Array.from({ length: 100 }, (_, i) => i));
+      expect((await l.status('calls', 'provider')).count).to.equal(0);
+      // No stampede: a release wakes the head of the queue only (and, on Redis, its own announcement
+      // may wake the next head once more), never every waiter.
+      expect(tries, 'store tries').to.be.at.most(2 + 3 * 101);
+    });
+
+    /** Two stores on the same state, as two processes would have: one memory store, or one Redis prefix. */
+    async function sharedStores(): Promise<[Store, Store]> {
+      if (stores.name === 'memory') {
+        const shared = unclosable(await stores.makeStore(Date.now));
+        return [shared, shared];
+      }
+      const server = await getRedis();
+      const prefix = `rkq${randomBytes(5).toString('hex')}`;
+      const store = () => {
+        const client = server.client();
+        clients.push(client);
+        return new RedisStore({ client, prefix });
+      };
+      return [store(), store()];
+    }
+
+    it('wakes a waiter of another limiter on the same store (another process on Redis) when a slot frees', async () => {
+      const [mine, theirs] = await sharedStores();
+      const holder = await limiter(1, mine);
+      const waiter = await limiter(1, theirs);
+      const slot = await holder.check({ method: 'GET', path: '/', headers: {}, user: 'provider' });
+      expect(slot.allowed).to.equal(true);
+      const denied = nextDenial(waiter);
+      const turn = waiter.acquire('calls', 'provider');
+      await denied;
+      await holder.release(slot);
+      expect((await turn).allowed).to.equal(true);
+      expect((await holder.status('calls', 'provider')).count).to.equal(1);
+      // A reset frees every slot of the key: waiters of the other limiter are woken by it too.
+      const sleeping = nextDenial(waiter);
+      const next = waiter.acquire('calls', 'provider');
+      await sleeping;
+      await holder.reset('calls', 'provider');
+      const after = await next;
+      expect(after.allowed).to.equal(true);
+      await after.release();
+      await (await turn).release();
+      expect((await holder.status('calls', 'provider')).count).to.equal(0);
+    });
+
+    it('waits up to maxWait for a slot (a release may come any time), then refuses, the slot staying with its holder', async () => {
+      const l = await limiter(1);
+      const held = await l.acquire('calls', 'k');
+      const before = timers();
+      const refused = await settleOf(l.acquire('calls', 'k', { maxWait: '30ms' }));
+      expect(refused).to.be.instanceOf(RateLimitExceededError);
+      expect((refused as RateLimitExceededError).decision.rule).to.equal('calls');
+      expect(
+        await settleOf(l.acquire('calls', 'k', { maxWait: 0 })),
+        'maxWait 0: only a free slot',
+      ).to.be.instanceOf(RateLimitExceededError);
+      expect((await l.status('calls', 'k')).count).to.equal(1);
+      // A waiter with a long maxWait, and one behind it with a short one: the short one is refused when its
+      // time is up, the long one still gets the slot when it frees.
+      const sleeping = nextDenial(l);
+      const patient = l.acquire('calls', 'k', { maxWait: '1h' });
+      const hasty = settleOf(l.acquire('calls', 'k', { maxWait: '30ms' }));
+      await sleeping;
+      expect(await hasty).to.be.instanceOf(RateLimitExceededError);
+      await held.release();
+      await (await patient).release();
+      expect(timers(), 'no timer left behind').to.equal(before);
+    });
+
+    it('an aborted waiter leaves at once; the slot goes to the next; maxQueue bounds the waiters of a key', async () => {
+      const l = await limiter(1);
+      const held = await l.acquire('calls', 'k');
+      const controllers = [new AbortController(), new AbortController()];
+      const sleeping = nextDenial(l);
+      const aborted = controllers.map((c) =>
+        settleOf(l.acquire('calls', 'k', { signal: c.signal, maxQueue: 3 })),
+      );
+      const third = l.acquire('calls', 'k', { maxQueue: 3 });
+      const full = await settleOf(l.acquire('calls', 'k', { maxQueue: 3 }));
+      expect((full as RateLimitRequestError).code).to.equal('ERR_QUEUE_FULL');
+      await sleeping;
+      for (const c of controllers) c.abort();
+      for (const a of await Promise.all(aborted)) expect((a as Error).name).to.equal('AbortError');
+      expect((await l.status('calls', 'k')).count, 'the aborted calls took nothing').to.equal(1);
+      await held.release();
+      const turn = await third;
+      expect(turn.allowed).to.equal(true);
+      expect((await l.status('calls', 'k')).count).to.equal(1);
+      await turn.release();
+      await turn.release();
+      expect((await l.status('calls', 'k')).count).to.equal(0);
+    });
+
+    it('a holder that never releases: its slot lapses after the lease and a waiter gets it; its late release frees nothing', async () => {
+      const [mine, theirs] = await sharedStores();
+      const rule: Rule = {
+        name: 'short',
+        key: 'user',
+        limit: 1,
+        window: { type: 'concurrency', lease: '1s' },
+      };
+      const gone = createLimiter({ ...PATIENT, store: mine, rules: [rule] });
+      const stuck = await gone.acquire('short', 'k');
+      // Its process "dies": no more renewals (the store stays open for the others).
+      await gone.close();
+      const l = createLimiter({ ...PATIENT, store: theirs, rules: [rule] });
+      limiters.push(l);
+      // Woken when the soonest lease ends, at most a second from now, not by a release.
+      const turn = await l.acquire('short', 'k');
+      expect(turn.allowed).to.equal(true);
+      await stuck.release();
+      await l.release(stuck);
+      expect(
+        (await l.status('short', 'k')).count,
+        'the late release freed nothing of the new holder',
+      ).to.equal(1);
+      await turn.release();
+      expect((await l.status('short', 'k')).count).to.equal(0);
+    });
+
+    it("waits on a concurrency rule and a window together: the window's retry time first, then a free slot", async () => {
+      const l = await limiter(1, undefined, [
+        { name: 'burst', key: 'user', limit: 2, window: { type: 'sliding-log', size: '200ms' } },
+      ]);
+      const a = await l.acquire(['calls', 'burst'], 'k');
+      const sleeping = nextDenial(l);
+      const b = l.acquire(['calls', 'burst'], 'k');
+      await sleeping;
+      await a.release();
+      const second = await b;
+      // Two admitted within the burst window: a third waits for it, then for the slot.
+      const third = l.acquire(['calls', 'burst'], 'k', { maxWait: '1h' });
+      const refused = await settleOf(l.acquire(['calls', 'burst'], 'k', { maxWait: 0 }));
+      expect(
+        (refused as RateLimitExceededError).decision.rules.map((r) => [r.rule, r.allowed]),
+      ).to.deep.equal([
+        ['calls', false],
+        ['burst', false],
+      ]);
+      await second.release();
+      expect((await third).allowed).to.equal(true);
+      await (await third).release();
     });
   });
 }

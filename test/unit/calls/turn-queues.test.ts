@@ -59,6 +59,8 @@ function turn(attempt: Turn['attempt'], fields: Partial<Turn> = {}): Turn {
     maxQueue: 10_000,
     attempt,
     neverFits: () => undefined,
+    key: 'k',
+    slotRules: [],
     ...fields,
   };
 }
