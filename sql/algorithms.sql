@@ -1,5 +1,5 @@
 -- The window algorithms by type (src/algorithms/index.ts): what check.sql and refund.sql call for an op.
--- Types: 1 fixed, 2 calendar, 3 sliding-log, 4 sliding, 5 token-bucket, 6 gcra.
+-- Types: 1 fixed, 2 calendar, 3 sliding-log, 4 sliding, 5 token-bucket, 6 gcra, 7 concurrency.
 
 -- Decides an op against a state (NULL: nothing stored). Reads only. add: count even past the limit (record).
 CREATE OR REPLACE FUNCTION @schema@.@evaluate@(
@@ -12,6 +12,7 @@ BEGIN
     WHEN 3 THEN RETURN @schema@.@sliding_log_evaluate@(st, op, now_ms, add);
     WHEN 4 THEN RETURN @schema@.@sliding_evaluate@(st, op, now_ms, add);
     WHEN 5 THEN RETURN @schema@.@token_bucket_evaluate@(st, op, now_ms, add);
+    WHEN 7 THEN RETURN @schema@.@concurrency_evaluate@(st, op, now_ms, add);
     ELSE RETURN @schema@.@gcra_evaluate@(st, op, now_ms, add);
   END CASE;
 END $$;
@@ -27,11 +28,13 @@ BEGIN
     WHEN 3 THEN RETURN @schema@.@sliding_log_apply@(st, op, now_ms);
     WHEN 4 THEN RETURN @schema@.@sliding_apply@(st, op, now_ms);
     WHEN 5 THEN RETURN @schema@.@token_bucket_apply@(st, op, now_ms);
+    WHEN 7 THEN RETURN @schema@.@concurrency_apply@(st, op, now_ms);
     ELSE RETURN @schema@.@gcra_apply@(st, op, now_ms);
   END CASE;
 END $$;
 
--- Gives a consumption back, never below empty; NULL when the state is now empty.
+-- Gives a consumption back, never below empty; NULL when the state is now empty (a concurrency
+-- state stays: its seq).
 CREATE OR REPLACE FUNCTION @schema@.@refund_state@(
   st @schema@.@state@, op @schema@.@op@, now_ms bigint, receipt bigint
 ) RETURNS @schema@.@state@ LANGUAGE plpgsql IMMUTABLE AS $$
@@ -40,6 +43,7 @@ BEGIN
     WHEN 1, 2 THEN RETURN @schema@.@counter_refund@(st, op, now_ms, receipt);
     WHEN 3, 4 THEN RETURN @schema@.@pairs_refund@(st, op, now_ms, receipt);
     WHEN 5 THEN RETURN @schema@.@token_bucket_refund@(st, op, now_ms);
+    WHEN 7 THEN RETURN @schema@.@concurrency_refund@(st, op, receipt);
     ELSE RETURN @schema@.@gcra_refund@(st, op, now_ms);
   END CASE;
 END $$;
@@ -53,6 +57,7 @@ BEGIN
     WHEN 3 THEN RETURN @schema@.@sliding_log_expires_at@(st, op);
     WHEN 4 THEN RETURN @schema@.@sliding_expires_at@(st, op);
     WHEN 5 THEN RETURN @schema@.@token_bucket_expires_at@(st, op);
+    WHEN 7 THEN RETURN @schema@.@concurrency_expires_at@(st, op);
     ELSE RETURN @schema@.@gcra_expires_at@(st, op);
   END CASE;
 END $$;

@@ -17,15 +17,22 @@ BEGIN
   END IF;
 END $$;
 
--- Clears count, lock and level, and announces it. True when the key was locked.
+-- Clears count, lock and level, and announces it. True when the key was locked. A concurrency key's
+-- holders go and its last slot id stays (sql/concurrency.sql: the only state with both a and xs) until the
+-- state expires, so a holder released after the reset frees nothing.
 CREATE OR REPLACE FUNCTION @schema@.@reset@(now_arg bigint, rule_name text, key_bytes bytea, payload text)
 RETURNS boolean LANGUAGE plpgsql AS $$
 DECLARE
   now_ms bigint := coalesce(now_arg, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint);
   was_locked boolean;
 BEGIN
-  DELETE FROM @schema@.@keys@ k WHERE k.rule = rule_name AND k.kh = sha256(key_bytes)
-    RETURNING coalesce(k.lock_until > now_ms, false) INTO was_locked;
+  UPDATE @schema@.@keys@ k SET xs = '{}', lock_until = NULL, lock_level = NULL, forget_ms = NULL
+    WHERE k.rule = rule_name AND k.kh = sha256(key_bytes)
+      AND k.a IS NOT NULL AND k.xs IS NOT NULL AND k.expires_ms > now_ms;
+  IF NOT FOUND THEN
+    DELETE FROM @schema@.@keys@ k WHERE k.rule = rule_name AND k.kh = sha256(key_bytes)
+      RETURNING coalesce(k.lock_until > now_ms, false) INTO was_locked;
+  END IF;
   PERFORM pg_notify(@channel@, payload);
   RETURN coalesce(was_locked, false);
 END $$;

@@ -44,7 +44,8 @@ CREATE TABLE IF NOT EXISTS @schema@.@overrides@ (
 );
 
 -- An op as the algorithms read it (src/algorithms/types.ts StoreOp): type 1 fixed, 2 calendar,
--- 3 sliding-log, 4 sliding, 5 token-bucket, 6 gcra; lim is the limit in force (an override's, if any).
+-- 3 sliding-log, 4 sliding, 5 token-bucket, 6 gcra, 7 concurrency (size_ms: the lease); lim is the limit
+-- in force (an override's, if any).
 DO $$ BEGIN
   CREATE TYPE @schema@.@op@ AS (
     type smallint, size_ms bigint, buckets bigint, burst bigint, cost bigint, lim bigint,

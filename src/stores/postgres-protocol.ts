@@ -2,17 +2,15 @@
 import { verdict } from '../algorithms/algorithm.js';
 import type { OpResult, StoreOp, WindowType } from './store-ops.js';
 
-/**
- * Window types as sql/algorithms.sql numbers them. Not concurrency: this store has no `renew`, so
- * `createLimiter` refuses concurrency rules on it before any op is built.
- */
-const TYPE_CODES: Readonly<Record<Exclude<WindowType, 'concurrency'>, number>> = {
+/** Window types as sql/algorithms.sql numbers them. */
+const TYPE_CODES: Readonly<Record<WindowType, number>> = {
   fixed: 1,
   calendar: 2,
   'sliding-log': 3,
   sliding: 4,
   'token-bucket': 5,
   gcra: 6,
+  concurrency: 7,
 };
 
 /** Numbers per op in `nums` (sql/check.sql's header), and per op in its reply. */
@@ -47,7 +45,7 @@ export function opArrays(ops: readonly StoreOp[]): OpArrays {
     const lockout = rule.lockout;
     rules.push(rule.name);
     keys.push(keyBytes(op.key));
-    nums[at++] = TYPE_CODES[rule.type as keyof typeof TYPE_CODES];
+    nums[at++] = TYPE_CODES[rule.type];
     nums[at++] = rule.sizeMs;
     nums[at++] = rule.buckets;
     nums[at++] = rule.burst;

@@ -6,8 +6,13 @@ import { fileURLToPath } from 'node:url';
 import { refuse } from '../config/refuse.js';
 import { describe } from '../errors.js';
 
-/** The version of the tables and functions the sql/ files make; a later release migrates from it. */
-export const SCHEMA_VERSION = 1;
+/**
+ * The version of the tables and functions the sql/ files make; a later release migrates from it (a store
+ * finding an older one runs the whole script again: it creates what is missing and replaces the functions).
+ * 2: the concurrency window (sql/concurrency.sql, renew and holders in sql/holders.sql), reset keeping a
+ * concurrency key's last slot id, GCRA's TAT ceiling.
+ */
+export const SCHEMA_VERSION = 2;
 
 /** The sql/ files in the order they are run: tables and types, the algorithms, then what calls them. */
 const FILES = [
@@ -18,10 +23,12 @@ const FILES = [
   'sliding',
   'token-bucket',
   'gcra',
+  'concurrency',
   'algorithms',
   'check',
   'refund',
   'keys',
+  'holders',
 ];
 
 /** PostgreSQL cuts identifiers at 63 bytes: the prefix leaves room for the longest name it starts. */

@@ -11,7 +11,16 @@ import { announcement, keyBytes, opArrays, readResults } from './postgres-protoc
 import { ensureSchema } from './postgres-schema.js';
 import { type PostgresNames, postgresNames, statementSql } from './postgres-sql.js';
 import { Sweeper } from './postgres-sweep.js';
-import type { EvalMode, EvalResult, Refund, Store, StoreLiveness, StoreOp, StoreRule } from './store.js';
+import type {
+  EvalMode,
+  EvalResult,
+  HeldSlot,
+  Refund,
+  Store,
+  StoreLiveness,
+  StoreOp,
+  StoreRule,
+} from './store.js';
 
 export type { PostgresPool } from './postgres-pool.js';
 
@@ -147,6 +156,36 @@ export class PostgresStore implements Store {
     await this.#whenReady();
     const { rules, keys, nums } = opArrays(refunds.map((refund) => refund.op));
     await this.#call('refund', [rules, keys, nums, refunds.map((refund) => refund.receipt)]);
+  }
+
+  /**
+   * Renews held concurrency slots until a lease from now (database clock), in one call (sql/holders.sql):
+   * per slot, whether every unit of it was still held.
+   */
+  async renew(slots: readonly Refund[]): Promise<boolean[]> {
+    if (slots.length === 0) return [];
+    await this.#whenReady();
+    const { rules, keys, nums } = opArrays(slots.map((slot) => slot.op));
+    const rows = await this.#call('renew', [rules, keys, nums, slots.map((slot) => slot.receipt)]);
+    const held = (rows[0] as { renew?: unknown } | undefined)?.renew;
+    if (!Array.isArray(held) || held.length !== slots.length) {
+      throw new Error(`ratekeeper: unexpected reply from PostgreSQL renew: ${String(held).slice(0, 200)}`);
+    }
+    return held.map((h) => h === true);
+  }
+
+  /** The live slots of a concurrency key, oldest first, at most `limit` (operators' `status`). */
+  async holders(rule: StoreRule, key: string, limit: number): Promise<HeldSlot[]> {
+    if (rule.type !== 'concurrency' || !(limit > 0)) return [];
+    await this.#whenReady();
+    const rows = await this.#calls.query({
+      text: `SELECT * FROM ${this.#names.qualified('holders')}($1, $2, $3, $4)`,
+      values: [this.#clock.callTime(), rule.name, keyBytes(key), Math.min(Math.floor(limit), 2 ** 31 - 1)],
+    });
+    return rows.map((row) => {
+      const { slot, until_ms } = row as { slot: string; until_ms: string };
+      return { slot: Number(slot), untilMs: Number(until_ms) };
+    });
   }
 
   async clear(rule: StoreRule, key: string): Promise<void> {

@@ -17,7 +17,6 @@ describe('PostgresStore', function () {
   after(() => pool.end());
   const target: StoreUnderTest = {
     name: 'PostgresStore',
-    concurrency: false,
     makeStore: (clock) => new PostgresStore({ pool, schema: `rkc_${randomBytes(4).toString('hex')}`, clock }),
   };
   conformanceSuite(target);

@@ -8,7 +8,7 @@ import type { WindowType } from '../../src/types.js';
 import { getPostgres } from '../support/postgres.js';
 import { type Case, cases, type Flat, type StepOutcome, stepTs } from './parity-cases.js';
 
-/** Cases per window type and step: 6 types x (300 decide + 150 refund) = 2,700 in all (PARITY_RUNS: more). */
+/** Cases per window type and step: 7 types x (300 decide + 150 refund) = 3,150 in all (PARITY_RUNS: more). */
 const DECIDE_RUNS = Number(process.env.PARITY_RUNS ?? 300);
 const REFUND_RUNS = Math.ceil(DECIDE_RUNS / 2);
 /**
@@ -75,14 +75,15 @@ const REGRESSIONS: Array<[string, 'decide' | 'refund', Case]> = [
   ],
 ];
 
-/** The store's types (sql/algorithms.sql); concurrency is not one of them (PostgresStore has no renew). */
-const TYPE_CODES: Record<Exclude<WindowType, 'concurrency'>, number> = {
+/** The store's types (sql/algorithms.sql). */
+const TYPE_CODES: Record<WindowType, number> = {
   fixed: 1,
   calendar: 2,
   'sliding-log': 3,
   sliding: 4,
   'token-bucket': 5,
   gcra: 6,
+  concurrency: 7,
 };
 
 const names = postgresNames('rk_parity', '');
@@ -130,12 +131,15 @@ function exact(text: string): number {
 function columns(type: WindowType, flat: Flat): [boolean, string | null, string | null, number[] | null] {
   if (flat.length === 0) return [false, null, null, null];
   if (type === 'sliding-log' || type === 'sliding') return [true, null, null, flat];
+  // Concurrency: a = the last id handed out, xs = the holders' pairs.
+  if (type === 'concurrency') return [true, exactText(flat[0]), null, flat.slice(1)];
   return [true, exactText(flat[0]), type === 'gcra' ? null : exactText(flat[1]), null];
 }
 
 function flatOf(type: WindowType, a: string | null, b: string | null, xs: string[] | null): Flat {
   if (type === 'sliding-log' || type === 'sliding') return (xs ?? []).map(exact);
   if (a === null) return [];
+  if (type === 'concurrency') return [exact(a), ...(xs ?? []).map(exact)];
   return type === 'gcra' ? [exact(a)] : [exact(a), exact(b as string)];
 }
 
@@ -143,7 +147,7 @@ async function stepSql(pool: pg.Pool, c: Case, step: 'decide' | 'refund'): Promi
   const { rule, op } = c;
   const values = [
     ...columns(c.type, c.state),
-    TYPE_CODES[c.type as keyof typeof TYPE_CODES],
+    TYPE_CODES[c.type],
     rule.sizeMs,
     rule.buckets,
     rule.burst,
@@ -196,7 +200,15 @@ describe('TypeScript and PL/pgSQL algorithms step for step (function-level parit
     await pool.end();
   });
 
-  const types: WindowType[] = ['fixed', 'calendar', 'sliding-log', 'sliding', 'token-bucket', 'gcra'];
+  const types: WindowType[] = [
+    'fixed',
+    'calendar',
+    'sliding-log',
+    'sliding',
+    'token-bucket',
+    'gcra',
+    'concurrency',
+  ];
   for (const type of types) {
     const steps: Array<['decide' | 'refund', number, string]> = [
       ['decide', DECIDE_RUNS, 'evaluate then apply'],

@@ -1,6 +1,6 @@
 // Conformance: the concurrency window on every store: slots held until released or lapsed, decided with the other rules.
 import { expect } from 'chai';
-import { RateLimitConfigError, type Rule, type StoreOp } from '../../../src/index.js';
+import type { Rule, StoreOp } from '../../../src/index.js';
 import { until } from '../../support/settle.js';
 import { useLimiters } from './limits.js';
 import type { StoreUnderTest } from './suite.js';
@@ -16,24 +16,6 @@ const exports = (limit = 2, lease = '10s'): Rule => ({
 });
 
 export function concurrencySuite(target: StoreUnderTest): void {
-  if (target.concurrency === false) {
-    describe(`conformance: concurrency window, ${target.name}`, () => {
-      const { limiter } = useLimiters(target);
-      it('is refused at createLimiter, naming the rule: the store renews no held slots', async () => {
-        let error: unknown;
-        try {
-          await limiter([exports(2)]);
-        } catch (e) {
-          error = e;
-        }
-        expect(error).to.be.instanceOf(RateLimitConfigError);
-        expect((error as Error).message).to.match(
-          /rule "exports": a concurrency window needs a store that renews/,
-        );
-      });
-    });
-    return;
-  }
   describe(`conformance: concurrency window, ${target.name}`, () => {
     const { clock, limiter } = useLimiters(target);
 
@@ -149,6 +131,23 @@ export function concurrencySuite(target: StoreUnderTest): void {
       expect((await l.status('exports', 'u1')).count).to.equal(1);
       clock().advance(1);
       expect((await l.status('exports', 'u1')).count).to.equal(0);
+    });
+
+    it("status lists the holders oldest first, each one's age and lease left, on the store's clock", async () => {
+      const l = await limiter([exports(3, '10s')]);
+      const first = await l.check(req());
+      clock().advance(4_000);
+      await l.check(req());
+      clock().advance(1_000);
+      expect((await l.status('exports', 'u1')).holders).to.deep.equal([
+        { ageMs: 5_000, leaseLeftMs: 5_000 },
+        { ageMs: 1_000, leaseLeftMs: 9_000 },
+      ]);
+      await l.release(first);
+      expect((await l.status('exports', 'u1')).holders).to.deep.equal([{ ageMs: 1_000, leaseLeftMs: 9_000 }]);
+      clock().advance(9_000);
+      expect((await l.status('exports', 'u1')).holders).to.deep.equal([]);
+      expect((await l.status('exports', 'u2')).holders).to.deep.equal([]);
     });
 
     it('an op of cost 3 takes 3 slots and its release frees all 3', async () => {

@@ -38,11 +38,6 @@ export interface StoreUnderTest {
   name: string;
   /** A fresh, empty store on the given clock (each call isolated from the others, e.g. by prefix). */
   makeStore(clock: () => number): Store | Promise<Store>;
-  /**
-   * false for a store without `Store.renew` (PostgresStore): concurrency windows are refused on it at
-   * createLimiter, and its concurrency suite checks that refusal instead.
-   */
-  concurrency?: false;
 }
 
 const req = (over: Partial<{ ip: string; path: string; method: string; body: unknown }> = {}) => ({

@@ -1,0 +1,47 @@
+-- Calls on concurrency slots (src/stores/postgres-store.ts renew and holders; lua/renew.lua and
+-- src/stores/redis-holders.ts on Redis). now_arg: epoch ms, or NULL for the server's clock.
+
+-- Renews held slots: each an op (rules, keys, nums as check.sql's) and its receipt (the id of its first
+-- slot), renewed until now + lease. Rows are locked in the order check.sql locks them. Returns, per slot,
+-- whether every unit of it was still held; one released, lapsed or reset is not taken again.
+CREATE OR REPLACE FUNCTION @schema@.@renew@(
+  now_arg bigint, rules text[], keys bytea[], nums float8[], receipts float8[]
+) RETURNS boolean[] LANGUAGE plpgsql AS $$
+DECLARE
+  now_ms bigint := coalesce(now_arg, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint);
+  held boolean[] := array_fill(false, ARRAY[coalesce(cardinality(rules), 0)]);
+  o @schema@.@op@;
+  st @schema@.@state@;
+  r record;
+  h bytea;
+  i integer;
+BEGIN
+  FOR i IN SELECT u.ord::integer FROM unnest(rules, keys) WITH ORDINALITY AS u(rule, key, ord)
+      ORDER BY u.rule COLLATE "C", sha256(u.key), u.ord LOOP
+    h := sha256(keys[i]);
+    o := @schema@.@op_at@(nums, i);
+    SELECT k.a, k.xs, k.expires_ms INTO r
+      FROM @schema@.@keys@ k WHERE k.rule = rules[i] AND k.kh = h FOR UPDATE;
+    CONTINUE WHEN NOT FOUND OR NOT coalesce(r.expires_ms > now_ms, false) OR r.xs IS NULL;
+    SELECT x.held, x.after INTO r
+      FROM @schema@.@concurrency_renew@(ROW(r.a, NULL, r.xs)::@schema@.@state@, o, now_ms, receipts[i]::bigint) x;
+    held[i] := r.held;
+    st := r.after;
+    UPDATE @schema@.@keys@ k SET xs = st.xs, expires_ms = @schema@.@concurrency_expires_at@(st, o)
+      WHERE k.rule = rules[i] AND k.kh = h;
+  END LOOP;
+  RETURN held;
+END $$;
+
+-- The live slots of a concurrency key: each one's id and the epoch ms its lease ends, oldest (lowest id)
+-- first, at most max_rows; with the time they were read at.
+CREATE OR REPLACE FUNCTION @schema@.@holders@(now_arg bigint, rule_name text, key_bytes bytea, max_rows integer)
+RETURNS TABLE (slot bigint, until_ms bigint) LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  at_ms bigint := coalesce(now_arg, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint);
+BEGIN
+  RETURN QUERY SELECT k.xs[2 * p.i - 1], k.xs[2 * p.i]
+    FROM @schema@.@keys@ k, generate_series(1, coalesce(cardinality(k.xs), 0) / 2) AS p(i)
+    WHERE k.rule = rule_name AND k.kh = sha256(key_bytes) AND k.expires_ms > at_ms AND k.xs[2 * p.i] > at_ms
+    ORDER BY 1 LIMIT max_rows;
+END $$;
