@@ -367,7 +367,7 @@ describe('ratekeeper command line on PostgreSQL (--postgres)', function () {
       const run = await cli(schema, 'locked', 'login');
       expect(run.code).to.equal(1);
       expect(run.stderr).to.match(
-        /are at version 99, this command's are at 1: run the command of the ratekeeper release/,
+        /are at version 99, this command's are at 2: run the command of the ratekeeper release/,
       );
       expect((await control.query(`SELECT version FROM ${version}`)).rows).to.deep.equal([{ version: 99 }]);
     });

@@ -11,7 +11,7 @@ import {
   type Rule,
   type StoreRule,
 } from '../../src/index.js';
-import { postgresNames, schemaSql } from '../../src/stores/postgres-sql.js';
+import { postgresNames, SCHEMA_VERSION, schemaSql } from '../../src/stores/postgres-sql.js';
 import { getPostgres, type PostgresServer } from '../support/postgres.js';
 import { PATIENT, until } from '../support/settle.js';
 import { fakeClock } from './conformance/suite.js';
@@ -127,7 +127,7 @@ describe('PostgresStore', function () {
       await pool.query(schemaSql(names));
       expect((await pool.query('SELECT count(*)::int AS n FROM public.sentinel')).rows[0].n).to.equal(0);
       const { rows } = await pool.query(`SELECT version FROM ${names.qualified('schema_version')}`);
-      expect(rows).to.deep.equal([{ version: 1 }]);
+      expect(rows).to.deep.equal([{ version: SCHEMA_VERSION }]);
     });
 
     it('tenants of one database keep their own counts: another prefix or schema shares nothing', async () => {
@@ -191,9 +191,25 @@ describe('PostgresStore', function () {
         error = e;
       });
       await store.close();
-      expect((error as Error).message).to.match(
-        /version 99, newer than this release's 1: upgrade ratekeeper/,
+      expect((error as Error).message).to.include(
+        `version 99, newer than this release's ${SCHEMA_VERSION}: upgrade ratekeeper`,
       );
+    });
+
+    it('upgrades an older version on first use: a schema at version 1 (no concurrency functions) gets them', async () => {
+      const shared = schema();
+      const names = postgresNames(shared, 'rk_');
+      await limiter([api(1)], { schema: shared }).check(req());
+      await pool.query(
+        `DROP FUNCTION ${names.qualified('renew')}; DROP FUNCTION ${names.qualified('holders')}`,
+      );
+      await pool.query(`UPDATE ${names.qualified('schema_version')} SET version = 1`);
+      const exports: Rule = { name: 'exports', key: 'ip', limit: 1, window: { type: 'concurrency' } };
+      const l = limiter([exports], { schema: shared });
+      expect((await l.check(req())).allowed).to.equal(true);
+      expect((await l.status('exports', '10.0.0.1')).holders).to.have.length(1);
+      const { rows } = await pool.query(`SELECT version FROM ${names.qualified('schema_version')}`);
+      expect(rows).to.deep.equal([{ version: SCHEMA_VERSION }]);
     });
 
     it('a role that may not create it is told to apply `npx ratekeeper sql`; applied and granted, it decides', async () => {
