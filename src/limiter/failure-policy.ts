@@ -4,7 +4,6 @@
 // and says how decisions reach the store: a local store that declares `evaluateSync` is called directly.
 import { performance } from 'node:perf_hooks';
 import { StoreTimeoutError } from '../errors.js';
-import { MemoryStore } from '../stores/memory-store.js';
 import {
   type EvalMode,
   type EvalResult,
@@ -40,6 +39,8 @@ export interface PolicySettings {
   storeRetryIntervalMs: number;
   /** The share of each limit the insurance store admits in this process, in (0, 1]. */
   insuranceShare: number;
+  /** The insurance store, made by the options (`insurance.store` or a memory store); undefined: none. */
+  insurance: SyncStore | undefined;
 }
 
 /** A decision that waited for the first connection and was given up on: it is never sent. */
@@ -62,7 +63,7 @@ export class FailurePolicy {
   readonly #share: number;
   /** Rules with an explicit burst, as the insurance store sees them: the burst cut to the share. */
   readonly #sharedRules = new WeakMap<StoreRule, StoreRule>();
-  #insurance: MemoryStore | undefined;
+  readonly #insurance: SyncStore | undefined;
   /** Date.now() before which decisions skip the store (it failed less than `storeRetryInterval` ago). */
   #skipUntil = 0;
 
@@ -72,6 +73,7 @@ export class FailurePolicy {
     this.policy = settings.policy;
     this.#retryMs = settings.storeRetryIntervalMs;
     this.#share = settings.insuranceShare;
+    this.#insurance = settings.insurance;
     this.sync = store.local && isSyncStore(store) ? store : undefined;
     this.#deadlines = store.local
       ? undefined
@@ -86,8 +88,8 @@ export class FailurePolicy {
         });
   }
 
-  /** The insurance store, once the policy has started one. */
-  get insurance(): MemoryStore | undefined {
+  /** The insurance store the options gave (undefined for a local store, or a policy other than 'insurance'). */
+  get insurance(): SyncStore | undefined {
     return this.#insurance;
   }
 
@@ -165,11 +167,11 @@ export class FailurePolicy {
 
   /** The answer while the shared store is failing. */
   fallback<O extends StoreOp>(ops: readonly O[], mode: EvalMode): FallbackAnswer<O> {
-    if (this.policy === 'insurance') {
-      this.#insurance ??= new MemoryStore();
+    const insurance = this.#insurance;
+    if (this.policy === 'insurance' && insurance !== undefined) {
       const shared = this.#share === 1 ? (ops as O[]) : ops.map((op) => this.#shareOf(op));
-      const result = this.#insurance.evaluateSync(shared, mode);
-      return { store: this.#insurance, ops: shared, result, source: 'insurance' };
+      const result = insurance.evaluateSync(shared, mode);
+      return { store: insurance, ops: shared, result, source: 'insurance' };
     }
     const allowed = this.policy === 'allow';
     const results = ops.map(

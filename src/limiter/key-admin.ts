@@ -68,7 +68,7 @@ export class KeyAdmin {
     denyCache?.delete(compiled.name, identity);
     await Promise.all([
       policy.call('override', store.override(compiled.store, identity, value, forMs)),
-      policy.insurance?.override(compiled.store, identity, value, forMs),
+      policy.insurance?.override?.(compiled.store, identity, value, forMs),
     ]);
     // Again: a denial at the old limit, decided before the override and learnt while it was being set.
     denyCache?.delete(compiled.name, identity);

@@ -7,7 +7,7 @@ import { describe } from '../errors.js';
 import { type CompiledRule, compileRules } from '../rules/compile.js';
 import { parseDuration } from '../rules/duration.js';
 import { MemoryStore } from '../stores/memory-store.js';
-import type { Store } from '../stores/store.js';
+import { isSyncStore, type Store, type SyncStore } from '../stores/store.js';
 import type { Duration, Rule } from '../types.js';
 
 export interface LimiterOptions {
@@ -43,9 +43,12 @@ export interface LimiterOptions {
   /**
    * The insurance store (`onStoreError: 'insurance'`): `share` is the part of each limit (and explicit
    * burst) it admits in this process while the shared store fails, rounded down, at least 1. With N
-   * processes, `share: 1 / N` keeps the fleet near the limit during an outage. @default { share: 1 }
+   * processes, `share: 1 / N` keeps the fleet near the limit during an outage. `store` is the store that
+   * decides meanwhile: one that decides synchronously (`Store.evaluateSync`), such as a
+   * `new MemoryStore({ maxKeys })` of your own bound; the limiter closes it with itself.
+   * @default { share: 1, store: new MemoryStore() } (the store made only in front of a shared store)
    */
-  insurance?: { share?: number };
+  insurance?: { share?: number; store?: Store };
   /** IPv6 addresses are keyed by this prefix length (48-128): users are commonly given a /56 or a /48. @default 56 */
   ipv6Subnet?: number;
   /** Log decisions and store failures: `true` writes to stderr, a function receives each line. Also `RATEKEEPER_DEBUG=1`. @default false */
@@ -76,6 +79,11 @@ export interface ResolvedLimiterOptions {
   storeMaxWaitMs: number;
   storeRetryIntervalMs: number;
   insuranceShare: number;
+  /**
+   * The insurance store: `insurance.store`, else a memory store made here when the policy is 'insurance'
+   * and the store is shared; undefined otherwise (a local store has no fallback).
+   */
+  insurance: SyncStore | undefined;
   /** Undefined: no deny cache (turned off, or a local store, which needs none). */
   denyCacheMaxKeys: number | undefined;
   /** Where debug lines go; undefined when debugging is off. */
@@ -115,13 +123,14 @@ export function resolveLimiterOptions(options: LimiterOptions): ResolvedLimiterO
       mustBe('storeMaxWait', `at least storeTimeout (${storeTimeoutMs} ms)`, options.storeMaxWait),
     );
   }
-  const insuranceShare = resolveInsurance(options.insurance, onStoreError);
   const storeRetryIntervalMs = optionMs(
     'storeRetryInterval',
     options.storeRetryInterval,
     LIMITER_DEFAULTS.storeRetryIntervalMs,
   );
   const store = options.store ?? new MemoryStore();
+  const { share: insuranceShare, store: given } = resolveInsurance(options.insurance, onStoreError, store);
+  const insurance = given ?? (onStoreError === 'insurance' && !store.local ? new MemoryStore() : undefined);
   const holding = rules.find((rule) => rule.store.type === 'concurrency');
   if (holding !== undefined && typeof store.renew !== 'function') {
     refuse(
@@ -153,18 +162,26 @@ export function resolveLimiterOptions(options: LimiterOptions): ResolvedLimiterO
     storeMaxWaitMs,
     storeRetryIntervalMs,
     insuranceShare,
+    insurance,
     denyCacheMaxKeys,
     log,
   };
 }
 
-/** `insurance.share`: a number in (0, 1], and only where there is an insurance store to apply it to. */
-function resolveInsurance(insurance: LimiterOptions['insurance'], policy: StoreErrorPolicy): number {
-  if (insurance === undefined) return LIMITER_DEFAULTS.insuranceShare;
+/**
+ * `insurance`: a `share` in (0, 1] and a `store` that decides synchronously and is not the shared store
+ * itself, only where there is an insurance store to apply them to.
+ */
+function resolveInsurance(
+  insurance: LimiterOptions['insurance'],
+  policy: StoreErrorPolicy,
+  shared: Store,
+): { share: number; store: SyncStore | undefined } {
+  if (insurance === undefined) return { share: LIMITER_DEFAULTS.insuranceShare, store: undefined };
   if (insurance === null || typeof insurance !== 'object' || Array.isArray(insurance)) {
     refuse('ERR_OPTION', undefined, mustBe('insurance', 'an object such as { share: 0.25 }', insurance));
   }
-  assertKnownFields(insurance, ['share'], 'createLimiter', 'insurance');
+  assertKnownFields(insurance, ['share', 'store'], 'createLimiter', 'insurance');
   if (policy !== 'insurance') {
     refuse(
       'ERR_OPTION',
@@ -185,7 +202,27 @@ function resolveInsurance(insurance: LimiterOptions['insurance'], policy: StoreE
       ),
     );
   }
-  return share;
+  const store = insurance.store;
+  if (store === undefined) return { share, store: undefined };
+  if (store === null || typeof store !== 'object' || !isSyncStore(store)) {
+    const name = typeof store === 'object' && store !== null ? store.constructor?.name : undefined;
+    const got =
+      name === undefined ? describe(store) : `${name === 'Object' ? 'an object' : `a ${name}`} without it`;
+    refuse(
+      'ERR_OPTION',
+      undefined,
+      'insurance.store must be a store that decides synchronously (declares evaluateSync), such as ' +
+        `new MemoryStore({ maxKeys: 50000 }), got ${got}`,
+    );
+  }
+  if (store === shared) {
+    refuse(
+      'ERR_OPTION',
+      undefined,
+      'insurance.store must be a store of its own, not the store it stands in for',
+    );
+  }
+  return { share, store };
 }
 
 function optionMs(name: string, value: Duration | undefined, fallback: number): number {

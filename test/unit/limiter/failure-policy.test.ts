@@ -322,6 +322,7 @@ class CountingSyncStore implements Store {
   syncCalls = 0;
   asyncCalls = 0;
   fault: Error | undefined;
+  closed = false;
   now(): number {
     return this.inner.now();
   }
@@ -339,7 +340,10 @@ class CountingSyncStore implements Store {
   clear = (rule: StoreRule, key: string) => this.inner.clear(rule, key);
   reset = (rule: StoreRule, key: string) => this.inner.reset(rule, key);
   locked = (rule: StoreRule, limit: number) => this.inner.locked(rule, limit);
-  close = () => this.inner.close();
+  close = () => {
+    this.closed = true;
+    return this.inner.close();
+  };
 }
 
 describe('failure policy: a synchronous store (Store.evaluateSync)', () => {
@@ -411,5 +415,67 @@ describe('failure policy: a synchronous store (Store.evaluateSync)', () => {
     expect(seen).to.deep.equal(['insurance']);
     expect((await limiter.health()).state).to.equal('down');
     await limiter.close();
+  });
+});
+
+describe('failure policy: the insurance store comes from the options (insurance.store)', () => {
+  const rule: Rule = { name: 'api', key: 'ip', limit: 3, window: { type: 'fixed', size: '1h' } };
+  const refusal = (insurance: unknown, options: Record<string, unknown> = {}): string => {
+    try {
+      createLimiter({ store: downStore(), rules: [rule], insurance, ...options } as never);
+    } catch (error) {
+      expect(error).to.be.an.instanceOf(RateLimitConfigError);
+      return (error as RateLimitConfigError).message;
+    }
+    throw new Error(`accepted ${String(insurance)}`);
+  };
+
+  it('decides on the store given while the shared store fails, at its share, and closes it with the limiter', async () => {
+    const given = new CountingSyncStore();
+    const limiter = createLimiter({ store: downStore(), rules: [rule], insurance: { store: given } });
+    const answers = [];
+    for (let i = 0; i < 4; i++) answers.push((await limiter.consume('api', 'k')).allowed);
+    expect(answers).to.deep.equal([true, true, true, false]);
+    expect(given.syncCalls).to.equal(4);
+    expect(given.inner.size, 'the given store holds the key').to.equal(1);
+    await limiter.close();
+    expect(given.closed).to.equal(true);
+  });
+
+  it('keeps its share with a store given (a memory store of its own bound)', async () => {
+    const given = new MemoryStore({ maxKeys: 10 });
+    const limiter = createLimiter({
+      store: downStore(),
+      rules: [{ ...rule, limit: 10 }],
+      insurance: { share: 0.5, store: given },
+    });
+    let admitted = 0;
+    for (let i = 0; i < 20; i++) if ((await limiter.consume('api', 'k')).allowed) admitted++;
+    expect(admitted).to.equal(5);
+    await limiter.close();
+  });
+
+  it('refuses a store that cannot decide synchronously, the shared store itself, and a misspelt field', () => {
+    expect(refusal({ store: downStore() })).to.equal(
+      'insurance.store must be a store that decides synchronously (declares evaluateSync), such as ' +
+        'new MemoryStore({ maxKeys: 50000 }), got an object without it',
+    );
+    expect(refusal({ store: 5 })).to.match(/insurance\.store must be a store .*, got 5$/);
+    class RemoteStore {}
+    expect(refusal({ store: new RemoteStore() })).to.match(/, got a RemoteStore without it$/);
+    const shared = {
+      ...downStore(),
+      local: true,
+      evaluateSync: (): EvalResult => ({ nowMs: 0, results: [] }),
+    };
+    expect(refusal({ store: shared }, { store: shared })).to.equal(
+      'insurance.store must be a store of its own, not the store it stands in for',
+    );
+    expect(refusal({ stor: new MemoryStore() })).to.match(
+      /'insurance\.stor'.*did you mean 'insurance\.store'/,
+    );
+    expect(refusal({ store: new MemoryStore() }, { onStoreError: 'allow' })).to.match(
+      /insurance applies with onStoreError 'insurance' only/,
+    );
   });
 });
