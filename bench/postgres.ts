@@ -73,6 +73,31 @@ function subjects(pgServer: PostgresServer, redis: RedisServer): Subject[] {
       },
     },
     {
+      // The same rule with a lockout (never reached): decided by check.sql's PL/pgSQL, as a request of
+      // several rules, a lockout or another window type is, where the subject above takes check-batch.sql.
+      name: 'ratekeeper PostgresStore, rule with lockout (check.sql)',
+      backend: 'postgres',
+      async create(limit, tag) {
+        const pool = pgServer.pool({ max: POOL });
+        const store = new PostgresStore({ pool, schema: 'bench' });
+        const rule = {
+          name: `l${tag}`,
+          key: 'ip',
+          limit,
+          window: { type: 'fixed' as const, size: WINDOW_S * 1000 },
+          lockout: { duration: '1m' },
+        };
+        const limiter = createLimiter({ store, rules: [rule], storeTimeout: '60s' });
+        return {
+          decide: async (key) => (await limiter.consume(rule.name, key)).allowed,
+          close: async () => {
+            await limiter.close();
+            await pool.end();
+          },
+        };
+      },
+    },
+    {
       name: 'rate-limiter-flexible RateLimiterPostgres',
       backend: 'postgres',
       async create(limit, tag) {
@@ -283,7 +308,9 @@ function report(
     `Each subject in this process, ${CONCURRENCY} decisions in flight on ${KEYS.toLocaleString('en-US')} keys cycled through ` +
       '(all admitted: one fixed-window rule of an hour, a limit never reached), the PostgreSQL subjects on the same server ' +
       `(started by test/support/postgres.ts: fsync off, shared_buffers 64MB), each with a pg Pool of its own of ${POOL} connections; ` +
-      `ours calls \`limiter.consume(rule, key)\`, rate-limiter-flexible \`consume(key)\` (its table made by its constructor). ` +
+      `ours calls \`limiter.consume(rule, key)\`, rate-limiter-flexible \`consume(key)\` (its table made by its constructor); ` +
+      'PostgresStore takes sql/check-batch.sql for that rule (requests waiting share a statement, statementsInFlight 4), ' +
+      'and sql/check.sql (one PL/pgSQL call per request) for the same rule with a lockout (never reached). ' +
       `Rounds interleaved (A B C D A B C D ...), ${reps} of each, ${seconds} s each after a 1 s warm-up on the same keys; ` +
       'medians, and ratios as medians of the per-round ratios to ours on PostgreSQL (rounds side by side cancel the ' +
       "machine's drift). Server CPU: utime + stime of the postmaster's processes from /proc/<pid>/stat (the backends " +

@@ -25,6 +25,8 @@ DECLARE
   adds boolean := mode = 'record';
   writes boolean := mode <> 'peek';
   hashes bytea[];
+  lock_order integer[];
+  expires bigint;
   ops @schema@.@op@[];
   states @schema@.@state@[];
   vs @schema@.@verdict@[];
@@ -69,8 +71,14 @@ BEGIN
   END LOOP;
 
   -- The rows, in one order, each locked (check, record) or read (peek); expired parts read as absent.
-  FOR i IN SELECT u.ord::integer FROM unnest(rules, hashes) WITH ORDINALITY AS u(rule, kh, ord)
-      ORDER BY u.rule COLLATE "C", u.kh LOOP
+  -- One op needs no order (and no query for it).
+  IF n = 1 THEN
+    lock_order := ARRAY[1];
+  ELSE
+    lock_order := ARRAY(SELECT u.ord::integer FROM unnest(rules, hashes) WITH ORDINALITY AS u(rule, kh, ord)
+      ORDER BY u.rule COLLATE "C", u.kh);
+  END IF;
+  FOREACH i IN ARRAY lock_order LOOP
     LOOP
       IF writes THEN
         SELECT k.a, k.b, k.xs, k.expires_ms, k.lock_until, k.lock_level, k.forget_ms INTO r
@@ -159,8 +167,8 @@ BEGIN
       IF st IS NULL AND forgets[i] = 0 THEN
         DELETE FROM @schema@.@keys@ k WHERE k.rule = rules[i] AND k.kh = hashes[i];
       ELSE
-        UPDATE @schema@.@keys@ k SET a = st.a, b = st.b, xs = st.xs,
-          expires_ms = CASE WHEN st IS NULL THEN NULL ELSE @schema@.@expires_at@(st, ops[i]) END,
+        expires := CASE WHEN st IS NULL THEN NULL ELSE @schema@.@expires_at@(st, ops[i]) END;
+        UPDATE @schema@.@keys@ k SET a = st.a, b = st.b, xs = st.xs, expires_ms = expires,
           lock_until = nullif(untils[i], 0), lock_level = nullif(levels[i], 0),
           forget_ms = nullif(forgets[i], 0)
           WHERE k.rule = rules[i] AND k.kh = hashes[i];
