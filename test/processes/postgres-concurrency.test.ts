@@ -1,0 +1,150 @@
+// Concurrency on PostgreSQL across real processes: never more handlers at once than the limit, counted by the
+// handlers themselves (a row they change as they start and end), idle and while CPU-bound processes
+// oversubscribe the cores; a SIGKILLed holder's slot back after its lease (database clock) and not before.
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { availableParallelism } from 'node:os';
+import { createInterface } from 'node:readline';
+import { expect } from 'chai';
+import type pg from 'pg';
+import { createLimiter, PostgresStore } from '../../src/index.js';
+import { postgresNames } from '../../src/stores/postgres-sql.js';
+import { HOLD_RULE, KILL_RULE } from '../fixtures/concurrency-worker.js';
+import { runningTable } from '../fixtures/postgres-concurrency-worker.js';
+import { getPostgres, type PostgresServer } from '../support/postgres.js';
+import { Burners } from '../support/pressure.js';
+import { exited, track } from '../support/processes.js';
+import { PATIENT, until } from '../support/settle.js';
+
+const PROCESSES = 4;
+/**
+ * Requests per process, each retrying until admitted: 4 x 50 against 5 slots is a few thousand decisions
+ * (seconds); loaded, fewer, so that the run stays short while the burners slow every process.
+ */
+const HOLDERS = { idle: 50, loaded: 20 };
+
+async function workers(
+  server: PostgresServer,
+  schema: string,
+  mode: string,
+  tasks: number,
+  count = PROCESSES,
+) {
+  const children = Array.from({ length: count }, () =>
+    track(
+      spawn(
+        process.execPath,
+        [
+          '--import',
+          'tsx',
+          'test/fixtures/postgres-concurrency-worker.ts',
+          server.url,
+          schema,
+          mode,
+          String(tasks),
+        ],
+        { stdio: ['pipe', 'pipe', 'inherit'] },
+      ),
+    ),
+  );
+  const lines = children.map((child) => createInterface({ input: child.stdout })[Symbol.asyncIterator]());
+  const next = async (i: number) => String((await (lines[i] as AsyncIterator<string>).next()).value);
+  expect(await Promise.all(children.map((_, i) => next(i)))).to.deep.equal(Array(count).fill('ready'));
+  for (const child of children) child.stdin.end('go\n');
+  return { children, next };
+}
+
+function suite(loaded: boolean) {
+  describe(`concurrency on PostgreSQL across processes${loaded ? ', cores oversubscribed' : ''}`, function () {
+    this.timeout(180_000);
+    let server: PostgresServer;
+    let control: pg.Pool;
+    let burners: Burners | undefined;
+    const schema = () => `rkq${randomBytes(4).toString('hex')}`;
+    const holders = loaded ? HOLDERS.loaded : HOLDERS.idle;
+
+    before(async () => {
+      server = await getPostgres();
+      control = server.pool({ max: 2 });
+      if (loaded) burners = new Burners(4 * availableParallelism());
+    });
+    after(async () => {
+      await burners?.stop();
+      await control.end();
+    });
+
+    it(`${PROCESSES} processes x ${holders} requests against 5 at once: never more than 5 handlers run, every request runs`, async () => {
+      const s = schema();
+      await control.query(`CREATE SCHEMA "${s}"; CREATE TABLE ${runningTable(s)} (n integer NOT NULL)`);
+      await control.query(`INSERT INTO ${runningTable(s)} VALUES (0)`);
+      const { children, next } = await workers(server, s, 'hold', holders);
+      const reports = await Promise.all(
+        children.map(
+          async (_, i) => JSON.parse(await next(i)) as { admitted: number; denied: number; most: number },
+        ),
+      );
+      const most = Math.max(...reports.map((r) => r.most));
+      const denied = reports.reduce((sum, r) => sum + r.denied, 0);
+      console.log(`      most handlers at once: ${most}, ${denied} denials on the way`);
+      expect(reports.map((r) => r.admitted)).to.deep.equal(Array(PROCESSES).fill(holders));
+      expect(most).to.be.at.most(HOLD_RULE.limit as number);
+      expect((await control.query(`SELECT n FROM ${runningTable(s)}`)).rows[0].n).to.equal(0);
+      await Promise.all(children.map(exited));
+      // Every slot released: the key holds none.
+      const store = new PostgresStore({ pool: control, schema: s });
+      const limiter = createLimiter({ store, rules: [HOLD_RULE], ...PATIENT });
+      expect(await limiter.status('handlers', 'shared')).to.include({ count: 0 });
+      await limiter.close();
+    });
+
+    if (loaded) return;
+
+    it("a SIGKILLed holder's slot is held while it renews, and comes back after its lease, not before", async () => {
+      const s = schema();
+      const { children, next } = await workers(server, s, 'kill', 1, 1);
+      const holder = children[0] as (typeof children)[number];
+      const held = JSON.parse(await next(0)) as { allowed: boolean; slot: number };
+      expect(held.allowed).to.equal(true);
+      // The slot's lease end, read from its row (sql/concurrency.sql: xs holds slot id, lease end pairs).
+      const keys = postgresNames(s, 'rk_').qualified('keys');
+      const leaseEnd = async () => {
+        const { rows } = await control.query(`SELECT xs FROM ${keys} WHERE rule = 'single'`);
+        const xs = (rows[0]?.xs ?? []) as string[];
+        const at = xs.findIndex((x, i) => i % 2 === 0 && Number(x) === held.slot);
+        return at < 0 ? undefined : Number(xs[at + 1]);
+      };
+      const firstEnd = await leaseEnd();
+      expect(firstEnd).to.be.a('number');
+      // Wait for the event: a renewal moves the lease end on.
+      await until('the holder renews its slot', async () => (await leaseEnd()) !== firstEnd, 60_000);
+      const store = new PostgresStore({ pool: control, schema: s });
+      const limiter = createLimiter({ store, rules: [KILL_RULE], ...PATIENT });
+      const req = { method: 'POST', path: '/work', headers: {}, user: 'shared' };
+      holder.kill('SIGKILL');
+      await exited(holder);
+      const lastEnd = (await leaseEnd()) as number;
+      expect(lastEnd).to.be.greaterThan(firstEnd as number);
+      let denials = 0;
+      for (;;) {
+        const decision = await limiter.check(req);
+        if (decision.allowed) {
+          // A slot id is the database's ms at the decision x 1024 + n: when the slot came back.
+          const admittedAtMs = Math.floor((decision.rules[0]?.slot as number) / 1024);
+          console.log(
+            `      slot back ${admittedAtMs - lastEnd} ms after its last lease end, ${denials} denials before`,
+          );
+          expect(admittedAtMs).to.be.at.least(lastEnd);
+          break;
+        }
+        denials++;
+        // The denial says when the soonest lease ends: try again then.
+        await new Promise((resolve) => setTimeout(resolve, decision.retryAfterMs));
+      }
+      expect(denials).to.be.at.least(1);
+      await limiter.close();
+    });
+  });
+}
+
+suite(false);
+suite(true);
