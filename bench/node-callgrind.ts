@@ -104,7 +104,7 @@ async function measureApp(
     await said('warm');
     await run('callgrind_control', ['-z', String(child.pid)]);
     const done = said('done');
-    child.stdin?.write('go\n');
+    child.kill('SIGUSR2');
     await done;
     await run('callgrind_control', ['-d', String(child.pid)]);
     return Math.round(dumpInstructions(lastDump(dir)) / requests);

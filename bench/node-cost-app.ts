@@ -1,12 +1,12 @@
 // Child process of bench/node-callgrind.ts, run under valgrind: one Express 5 app and a keep-alive client in
-// this one process. It sends the warm-up, says `warm`, waits for `go` on stdin (the parent has zeroed
+// this one process. It sends the warm-up, says `warm`, waits for SIGUSR2 (`go`: the parent has zeroed
 // callgrind's counters), sends the measured requests, says `done` and exits when its stdin closes.
 // Usage: node --import tsx bench/node-cost-app.ts <app> <redis port> <warm-up> <measured>
 // <app>: bare | erl-memory | erl-redis | rk-memory | rk-redis.
 
+import { writeSync } from 'node:fs';
 import { Agent, createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import express, { type RequestHandler } from 'express';
 import { rateLimit as expressRateLimit, MemoryStore } from 'express-rate-limit';
@@ -97,14 +97,24 @@ async function main(): Promise<void> {
   });
   const port = (server.address() as AddressInfo).port;
   const agent = new Agent({ keepAlive: true, maxSockets: IN_FLIGHT });
-  await send(port, agent, Number(warmUp));
-  const lines = createInterface({ input: process.stdin });
-  const go = new Promise<void>((resolve) => lines.once('line', () => resolve()));
-  const closed = new Promise<void>((resolve) => lines.once('close', resolve));
-  process.stdout.write('warm\n');
+  // No stream of this process carries a byte inside the measured window: Node makes process.stdin and
+  // process.stdout on first use, and the first data through their pipes generalizes the maps Node's
+  // net and HTTP code was optimized for, which then deoptimizes and compiles again. So the words go out
+  // by writeSync, `go` comes as SIGUSR2, and stdin is only watched for its end (after the dump).
+  const go = new Promise<void>((resolve) => process.once('SIGUSR2', () => resolve()));
+  const closed = new Promise<void>((resolve) => {
+    process.stdin.once('end', resolve).resume();
+  });
+  // The warm-up in two halves with the sockets idle in between, as they are while the counters are
+  // zeroed: the first requests after a pause take idle sockets from the agent's free list (a path the
+  // requests of a continuous run never take), which deoptimizes Node's HTTP code once more.
+  await send(port, agent, Math.ceil(Number(warmUp) / 2));
+  await new Promise((resolve) => setImmediate(resolve));
+  await send(port, agent, Math.floor(Number(warmUp) / 2));
+  writeSync(1, 'warm\n');
   await go;
   await send(port, agent, Number(measured));
-  process.stdout.write('done\n');
+  writeSync(1, 'done\n');
   // Until the parent closes stdin (or kills it), which then dumps the counters.
   await closed;
   process.exit(0);
