@@ -1,14 +1,22 @@
 // Operator views of a concurrency rule: `status` gives the requests in flight and how long each has been in
 // flight (its slot's id holds the ms it was taken), on the memory store (a fake clock: exact ages), on a real
-// Redis through the command line, and in the console.
+// Redis and a real PostgreSQL through the command line, and in the console.
 import { randomBytes } from 'node:crypto';
 import { expect } from 'chai';
 import express from 'express';
 import request from 'supertest';
-import { createLimiter, type Decision, type Limiter, MemoryStore, RedisStore } from '../../src/index.js';
+import {
+  createLimiter,
+  type Decision,
+  type Limiter,
+  MemoryStore,
+  PostgresStore,
+  RedisStore,
+} from '../../src/index.js';
 import { operatorConsole } from '../../src/operators/console/index.js';
 import { EXPORTS } from '../fixtures/concurrency-ops-rules.js';
 import { runCliInProcess } from '../support/ops.js';
+import { getPostgres, type PostgresServer } from '../support/postgres.js';
 import { type RedisServer, startRedis } from '../support/redis.js';
 
 const req = (user: string) => ({ method: 'POST', path: '/exports', headers: { 'x-user': user } });
@@ -95,6 +103,62 @@ describe('operator views of a concurrency rule', function () {
       expect(after.count).to.equal(2);
       expect(after.holders).to.have.length(2);
       client.disconnect();
+    });
+  });
+
+  describe('on PostgreSQL', () => {
+    let server: PostgresServer;
+    before(async () => {
+      server = await getPostgres();
+    });
+
+    it('the command line (--postgres) shows in flight and held for; --json lists the holders; release and reset free them', async () => {
+      const schema = `ops${randomBytes(4).toString('hex')}`;
+      const pool = server.pool({ max: 4 });
+      const limiter = createLimiter({ rules: [EXPORTS], store: new PostgresStore({ pool, schema }) });
+      open.push(limiter);
+      const held: Decision[] = [];
+      for (let i = 0; i < 3; i++) held.push(await limiter.check(req('u1')));
+      expect(held.map((d) => d.allowed)).to.deep.equal([true, true, true]);
+      const cli = (...args: string[]) =>
+        runCliInProcess([
+          ...args,
+          '--postgres',
+          server.url,
+          '--schema',
+          schema,
+          '--rules',
+          'test/fixtures/concurrency-ops-rules.ts',
+        ]);
+      type Status = { count: number; holders: Array<{ ageMs: number; leaseLeftMs: number }> };
+      const json = await cli('status', 'exports', 'u1', '--json');
+      expect(json.code, json.stderr).to.equal(0);
+      const status = JSON.parse(json.stdout) as Status;
+      expect(status.count).to.equal(3);
+      expect(status.holders).to.have.length(3);
+      for (const h of status.holders) {
+        expect(h.ageMs).to.be.at.least(0);
+        expect(h.leaseLeftMs).to.be.within(1, 30_000);
+      }
+      const ages = status.holders.map((h) => h.ageMs);
+      expect(ages).to.deep.equal([...ages].sort((a, b) => b - a));
+      const text = await cli('status', 'exports', 'u1');
+      expect(text.code, text.stderr).to.equal(0);
+      expect(text.stdout).to.include('in flight 3 of 5, 2 free');
+      expect(text.stdout).to.match(/held for {2}\d+(ms|s), \d+(ms|s), \d+(ms|s)\n/);
+      await limiter.release(held[0] as Decision);
+      const after = JSON.parse((await cli('status', 'exports', 'u1', '--json')).stdout) as Status;
+      expect(after.count).to.equal(2);
+      expect(after.holders).to.have.length(2);
+      // unlock (a reset) frees every slot; a holder released after it frees nothing (the key keeps its last id).
+      const reset = await cli('unlock', 'exports', 'u1');
+      expect(reset.code, reset.stderr).to.equal(0);
+      expect((await limiter.status('exports', 'u1')).holders).to.deep.equal([]);
+      const fresh = await limiter.check(req('u1'));
+      await limiter.release(held[1] as Decision);
+      expect((await limiter.status('exports', 'u1')).count).to.equal(1);
+      await limiter.release(fresh);
+      await pool.end();
     });
   });
 
