@@ -28,7 +28,13 @@ export type {
   UnlockEvent,
 } from './limiter/events.js';
 export { createLimiter, Limiter } from './limiter/limiter.js';
-export type { DecisionInfo, DecisionSource, LimiterObserver, StoreCallInfo } from './limiter/observers.js';
+export type {
+  DecisionInfo,
+  DecisionSource,
+  LimiterObserver,
+  SlotEvent,
+  StoreCallInfo,
+} from './limiter/observers.js';
 export type { LimiterOptions } from './limiter/options.js';
 export type { StoreHealth } from './limiter/store-health.js';
 export type {

@@ -2,6 +2,7 @@
 
 import type { OpResult, Refund, Store } from '../stores/store.js';
 import type { Decision, RuleResult } from '../types.js';
+import type { Observers, SlotEvent } from './observers.js';
 import type { RuleOp } from './op-builder.js';
 
 /** The slots one decision holds, in the store that decided it. */
@@ -21,6 +22,8 @@ export interface HoldingsParts {
   failed(error: unknown, operation: string): void;
   /** Slots of `rule` for `key` were freed in the store (calls waiting for one try again). */
   freed(rule: string, key: string): void;
+  /** Told of the slots held, released and lapsed (metrics), when some observer listens. */
+  observers: Observers;
 }
 
 /** A held slot's entry: rule, key and the id of its first slot (`RuleResult.slot`). */
@@ -85,6 +88,7 @@ export class Holdings {
     }
     if (held === undefined) return;
     this.#held.add(held);
+    this.#tell(held, 'held');
     this.#schedule();
   }
 
@@ -96,6 +100,7 @@ export class Holdings {
       const held = this.#bySlot.get(slotId(r.rule, r.key, r.slot));
       if (held === undefined) continue;
       this.#forget(held);
+      this.#tell(held, 'released');
       work.push(this.#free(held));
     }
     this.#unschedule();
@@ -105,10 +110,17 @@ export class Holdings {
   /** Stops renewing: held slots lapse a lease after their last renewal. */
   close(): void {
     this.#closed = true;
+    for (const held of this.#held) this.#tell(held, 'lapsed');
     this.#held.clear();
     this.#bySlot.clear();
     this.#unreleased.clear();
     this.#unschedule();
+  }
+
+  #tell(held: Held, change: SlotEvent['change']): void {
+    const observers = this.#parts.observers;
+    if (!observers.slotChanges) return;
+    for (const { op } of held.slots) observers.slot(op.rule.name, op.cost, change);
   }
 
   #forget(held: Held): void {
@@ -175,7 +187,10 @@ export class Holdings {
       for (let k = 0; k < held.slots.length; k++) if (stillHeld[at + k] === true) any = true;
       at += held.slots.length;
       // Lapsed (this process stalled longer than a lease) or reset by an operator: nothing left to renew.
-      if (!any && this.#held.has(held)) this.#forget(held);
+      if (!any && this.#held.has(held)) {
+        this.#forget(held);
+        this.#tell(held, 'lapsed');
+      }
     }
   }
 }

@@ -78,7 +78,12 @@ export class Limiter extends EventEmitter<LimiterEvents> {
     this.#holdings =
       leases.length === 0
         ? undefined
-        : new Holdings(Math.floor(Math.min(...leases) / 3), { call, failed, freed });
+        : new Holdings(Math.floor(Math.min(...leases) / 3), {
+            call,
+            failed,
+            freed,
+            observers: this.#observers,
+          });
     this.#settlements = resolved.rules.some((r) => r.settle)
       ? new Settlements({
           rebuild: (op, cost) => this.#ops.op(op.compiled, op.key, cost, op.limit),

@@ -32,6 +32,19 @@ export interface StoreCallInfo {
 }
 
 /**
+ * A change in the concurrency slots this process holds, per rule: `held` by an admitted decision,
+ * `released` (by `release`, an adapter, `wrap`, `acquire`'s release), or `lapsed`: lost without a release
+ * (a renewal found them gone: this process stalled longer than a lease, or an operator reset the key; or
+ * the limiter closed while holding them, and they lapse in the store a lease later).
+ */
+export interface SlotEvent {
+  readonly rule: string;
+  /** Slots (units of cost) concerned. */
+  readonly slots: number;
+  readonly change: 'held' | 'released' | 'lapsed';
+}
+
+/**
  * Hooks for metrics (see `limiter.observe`). Called synchronously on the decision path: keep them
  * cheap. A hook that throws is reported once as a process warning and never fails a decision.
  */
@@ -42,9 +55,16 @@ export interface LimiterObserver {
   storeCall?(info: StoreCallInfo): void;
   /** A lock a decision placed (the same figures as the limiter's 'lockout' event), whichever store decided. */
   lockout?(event: LockoutEvent): void;
+  /** Concurrency slots this process took, released or lost (see `SlotEvent`): the slots in flight here. */
+  slots?(event: SlotEvent): void;
 }
 
-const OBSERVER_FIELDS = fieldsOf<LimiterObserver>({ decision: true, storeCall: true, lockout: true });
+const OBSERVER_FIELDS = fieldsOf<LimiterObserver>({
+  decision: true,
+  storeCall: true,
+  lockout: true,
+  slots: true,
+});
 
 /** One frozen info per (mode, source): telling an observer allocates nothing. */
 const INFOS = Object.fromEntries(
@@ -75,6 +95,8 @@ export class Observers {
   storeCalls = false;
   /** Some observer has a `lockout` hook. */
   lockouts = false;
+  /** Some observer has a `slots` hook. */
+  slotChanges = false;
   #watchers: Watcher[] = [];
 
   /** Adds an observer; returns the function that removes it. */
@@ -83,7 +105,7 @@ export class Observers {
       refuse(
         'ERR_OPTION',
         'observe',
-        `expects an object with decision, storeCall and/or lockout functions, got ${describe(observer)}`,
+        `expects an object with decision, storeCall, lockout and/or slots functions, got ${describe(observer)}`,
       );
     }
     assertKnownFields(observer, OBSERVER_FIELDS, 'observe');
@@ -135,9 +157,21 @@ export class Observers {
     }
   }
 
+  slot(rule: string, slots: number, change: SlotEvent['change']): void {
+    const event: SlotEvent = { rule, slots, change };
+    for (const { observer, warn } of this.#watchers) {
+      try {
+        observer.slots?.(event);
+      } catch (error) {
+        warn(`an observer's slots hook threw: ${(error as Error)?.message ?? error}`);
+      }
+    }
+  }
+
   #update(): void {
     this.decisions = this.#watchers.some((w) => typeof w.observer.decision === 'function');
     this.storeCalls = this.#watchers.some((w) => typeof w.observer.storeCall === 'function');
     this.lockouts = this.#watchers.some((w) => typeof w.observer.lockout === 'function');
+    this.slotChanges = this.#watchers.some((w) => typeof w.observer.slots === 'function');
   }
 }

@@ -1,11 +1,11 @@
 // ratekeeper/prometheus: a limiter's decisions, shared-store calls, store errors and lockouts as prom-client metrics.
 
-import { Counter, register as globalRegistry, type Metric, type Registry } from 'prom-client';
+import { Counter, Gauge, register as globalRegistry, type Metric, type Registry } from 'prom-client';
 import { assertKnownFields, fieldsOf } from '../config/known-fields.js';
 import { mustBe, refuse } from '../config/refuse.js';
 import { describe } from '../errors.js';
 import type { Limiter } from '../limiter/limiter.js';
-import type { DecisionInfo, DecisionSource, StoreCallInfo } from '../limiter/observers.js';
+import type { DecisionInfo, DecisionSource, SlotEvent, StoreCallInfo } from '../limiter/observers.js';
 import type { Decision, RuleResult } from '../types.js';
 
 export interface PrometheusMetricsOptions {
@@ -50,6 +50,8 @@ interface Sink {
   storeSeconds: StoreSeconds;
   storeErrors: Counter<'operation'>;
   lockouts: Counter<'rule'>;
+  slotsInFlight: Gauge<'rule'>;
+  slotChanges: Counter<'rule' | 'change'>;
   /** Per limiter counted: decision counts per rule, flushed into `decisions` at each scrape. */
   tallies: Set<Tally>;
   /** The limiters counted into these metrics now: asked again, the same handle (never counted twice). */
@@ -163,6 +165,10 @@ const SINKS = new WeakMap<Registry, Map<string, Sink>>();
  * - `ratekeeper_store_seconds{operation}`: a histogram of shared-store calls (not the memory store).
  * - `ratekeeper_store_errors_total{operation}`: shared-store calls that failed or timed out.
  * - `ratekeeper_lockouts_total{rule}`: locks placed.
+ * - `ratekeeper_slots_in_flight{rule}`: concurrency slots this process holds now (a gauge: summed over
+ *   every process sharing the store, the requests in flight).
+ * - `ratekeeper_slots_total{rule,change}`: concurrency slots `released`, and `lapsed`: lost without a
+ *   release (a stall longer than the lease, a reset, the limiter closed while holding them).
  * Label values are rule names and fixed words, never keys. Several limiters may share a registry;
  * their counts add up (give their rules different names to tell them apart). Called again for a limiter
  * already counted into the same registry and prefix, it returns the same handle (nothing counted twice).
@@ -230,8 +236,16 @@ export function prometheusMetrics(
       sink.decisions.inc({ rule: rule.name, result, source: 'store' }, 0);
     if (rule.lockout !== undefined) sink.lockouts.inc({ rule: rule.name }, 0);
   }
+  for (const facts of limiter.ruleFacts) {
+    if (!facts.holdsSlots) continue;
+    sink.slotsInFlight.inc({ rule: facts.name }, 0);
+    for (const change of ['released', 'lapsed'] as const)
+      sink.slotChanges.inc({ rule: facts.name, change }, 0);
+  }
 
-  const { decisions, storeSeconds, storeErrors, lockouts } = sink;
+  const { decisions, storeSeconds, storeErrors, lockouts, slotsInFlight, slotChanges } = sink;
+  /** The slots this limiter holds per rule, taken off the gauge when it stops being counted. */
+  const holding = new Map<string, number>();
   let sharedStore = false;
   const unobserve = limiter.observe({
     decision(decision: Decision, info: DecisionInfo) {
@@ -251,6 +265,12 @@ export function prometheusMetrics(
     lockout(event) {
       lockouts.inc({ rule: event.rule });
     },
+    slots(event: SlotEvent) {
+      const held = event.change === 'held' ? event.slots : -event.slots;
+      holding.set(event.rule, (holding.get(event.rule) ?? 0) + held);
+      slotsInFlight.inc({ rule: event.rule }, held);
+      if (event.change !== 'held') slotChanges.inc({ rule: event.rule, change: event.change }, event.slots);
+    },
   });
   let stopped = false;
   const handle: PrometheusMetrics = {
@@ -262,6 +282,8 @@ export function prometheusMetrics(
       // What was counted stays: flushed now, then the tally leaves the scrape.
       tally.flush(decisions);
       sink.tallies.delete(tally);
+      // Slots still held are this limiter's no more: the gauge counts the limiters counted.
+      for (const [rule, held] of holding) if (held !== 0) slotsInFlight.dec({ rule }, held);
       sink.handles.delete(limiter);
     },
   };
@@ -291,6 +313,8 @@ function sinkOf(registry: Registry, prefix: string, buckets: readonly number[]):
     storeSeconds: `${prefix}store_seconds`,
     storeErrors: `${prefix}store_errors_total`,
     lockouts: `${prefix}lockouts_total`,
+    slotsInFlight: `${prefix}slots_in_flight`,
+    slotChanges: `${prefix}slots_total`,
   };
   for (const name of Object.values(names)) {
     if (registry.getSingleMetric(name) !== undefined) {
@@ -329,6 +353,18 @@ function sinkOf(registry: Registry, prefix: string, buckets: readonly number[]):
       name: names.lockouts,
       help: 'Lockouts placed, per rule.',
       labelNames: ['rule'] as const,
+      registers: [registry],
+    }),
+    slotsInFlight: new Gauge({
+      name: names.slotsInFlight,
+      help: 'Concurrency slots held by this process now, per rule (summed over processes: requests in flight).',
+      labelNames: ['rule'] as const,
+      registers: [registry],
+    }),
+    slotChanges: new Counter({
+      name: names.slotChanges,
+      help: 'Concurrency slots released, or lapsed (lost without a release: a stall past the lease, a reset), per rule.',
+      labelNames: ['rule', 'change'] as const,
       registers: [registry],
     }),
     tallies,

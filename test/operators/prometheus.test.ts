@@ -111,6 +111,62 @@ describe('ratekeeper/prometheus', () => {
     ]);
   });
 
+  it('concurrency: slots in flight per rule (a gauge), released and lapsed slots; stop() takes its slots off the gauge', async () => {
+    const EXPORTS: Rule = {
+      name: 'exports',
+      key: 'user',
+      limit: 3,
+      window: { type: 'concurrency', lease: '1m' },
+    };
+    const registry = new Registry();
+    const limiter = limiterOf({ rules: [EXPORTS, API] });
+    prometheusMetrics(limiter, { registry });
+    // Series from the start, for the concurrency rule only.
+    expect(await samples(registry, 'ratekeeper_slots_in_flight')).to.deep.equal([
+      'ratekeeper_slots_in_flight{rule="exports"} 0',
+    ]);
+    expect(await samples(registry, 'ratekeeper_slots_total')).to.have.members([
+      'ratekeeper_slots_total{rule="exports",change="released"} 0',
+      'ratekeeper_slots_total{rule="exports",change="lapsed"} 0',
+    ]);
+    const a = await limiter.consume('exports', 'ann');
+    const b = await limiter.consume('exports', 'ann', 2);
+    expect((await limiter.consume('exports', 'ann')).allowed).to.equal(false);
+    await limiter.consume('exports', 'bob');
+    expect(await samples(registry, 'ratekeeper_slots_in_flight')).to.deep.equal([
+      'ratekeeper_slots_in_flight{rule="exports"} 4',
+    ]);
+    await limiter.release(b);
+    await limiter.release(b);
+    expect(await samples(registry, 'ratekeeper_slots_in_flight')).to.deep.equal([
+      'ratekeeper_slots_in_flight{rule="exports"} 2',
+    ]);
+    expect(await samples(registry, 'ratekeeper_slots_total')).to.include.members([
+      'ratekeeper_slots_total{rule="exports",change="released"} 2',
+    ]);
+    // A second limiter on the registry adds its slots; stopped, it takes them off (they are counted no more).
+    const other = limiterOf({ rules: [EXPORTS] });
+    const counted = prometheusMetrics(other, { registry });
+    await other.consume('exports', 'carol');
+    expect(await samples(registry, 'ratekeeper_slots_in_flight')).to.deep.equal([
+      'ratekeeper_slots_in_flight{rule="exports"} 3',
+    ]);
+    counted.stop();
+    expect(await samples(registry, 'ratekeeper_slots_in_flight')).to.deep.equal([
+      'ratekeeper_slots_in_flight{rule="exports"} 2',
+    ]);
+    // Closed while holding two slots (ann's first, bob's): they lapse in the store a lease later.
+    expect(a.allowed).to.equal(true);
+    await limiter.close();
+    expect(await samples(registry, 'ratekeeper_slots_in_flight')).to.deep.equal([
+      'ratekeeper_slots_in_flight{rule="exports"} 0',
+    ]);
+    expect(await samples(registry, 'ratekeeper_slots_total')).to.have.members([
+      'ratekeeper_slots_total{rule="exports",change="released"} 2',
+      'ratekeeper_slots_total{rule="exports",change="lapsed"} 2',
+    ]);
+  });
+
   it('prefix replaces ratekeeper_; two limiters on one registry add up, one asked twice counts once; stop() keeps the counts and counts no more', async () => {
     const registry = new Registry();
     const a = limiterOf({ rules: [API] });
@@ -186,7 +242,7 @@ describe('ratekeeper/prometheus', () => {
     prometheusMetrics(limiter, { registry });
     registry.clear();
     prometheusMetrics(limiter, { registry });
-    expect(registry.getMetricsAsArray().map((m) => m.name)).to.have.lengthOf(4);
+    expect(registry.getMetricsAsArray().map((m) => m.name)).to.have.lengthOf(6);
   });
 
   it("the store-call histogram prints as prom-client's own Histogram does for the same observations", async () => {
@@ -194,6 +250,7 @@ describe('ratekeeper/prometheus', () => {
     let hooks: LimiterObserver = {};
     const fake = {
       rules: [],
+      ruleFacts: [],
       observe: (observer: LimiterObserver) => {
         hooks = observer;
         return () => {};
