@@ -1,7 +1,7 @@
 // Express middleware: the request sequence (adapters/exchange.ts) on Express, the outcome judged on `finish`.
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import type { Decision, Limiter, Rule } from '../src/index.js';
-import { createSetup, type RateLimitOptions } from './common.js';
+import { createSetup, type RateLimitOptions, type Setup } from './common.js';
 import { type Exchanged, exchange } from './exchange.js';
 import { ExpressExchange } from './express-exchange.js';
 import { type SlowDownOptions, slowDownSetup } from './slow-down.js';
@@ -51,19 +51,7 @@ export function rateLimit(
   rulesOrLimiter: Rule[] | Limiter,
   options: ExpressRateLimitOptions = {},
 ): RequestHandler {
-  const setup = createSetup(rulesOrLimiter, options, ['handler']);
-  const handler = options.handler;
-
-  return async function rateLimitMiddleware(req: Request, res: Response, next: NextFunction): Promise<void> {
-    const handle = handler && ((decision: Decision) => handler(req, res, next, decision));
-    let exchanged: Exchanged;
-    try {
-      exchanged = await exchange(setup, new ExpressExchange(req, res, handle), req);
-    } catch (error) {
-      return next(error);
-    }
-    if (exchanged === 'next') next();
-  };
+  return middleware(createSetup(rulesOrLimiter, options, ['handler']), options.handler);
 }
 
 /** Options of Express's `slowDown`. */
@@ -81,11 +69,16 @@ export type ExpressSlowDownOptions = SlowDownOptions<Request>;
  *   { delay: '500ms', maxDelay: '20s' }));
  */
 export function slowDown(rulesOrLimiter: Rule[] | Limiter, options: ExpressSlowDownOptions): RequestHandler {
-  const setup = slowDownSetup(rulesOrLimiter, options);
-  return async function slowDownMiddleware(req: Request, res: Response, next: NextFunction): Promise<void> {
+  return middleware(slowDownSetup(rulesOrLimiter, options), undefined);
+}
+
+/** The request sequence on Express, for `rateLimit`'s setup or `slowDown`'s; limiter errors go to `next(err)`. */
+function middleware(setup: Setup<Request>, handler: ExpressRateLimitOptions['handler']): RequestHandler {
+  return async function rateLimitMiddleware(req: Request, res: Response, next: NextFunction): Promise<void> {
+    const handle = handler && ((decision: Decision) => handler(req, res, next, decision));
     let exchanged: Exchanged;
     try {
-      exchanged = await exchange(setup, new ExpressExchange(req, res, undefined), req);
+      exchanged = await exchange(setup, new ExpressExchange(req, res, handle), req);
     } catch (error) {
       return next(error);
     }

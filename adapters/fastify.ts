@@ -13,7 +13,7 @@ import {
   routeSetups,
   type Setup,
 } from './common.js';
-import { exchange } from './exchange.js';
+import { type Exchanged, exchange } from './exchange.js';
 import { routeRateLimit, routeRulesError } from './fastify-config.js';
 import { FastifyExchange } from './fastify-exchange.js';
 import { type SlowDownOptions, slowDownSetup } from './slow-down.js';
@@ -135,11 +135,7 @@ const ratekeeperPlugin: FastifyPluginAsync<FastifyRateLimitOptions> = async (fas
   ) => {
     const handle = handler && ((decision: Decision) => handler(request, reply, decision));
     const http = new FastifyExchange(request, reply, handle, prefix, { attached });
-    const exchanged = await exchange(setup, http, request);
-    // Gone: nothing to answer, no handler to run. Answered: Fastify runs no later hook and no handler.
-    if (exchanged === 'gone') return reply.hijack();
-    if (exchanged === 'answered') return reply;
-    return undefined;
+    return hookAnswer(await exchange(setup, http, request), reply);
   };
   fastify.addHook(hook, async (request: FastifyRequest, reply: FastifyReply) => {
     const own = request.routeOptions.config?.rateLimit as Limiter | false | undefined;
@@ -194,11 +190,7 @@ export function slowDown(
     const prefix = fastify.prefix;
     fastify.addHook(hook, async (request: FastifyRequest, reply: FastifyReply) => {
       const http = new FastifyExchange(request, reply, undefined, prefix);
-      const exchanged = await exchange(setup, http, request);
-      // Gone: nothing can be answered and the handler must not run. Answered: refused, past maxWaiting.
-      if (exchanged === 'gone') return reply.hijack();
-      if (exchanged === 'answered') return reply;
-      return undefined;
+      return hookAnswer(await exchange(setup, http, request), reply);
     });
   };
   // Not encapsulated, as the rate-limit plugin: its hook covers the routes of the instance it is registered on.
@@ -207,4 +199,14 @@ export function slowDown(
     [Symbol.for('fastify.display-name')]: 'ratekeeper-slow-down',
     [Symbol.for('plugin-meta')]: { fastify: '5.x', name: 'ratekeeper-slow-down' },
   });
+}
+
+/**
+ * What a hook returns for the sequence's answer. Gone: nothing to answer, no handler to run (hijacked).
+ * Answered (a denial, or slowDown past maxWaiting): the reply, so Fastify runs no later hook and no handler.
+ */
+function hookAnswer(exchanged: Exchanged, reply: FastifyReply): FastifyReply | undefined {
+  if (exchanged === 'gone') return reply.hijack();
+  if (exchanged === 'answered') return reply;
+  return undefined;
 }

@@ -4,7 +4,7 @@ import type { GetConnInfo } from 'hono/conninfo';
 import type { StatusCode } from 'hono/utils/http-status';
 import { fieldsOf } from '../src/config/known-fields.js';
 import type { Decision, Limiter, Rule } from '../src/index.js';
-import { createSetup, type RateLimitOptions } from './common.js';
+import { createSetup, type RateLimitOptions, type Setup } from './common.js';
 import { exchange } from './exchange.js';
 import { HonoExchange, type HonoReading } from './hono-exchange.js';
 import { compileTrust, type TrustProxy } from './proxy-trust.js';
@@ -86,23 +86,7 @@ export function rateLimit(
   rulesOrLimiter: Rule[] | Limiter,
   options: HonoRateLimitOptions = {},
 ): MiddlewareHandler {
-  const setup = createSetup(rulesOrLimiter, options, HONO_FIELDS);
-  const { trustProxy, getConnInfo, handler } = options;
-  const reading: HonoReading = {
-    trust: compileTrust(trustProxy),
-    getConnInfo,
-    body: options.readBody ?? setup.limiter.ruleFacts.some((rule) => rule.readsBody),
-    trustsAll: trustProxy === true,
-    trustsNone: trustProxy === undefined || trustProxy === false || trustProxy === 0,
-  };
-
-  return async function rateLimitMiddleware(c, next) {
-    const http = new HonoExchange(c, reading, handler);
-    const exchanged = await exchange(setup, http, c);
-    if (exchanged === 'gone') return c.body(null, GONE);
-    if (exchanged === 'answered') return http.response;
-    return http.pass(next);
-  };
+  return middleware(createSetup(rulesOrLimiter, options, HONO_FIELDS), options, options.handler);
 }
 
 /** Options of Hono's `slowDown`: those of every framework plus Hono's client-address and body options. */
@@ -124,17 +108,30 @@ export interface HonoSlowDownOptions
  */
 export function slowDown(rulesOrLimiter: Rule[] | Limiter, options: HonoSlowDownOptions): MiddlewareHandler {
   // Hono's own three taken out first: slowDownSetup refuses any other field it does not know.
-  const { trustProxy, getConnInfo, readBody: read, ...common } = options ?? {};
-  const setup = slowDownSetup(rulesOrLimiter, common as SlowDownOptions<Context>);
+  const given = options ?? {};
+  const { trustProxy, getConnInfo, readBody, ...common } = given;
+  return middleware(slowDownSetup(rulesOrLimiter, common as SlowDownOptions<Context>), given, undefined);
+}
+
+/**
+ * The request sequence on Hono, for `rateLimit`'s setup or `slowDown`'s: the client address and the body
+ * read as `options` say (the body by default only when a rule's key reads it).
+ */
+function middleware(
+  setup: Setup<Context>,
+  options: Pick<HonoRateLimitOptions, 'trustProxy' | 'getConnInfo' | 'readBody'>,
+  handler: HonoRateLimitOptions['handler'],
+): MiddlewareHandler {
+  const { trustProxy, getConnInfo } = options;
   const reading: HonoReading = {
     trust: compileTrust(trustProxy),
     getConnInfo,
-    body: read ?? setup.limiter.ruleFacts.some((rule) => rule.readsBody),
+    body: options.readBody ?? setup.limiter.ruleFacts.some((rule) => rule.readsBody),
     trustsAll: trustProxy === true,
     trustsNone: trustProxy === undefined || trustProxy === false || trustProxy === 0,
   };
-  return async function slowDownMiddleware(c, next) {
-    const http = new HonoExchange(c, reading, undefined);
+  return async function rateLimitMiddleware(c, next) {
+    const http = new HonoExchange(c, reading, handler);
     const exchanged = await exchange(setup, http, c);
     if (exchanged === 'gone') return c.body(null, GONE);
     if (exchanged === 'answered') return http.response;

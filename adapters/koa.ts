@@ -1,7 +1,7 @@
 // Koa middleware: the request sequence (adapters/exchange.ts) on Koa, the outcome judged after `await next()`.
 import type { Context, Middleware, Next } from 'koa';
 import type { Decision, Limiter, Rule } from '../src/index.js';
-import { createSetup, type RateLimitOptions } from './common.js';
+import { createSetup, type RateLimitOptions, type Setup } from './common.js';
 import { exchange } from './exchange.js';
 import { KoaExchange } from './koa-exchange.js';
 import { type SlowDownOptions, slowDownSetup } from './slow-down.js';
@@ -38,13 +38,7 @@ export interface KoaRateLimitOptions extends RateLimitOptions<Context> {
  *   window: { type: 'fixed', size: '1m' } }]), sendCode);
  */
 export function rateLimit(rulesOrLimiter: Rule[] | Limiter, options: KoaRateLimitOptions = {}): Middleware {
-  const setup = createSetup(rulesOrLimiter, options, ['handler']);
-  const handler = options.handler;
-
-  return async function rateLimitMiddleware(ctx: Context, next: Next): Promise<void> {
-    const http = new KoaExchange(ctx, handler && ((decision: Decision) => handler(ctx, decision)));
-    if ((await exchange(setup, http, ctx)) === 'next') return http.pass(next);
-  };
+  return middleware(createSetup(rulesOrLimiter, options, ['handler']), options.handler);
 }
 
 /** Options of Koa's `slowDown`. */
@@ -62,9 +56,13 @@ export type KoaSlowDownOptions = SlowDownOptions<Context>;
  *   { delay: '500ms', maxDelay: '20s' }));
  */
 export function slowDown(rulesOrLimiter: Rule[] | Limiter, options: KoaSlowDownOptions): Middleware {
-  const setup = slowDownSetup(rulesOrLimiter, options);
-  return async function slowDownMiddleware(ctx: Context, next: Next): Promise<void> {
-    const http = new KoaExchange(ctx, undefined);
+  return middleware(slowDownSetup(rulesOrLimiter, options), undefined);
+}
+
+/** The request sequence on Koa, for `rateLimit`'s setup or `slowDown`'s; limiter errors are thrown. */
+function middleware(setup: Setup<Context>, handler: KoaRateLimitOptions['handler']): Middleware {
+  return async function rateLimitMiddleware(ctx: Context, next: Next): Promise<void> {
+    const http = new KoaExchange(ctx, handler && ((decision: Decision) => handler(ctx, decision)));
     if ((await exchange(setup, http, ctx)) === 'next') return http.pass(next);
   };
 }
