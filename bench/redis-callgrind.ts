@@ -60,10 +60,30 @@ for i = 1, #KEYS do
 end
 return out
 `;
+/**
+ * The same bound for one key per identity (a hash, a field per rule): TIME, then per decision an HMGET
+ * of its fields, one HSET of all of them (a value formatted once per call) and a PEXPIRE NX. KEYS: one
+ * hash per decision; ARGV: the field names.
+ */
+const FLOOR_HASHED = `
+local t = redis.call('TIME')
+local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local value = string.format('%d%07d', ms + 60000, 1)
+local out, set = { ms }, {}
+for f = 1, #ARGV do set[2 * f - 1], set[2 * f] = ARGV[f], value end
+for i = 1, #KEYS do
+  redis.call('HMGET', KEYS[i], unpack(ARGV))
+  redis.call('HSET', KEYS[i], unpack(set))
+  redis.call('PEXPIRE', KEYS[i], '60000', 'NX')
+  for f = 1, #ARGV do out[#out + 1] = 64 end
+end
+return out
+`;
 const FLOOR_LIBRARY = `#!lua name=rkbenchfloor
 redis.register_function('rkbench_floor_one', function(KEYS, ARGV)${FLOOR_ONE}end)
 redis.register_function('rkbench_floor_many', function(KEYS, ARGV)${FLOOR_MANY}end)
 redis.register_function('rkbench_floor_clocked', function(KEYS, ARGV)${FLOOR_CLOCKED}end)
+redis.register_function('rkbench_floor_hashed', function(KEYS, ARGV)${FLOOR_HASHED}end)
 `;
 
 const LIMIT = 1_000_000;
@@ -272,6 +292,24 @@ function clockedCase(
   };
 }
 
+/** The hashed bound (FLOOR_HASHED): `perCall` decisions of `fields` fields of one hash per FCALL. */
+function hashedCase(client: Redis, id: string, name: string, perCall: number, fields: number): Case {
+  let keys: string[] = [];
+  const names = Array.from({ length: fields }, (_, f) => `r${f + 1}`);
+  return {
+    id,
+    name,
+    inFlight: perCall,
+    decide(key) {
+      keys.push(`bound:{${key}}`);
+      if (keys.length < perCall) return Promise.resolve();
+      const batch = keys;
+      keys = [];
+      return client.call('FCALL', 'rkbench_floor_hashed', String(batch.length), ...batch, ...names);
+    },
+  };
+}
+
 /** A peer's Redis limiter (bench/peers.ts), called as its middleware calls it. */
 async function peerCase(
   peer: typeof expressRedis,
@@ -441,9 +479,12 @@ export async function runRedisCallgrind(
     const concurrency = storeRule('cc', 'concurrency');
     const settled = storeRule('st', 'fixed');
     const release = (op: StoreOp, receipt: number) => store.refund([{ op, receipt }]);
+    // Three rules on one key form, as a limiter compiles them (rules/compile.ts): grouped, one hash per
+    // identity (StoreRule.grouped). A rule alone on its key is not.
+    const grouped = fixed.map((rule) => ({ ...rule, grouped: true }));
     // CALLGRIND_FLOORS=e1,c: only these floors (all by default), while iterating on one row.
     const floors = new Set(
-      process.env.CALLGRIND_FLOORS?.split(',') ?? ['a', 'b', 'c', 'd', 'e', 'e1', 'f', 'g'],
+      process.env.CALLGRIND_FLOORS?.split(',') ?? ['a', 'b', 'c', 'd', 'e', 'e1', 'f', 'g', 'h'],
     );
     const cases: Case[] = [
       floorCase(
@@ -467,13 +508,20 @@ export async function runRedisCallgrind(
       ),
       clockedCase(client, 'f', '(f) bound: the same, 32 per call', 32, 1),
       clockedCase(client, 'g', '(g) bound: the same with 3 keys per decision, 32 per call', 32, 3),
+      hashedCase(
+        client,
+        'h',
+        '(h) bound: TIME, HMGET, HSET of 3 fields, PEXPIRE NX per decision, 32 per call',
+        32,
+        3,
+      ),
       express.case,
       flexible.case,
       storeCase(store, 'fixed 1', 'ratekeeper fixed, 1 in flight', fixed.slice(0, 1), 1),
       storeCase(store, 'fixed 64', 'ratekeeper fixed, 64 in flight', fixed.slice(0, 1), 64),
       crossSlotCase(client, fixed[0] as StoreRule, 32),
-      storeCase(store, 'fixed x3 1', 'ratekeeper 3 fixed rules of one identity, 1 in flight', fixed, 1),
-      storeCase(store, 'fixed x3 64', 'ratekeeper 3 fixed rules of one identity, 64 in flight', fixed, 64),
+      storeCase(store, 'fixed x3 1', 'ratekeeper 3 fixed rules of one identity, 1 in flight', grouped, 1),
+      storeCase(store, 'fixed x3 64', 'ratekeeper 3 fixed rules of one identity, 64 in flight', grouped, 64),
       ...(['calendar', 'token-bucket', 'gcra', 'sliding', 'sliding-log'] as const).map((type) =>
         storeCase(store, `${type} 64`, `ratekeeper ${type}, 64 in flight`, [storeRule(type, type)], 64),
       ),

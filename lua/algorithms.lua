@@ -7,7 +7,9 @@
 -- state is one string (fixed, calendar, token bucket, gcra) also have decode(value) -> state and
 -- encode(state, op, nowMs) -> value, TTL (ms): what load reads and save writes, for check.lua's
 -- fresh-key path; the others (sliding, sliding log, concurrency) have prepare(op, nowMs) and create(key, op), which
--- write the state an op leaves on an empty key (freshAdmits).
+-- write the state an op leaves on an empty key (freshAdmits). The string ones also run on a state in
+-- their identity's record (inRecord, algOf; record.lua): one key for the rules of an identity that its
+-- limiter groups.
 
 -- Window type -> its algorithm, from its module (built on the first require).
 local function build(windowType)
@@ -30,6 +32,74 @@ local byType = setmetatable({}, {
     return found
   end,
 })
+
+-- SET with both NX and GET: Redis 7.0 and later.
+local SET_NX_GET = (redis.REDIS_VERSION_NUM or 0) >= 0x070000
+
+-- The algorithm of an op whose rule's state is one in its identity's record (op.field, the rule's
+-- name; protocol.lua readOp; record.lua): the same verdicts and state values as `alg`, read from and
+-- written into the record (GET, then SET of the whole record with its TTL). No `encode` (the string
+-- fast paths of check.lua: SET NX GET of the state itself); its value is `recordEncode`.
+local function inRecord(alg)
+  local record = require('record')
+  local encode, decode = alg.encode, alg.decode
+  local variant = setmetatable({}, { __index = alg })
+  variant.encode, variant.recordEncode, variant.field = false, encode, true
+  variant.load = function(key, op)
+    local found = record.read(key)
+    return found and decode(found.states[op.field])
+  end
+  variant.save = function(key, state, op, nowMs)
+    local value, ttl = encode(state, op, nowMs)
+    local changed = record.live(record.read(key), nowMs)
+    record.put(changed, op.field, value, ttl, nowMs)
+    record.write(key, changed, nowMs)
+  end
+  -- freshAdmits: the value and TTL of the state an op leaves on an empty state.
+  variant.prepare = function(op, nowMs)
+    if alg.fresh then
+      op.freshValue, op.freshTtl = alg.fresh(op, nowMs)
+    else
+      op.freshValue, op.freshTtl = encode(alg.apply(nil, op, nowMs), op, nowMs)
+    end
+  end
+  variant.create = function(key, op, nowMs)
+    local changed = record.live(record.read(key), nowMs)
+    record.put(changed, op.field, op.freshValue, op.freshTtl, nowMs)
+    record.write(key, changed, nowMs)
+  end
+  variant.drop = function(key, op, nowMs)
+    local found = record.read(key)
+    if found == nil or found.states[op.field] == nil then return end
+    found.states[op.field] = nil
+    record.write(key, found, nowMs)
+  end
+  return variant
+end
+
+-- Window type -> its algorithm on a record's state (inRecord), built on first use.
+local byField = setmetatable({}, {
+  __index = function(known, windowType)
+    local found = inRecord(byType[windowType])
+    rawset(known, windowType, found)
+    return found
+  end,
+})
+
+-- The algorithm an op is decided by: its window type's, on its own key or on a hash field.
+local function algOf(op)
+  if op.field then return byField[op.type] end
+  return byType[op.type]
+end
+
+-- Deletes an op's state: its key, or its state in the identity's record.
+local function drop(alg, key, op, nowMs)
+  if alg.drop then
+    alg.drop(key, op, nowMs)
+  else
+    redis.call('DEL', key)
+  end
+end
 
 -- Loads a key's state, forgetting it once its algorithm says it means nothing any more (as the
 -- memory store's expiry does): the TTL alone cannot be trusted when tests inject a clock.
@@ -74,9 +144,6 @@ local function freshAdmits(op, alg, nowMs)
   return allowed
 end
 
--- SET with both NX and GET: Redis 7.0 and later.
-local SET_NX_GET = (redis.REDIS_VERSION_NUM or 0) >= 0x070000
-
 -- For an op that freshAdmits: the live state its key holds (nil: none, or ended), or true when the key
 -- was empty and now holds the op's fresh state. One command for a string state (SET NX GET: written
 -- only when empty; before Redis 7, GET then SET); a read, then the create's writes, for the others.
@@ -95,7 +162,7 @@ local function readOrCreate(op, alg, key, nowMs)
   else
     state = alg.load(key, op, nowMs)
     if state == nil then
-      alg.create(key, op)
+      alg.create(key, op, nowMs)
       return true
     end
   end
@@ -105,5 +172,5 @@ end
 
 return {
   byType = byType, loadLive = loadLive, withCost = withCost, freshAdmits = freshAdmits, readOrCreate = readOrCreate,
-  SET_NX_GET = SET_NX_GET,
+  SET_NX_GET = SET_NX_GET, algOf = algOf, drop = drop,
 }

@@ -9,7 +9,9 @@
 -- ARGV as below follows them. There each request's keys share a slot and every key a request writes
 -- is read in its phase 1, so a key the node does not serve fails the request before it writes.
 --
--- KEYS        per request, per op in order: the op's count key <prefix>:{<identity>}:<rule>, then, only
+-- KEYS        per request, per op in order: the op's count key <prefix>:{<identity>}:<rule> (the
+--             identity's record <prefix>:{<identity>} when the op's rule is grouped: protocol.lua
+--             readOp's field names its state there, record.lua), then, only
 --             when the op reads its override (protocol.lua readOp: its rule has had one), its override
 --             key <prefix>:{<identity>}:<rule>:o (value: overrides.lua overrideValue), then, only
 --             when its rule has a lockout (lockout durationMs > 0), its lock key
@@ -42,6 +44,10 @@
 -- creates it when it was empty (the fresh state is encoded once per op and call: every new key of the
 -- call gets the same value), or returns what it held, written nothing; a request that then denies
 -- deletes the keys it created, which were empty. Needs Redis 7 (SET NX GET); before, GET then SET.
+-- A plain request whose ops all keep their state in one identity's record (rules its limiter grouped:
+-- their "count key" in KEYS is the record <prefix>:{<identity>}, the field the rule's name) is decided
+-- by decideGrouped: one SET NX GET PX of the identity's record (record.lua) for a new identity, else
+-- that (or a GET) and one SET PX.
 
 local protocol, values, algorithms = require('protocol'), require('values'), require('algorithms')
 local clockMs, readOp, memo = protocol.clockMs, protocol.readOp, protocol.memo
@@ -51,6 +57,9 @@ local SHAPES = 'shapes'
 local num, ttlMs = values.num, values.ttlMs
 local byType, loadLive, withCost = algorithms.byType, algorithms.loadLive, algorithms.withCost
 local freshAdmits, readOrCreate = algorithms.freshAdmits, algorithms.readOrCreate
+local algOf, drop = algorithms.algOf, algorithms.drop
+local record = require('record')
+local intText, concat = record.intText, table.concat
 -- SET with both NX and GET: Redis 7.0 and later (algorithms.lua readOrCreate uses GET then SET before).
 local SET_NX_GET = algorithms.SET_NX_GET
 
@@ -124,7 +133,7 @@ local function lockIfExceeded(i, write)
   results[i] = lockedResult(durationMs, level, untilMs, write)
   if not write then return end
   local forgetAtMs = untilMs + op.forgetAfterMs
-  redis.call('DEL', countKeys[i])
+  drop(algOf(op), countKeys[i], op, nowMs)
   redis.call('SET', lockKeys[i], protocol.lockValue(untilMs, level, forgetAtMs), 'PX', ttlMs(forgetAtMs, nowMs))
   indexLock(i, untilMs, level)
 end
@@ -149,7 +158,7 @@ local function decide(n, requestMode, consumeNothing, requestNowMs, reads)
       r = lockedResult(lock.untilMs - nowMs, level, lock.untilMs, false)
       states[i] = nil
     else
-      local alg = byType[op.type]
+      local alg = algOf(op)
       states[i] = loadLive(alg, countKeys[i], op, nowMs)
       r = alg.evaluate(states[i], op, nowMs, mode == 'record')
       -- Only `level` is added: locked, lockedUntil and lockedNow read as unset (false, 0, false).
@@ -167,7 +176,7 @@ local function decide(n, requestMode, consumeNothing, requestNowMs, reads)
   for i = 1, n do
     local op, r = ops[i], results[i]
     if not r.locked then
-      local alg = byType[op.type]
+      local alg = algOf(op)
       local consume = mode == 'record' or (not denied and r.allowed)
       if consume and op.cost > 0 then
         alg.save(countKeys[i], alg.apply(states[i], op, nowMs), op, nowMs)
@@ -183,6 +192,27 @@ local function decide(n, requestMode, consumeNothing, requestNowMs, reads)
   end
 end
 
+-- Phase 2 for op i of a request that does not consume it (it denied, another rule did, or it costs
+-- nothing): its result reports its state as it is, nothing received.
+local function unconsumed(i, op, alg)
+  local r = results[i]
+  if r.allowed then
+    local now = alg.evaluate(states[i], withCost(op, 0), nowMs, false)
+    r.remaining, r.resetMs, r.count, r.receipt = now.remaining, now.resetMs, now.count, 0
+  else
+    r.receipt = 0
+  end
+end
+
+-- Phase 2 for op i that created its state (created[i]) in a request another rule denied: the state it
+-- made is taken back by the caller; its result reports the empty state.
+local function uncreated(i, op, alg)
+  created[i] = false
+  local now = alg.evaluate(nil, withCost(op, 0), nowMs, false)
+  now.receipt, now.level = 0, 0
+  results[i] = now
+end
+
 -- decide() for a request of a plain shape (see the header): `optimistic`, its count keys are distinct
 -- (and SET NX GET is there, for string states). Results in `results`, or created[i] for an op that
 -- created its key.
@@ -191,7 +221,7 @@ local function decidePlain(n, requestNowMs, optimistic)
   -- Phase 1: decide every op; only keys that were empty are written (created).
   for i = 1, n do
     local op, key = ops[i], countKeys[i]
-    local alg = byType[op.type]
+    local alg = algOf(op)
     local state
     local h = held[i]
     if created[i] then
@@ -228,28 +258,121 @@ local function decidePlain(n, requestNowMs, optimistic)
   -- Phase 2: all consume, or none does (a created key is deleted: it was empty).
   for i = 1, n do
     local op = ops[i]
+    local alg = algOf(op)
     if created[i] then
       if denied then
-        redis.call('DEL', countKeys[i])
-        created[i] = false
-        local now = byType[op.type].evaluate(nil, withCost(op, 0), nowMs, false)
-        now.receipt, now.level = 0, 0
-        results[i] = now
+        drop(alg, countKeys[i], op, nowMs)
+        uncreated(i, op, alg)
       end
+    elseif not denied and results[i].allowed and op.cost > 0 then
+      alg.save(countKeys[i], alg.apply(states[i], op, nowMs), op, nowMs)
     else
-      local r = results[i]
-      local alg = byType[op.type]
-      if not denied and r.allowed and op.cost > 0 then
-        alg.save(countKeys[i], alg.apply(states[i], op, nowMs), op, nowMs)
-      elseif r.allowed then
-        -- Admitted but not consumed (another rule denied, or it costs nothing): the state as it is.
-        local now = alg.evaluate(states[i], withCost(op, 0), nowMs, false)
-        r.remaining, r.resetMs, r.count, r.receipt = now.remaining, now.resetMs, now.count, 0
-      else
-        r.receipt = 0
-      end
+      unconsumed(i, op, alg)
     end
   end
+end
+
+-- The record a request of `shape` makes on a new identity at nowMs when every op admits on an empty
+-- state: its value (record.lua) and TTL, kept on the shape for the time it was made for; else false.
+-- An identity alone in a call pays this once per call: its pieces are kept on the shape
+-- (recordParts: '|<rule>=' per op), the header formatted by record.intText.
+local function freshRecord(shape, nowMs)
+  if shape.recordAtMs == nowMs then return shape.recordValue, shape.recordTtl end
+  shape.recordAtMs = nowMs
+  local n, shapeOps, parts = shape.n, shape.ops, shape.recordParts
+  local ttl, ttlText = 0, nil
+  for i = 1, n do
+    local op = shapeOps[i]
+    if not (SET_NX_GET and op.cost > 0 and freshAdmits(op, algOf(op), nowMs)) then
+      shape.recordValue = false
+      return false
+    end
+    local keep = op.freshTtl
+    -- A window that starts now lives its size, sent as text (fixed.lua): no text to read.
+    local keepMs
+    if keep == op.sizeMsText then keepMs = op.sizeMs else keepMs = keep + 0 end
+    if keepMs > ttl then ttl, ttlText = keepMs, keep end
+    parts[2 * i + 1] = op.freshValue
+  end
+  parts[1] = intText(nowMs + ttl)
+  shape.recordValue, shape.recordTtl = concat(parts, '', 1, 2 * n + 1), ttlText
+  return shape.recordValue, ttlText
+end
+
+-- decidePlain for a request whose ops all keep their state in one identity's record (their rules are
+-- grouped: protocol.lua readOp's field; record.lua), its key countKeys[1]: the same verdicts, with one
+-- command to read the record and one to write it. When every op admits on an empty state, the record
+-- they would make together is written first, optimistically (`SET key <record> NX GET PX`, encoded
+-- once per shape and time), as createAll does for keys of their own: an identity's first request is
+-- one command. Else the record is read (that SET NX GET, or GET), every op decided on its state, and,
+-- when the request consumes, the record written back once with the states it changed (SET PX: its
+-- TTL the latest of its states' ends). A denial writes nothing. Results in `results`, or created[i] for
+-- an op that consumed on an empty state (its result is its fresh state's).
+local function decideGrouped(n, requestNowMs, shape)
+  nowMs, denied = requestNowMs, false
+  local key = countKeys[1]
+  local old
+  local fresh, freshTtl = freshRecord(shape, nowMs)
+  if fresh then
+    old = redis.call('SET', key, fresh, 'NX', 'GET', 'PX', freshTtl)
+    if not old then
+      for i = 1, n do created[i] = true end
+      return
+    end
+  else
+    old = redis.call('GET', key)
+  end
+  local found = record.live(record.parse(old), nowMs)
+  local states_ = found.states
+  for i = 1, n do
+    local op = ops[i]
+    local alg = algOf(op)
+    local state = nil
+    local v = states_[op.field]
+    if v then
+      state = alg.decode(v)
+      if alg.expiresAt(state, op) <= nowMs then state = nil end
+    end
+    if state == nil and op.cost > 0 and freshAdmits(op, alg, nowMs) then
+      -- Admitted on an empty state: its result is its fresh state's (no table made for it).
+      created[i] = true
+    else
+      local r = alg.evaluate(state, op, nowMs, false)
+      r.level = 0
+      if not r.allowed and not op.dryRun then denied = true end
+      states[i], results[i] = state, r
+    end
+  end
+  local writes = false
+  for i = 1, n do
+    local op = ops[i]
+    local alg = algOf(op)
+    if created[i] then
+      -- Nothing was written for it yet.
+      if denied then
+        uncreated(i, op, alg)
+      else
+        record.put(found, op.field, op.freshValue, op.freshTtl, nowMs)
+        writes = true
+      end
+    elseif not denied and results[i].allowed and op.cost > 0 then
+      local value, ttl = alg.recordEncode(alg.apply(states[i], op, nowMs), op, nowMs)
+      record.put(found, op.field, value, ttl, nowMs)
+      writes = true
+    else
+      unconsumed(i, op, alg)
+    end
+  end
+  if writes then record.write(key, found, nowMs) end
+end
+
+-- Whether the request's n count keys are one key (the ops of one identity's hash).
+local function oneKey(n)
+  local key = countKeys[1]
+  for i = 2, n do
+    if countKeys[i] ~= key then return false end
+  end
+  return true
 end
 
 -- A request shape from its text (see the header): { mode, consumeNothing, n, ops, locks, reads, plain,
@@ -257,6 +380,8 @@ end
 local readShape = memo(function(text)
   local mode, nothing
   local n, shapeOps, locks, reads, keys = 0, {}, {}, false, 0
+  -- Per op its rule's name when every op's state is in one identity's record (decideGrouped), else false.
+  local fields = {}
   for part in string.gmatch(text, '[^|]+') do
     if mode == nil then
       mode = part
@@ -266,6 +391,13 @@ local readShape = memo(function(text)
       n = n + 1
       local op = readOp(part)
       shapeOps[n], locks[n] = op, op.lockMs ~= 0
+      -- Every op in the record, each rule once.
+      if fields then
+        for k = 1, n - 1 do
+          if fields[k] == op.field then fields = false end
+        end
+      end
+      if fields and op.field then fields[n] = op.field else fields = false end
       keys = keys + 1
       if locks[n] then keys = keys + 2 end
       if op.readsOverride then
@@ -284,9 +416,16 @@ local readShape = memo(function(text)
   for i = 1, n do
     if locks[i] then plain = false end
   end
+  if n == 0 then fields = false end
+  -- freshRecord's pieces: the header, then per op '|<rule>=' and its fresh state.
+  local recordParts = false
+  if fields then
+    recordParts = {}
+    for i = 1, n do recordParts[2 * i] = '|' .. fields[i] .. '=' end
+  end
   return {
     mode = mode, consumeNothing = nothing == '1', n = n, ops = shapeOps, locks = locks, reads = reads,
-    plain = plain, keys = keys,
+    plain = plain, keys = keys, fields = fields, recordParts = recordParts,
   }
 end)
 
@@ -335,7 +474,7 @@ local function createsAll(shape)
   local creates = SET_NX_GET
   for i = 1, shape.n do
     local op = shape.ops[i]
-    local alg = byType[op.type]
+    local alg = algOf(op)
     if not (alg.encode and op.cost > 0 and freshAdmits(op, alg, nowMs)) then creates = false end
   end
   shape.createsAtMs, shape.creates = nowMs, creates
@@ -371,20 +510,27 @@ local function decideRequest(shape, requestNowMs, KEYS, keyAt, ARGV, at, reply, 
     end
     nowMs = requestNowMs
     local distinct = n == 1 or distinctKeys(n)
-    if held[1] == nil and distinct and createsAll(shape) and createAll(n) then
+    if shape.fields and oneKey(n) then
+      ok, err = pcall(decideGrouped, n, requestNowMs, shape)
+      -- A failed request wrote nothing.
+      if not ok then
+        for i = 1, n do created[i] = false end
+      end
+    elseif held[1] == nil and distinct and createsAll(shape) and createAll(n) then
       -- Every key was empty: each op's result is its fresh state's.
       for i = 1, n do
         b = b + 1
         reply[b] = FRESH
       end
       return keyAt, at, b
-    end
-    ok, err = pcall(decidePlain, n, requestNowMs, distinct)
-    if not ok then
-      -- A failed request leaves nothing: the keys it created were empty.
-      for i = 1, n do
-        if created[i] then redis.pcall('DEL', countKeys[i]) end
-        created[i], held[i] = false, nil
+    else
+      ok, err = pcall(decidePlain, n, requestNowMs, distinct)
+      if not ok then
+        -- A failed request leaves nothing: the keys it created were empty.
+        for i = 1, n do
+          if created[i] then pcall(drop, algOf(ops[i]), countKeys[i], ops[i], requestNowMs) end
+          created[i], held[i] = false, nil
+        end
       end
     end
   else
@@ -452,8 +598,9 @@ return function(KEYS, ARGV, firstKey, firstArg, keyCount)
       -- One op per request, no lock, no override: each key created at once when empty, the others
       -- decided in full with what was read.
       local op = shape.ops[1]
-      local alg = byType[op.type]
-      if op.cost > 0 and freshAdmits(op, alg, now) then
+      local alg = algOf(op)
+      -- A rule kept in its identity's hash takes decideGrouped's path (decideRequest).
+      if not op.field and op.cost > 0 and freshAdmits(op, alg, now) then
         local encodes, value, ttl = SET_NX_GET and alg.encode, op.freshValue, op.freshTtl
         while keyAt <= last do
           -- false: the key was empty and now holds the op's fresh state; else what decidePlain reads

@@ -18,11 +18,14 @@ end
 
 -- An op travels as one text (opText in redis-op-text.ts): its 13 fields joined by ',': type, limit,
 -- sizeMs, buckets, burst, flags, lockout durationMs (0: no lockout), escalate, maxDurationMs (0: no cap),
--- forgetAfterMs, cost (units), periodEndMs, nextPeriodEndMs (epoch ms, calendar windows; else 0).
+-- forgetAfterMs, cost (units), periodEndMs, nextPeriodEndMs (epoch ms, calendar windows; else 0), and
+-- a 14th, the rule's name, when flags has 8.
 -- flags: '0', or '1' (dry run), when the op's rule has never had an override (its override is not
--- read: the usual case costs nothing); else 2 (read the key's override: its override key follows
--- its count key in KEYS) + 1 (dry run) + 4 (its burst follows the limit), overrideFlags in
--- redis-op-text.ts. Such an op has readsOverride = true, and burstFollows.
+-- read: the usual case costs nothing) and keeps its own count key; else the sum of 1 (dry run), 2
+-- (read the key's override: its override key follows its count key in KEYS), 4 (with 2: its burst
+-- follows the limit) and 8 (the rule's state is a field of its identity's hash, named by the 14th
+-- field: its "count key" in KEYS is that hash, <prefix>:{<identity>}), ruleFlags in redis-op-text.ts.
+-- Such an op has readsOverride, burstFollows and field (the rule's name, or nil) as those say.
 -- Ops and request shapes are read from their text once and kept (memo): in a function library (FCALL)
 -- the next calls find them, so a decision parses nothing; a script (EVAL) keeps them for its call.
 -- A kept op is shared by its uses: never modified, but for the fresh-state memo of check.lua.
@@ -56,7 +59,9 @@ local function parseOp(text)
   }
   if flags ~= '0' and flags ~= '1' then
     local bits = flags + 0
-    op.dryRun, op.readsOverride, op.burstFollows = bits % 2 == 1, true, bits >= 4
+    op.dryRun, op.readsOverride, op.burstFollows = bits % 2 == 1, bits % 4 >= 2, bits % 8 >= 4
+    -- Kept in its identity's hash (algorithms.lua byField), field = the rule's name.
+    if bits >= 8 then op.field = f[14] end
   end
   return op
 end

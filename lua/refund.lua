@@ -1,7 +1,9 @@
 -- Gives reservations back (an outcome that does not count, or a Cluster group undone after a later
 -- group denied). Never goes below empty; a state that becomes empty is deleted.
 --
--- KEYS[i]    count key of refund i: <prefix>:{<identity>}:<rule> (all in one slot); after the n count
+-- KEYS[i]    count key of refund i: <prefix>:{<identity>}:<rule>, or its identity's hash
+--            <prefix>:{<identity>} when its op's rule is grouped (protocol.lua readOp: field), all in
+--            one slot; after the n count
 --            keys, the override key (<count key>:o) of each refund whose op reads its override, in order
 -- ARGV[1]    m, number of distinct ops, then the text of each (protocol.lua readOp)
 -- then       now, epoch ms ('server' for the server's TIME); n, number of refunds; then per refund: the
@@ -12,7 +14,7 @@
 --   is one ZREM of its slots (concurrency.lua release), its state not read.
 
 local protocol, algorithms = require('protocol'), require('algorithms')
-local byType, loadLive, withCost = algorithms.byType, algorithms.loadLive, algorithms.withCost
+local algOf, drop, loadLive, withCost = algorithms.algOf, algorithms.drop, algorithms.loadLive, algorithms.withCost
 local QUIET = 'quiet'
 local release = require('concurrency').release
 
@@ -42,11 +44,11 @@ return function(KEYS, ARGV)
         overrideAt = overrideAt + 1
         if found then op = overrides.withOverride(op, found.limit) end
       end
-      local alg = byType[op.type]
+      local alg = algOf(op)
       local state = loadLive(alg, key, op, nowMs)
       if state ~= nil then
         state = alg.refund(state, op, nowMs, receipt)
-        if state == nil then redis.call('DEL', key) else alg.save(key, state, op, nowMs) end
+        if state == nil then drop(alg, key, op, nowMs) else alg.save(key, state, op, nowMs) end
       end
       if not quiet then
         local now = alg.evaluate(state, withCost(op, 0), nowMs, false)

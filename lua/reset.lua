@@ -7,6 +7,9 @@
 --             the identity's slot on a Cluster
 -- ARGV[1]     now, epoch ms; 'server' for the server's TIME
 -- ARGV[2]     the identity (the limiter's key string)
+-- ARGV[3]     when the rule is grouped (its state one of the identity's record, record.lua): the rule's
+--             name, and KEYS[1] is the record <prefix>:{<identity>}; else absent
+-- ARGV[4]     with ARGV[3]: 'clear' takes the rule's state only (store.clear), lock and level stay
 -- Reply: array of 2 integers: wasLocked (1 when a lock was in force, else 0), level of the lock found
 --   (0: none).
 
@@ -14,16 +17,32 @@ local protocol = require('protocol')
 
 return function(KEYS, ARGV)
   local nowMs = protocol.clockMs(ARGV[1])
+  local field = ARGV[3]
+  if field then
+    -- The rule's state alone: the identity's other rules keep theirs.
+    local record = require('record')
+    local found = record.read(KEYS[1])
+    if found and found.states[field] then
+      found.states[field] = nil
+      record.write(KEYS[1], found, nowMs)
+    end
+    -- `clear`: the count only.
+    if ARGV[4] == 'clear' then return { 0, 0 } end
+  end
   local v = redis.call('GET', KEYS[2])
-  -- Other windows keep a string or another set there: ZSCORE fails or finds nothing.
-  local seq = redis.pcall('ZSCORE', KEYS[1], '#')
-  if type(seq) == 'string' then
-    -- A concurrency key (lua/concurrency.lua): its holders go, the last slot id stays, so that no id is
-    -- handed out twice (a holder released after the reset frees nothing).
-    redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. seq)
+  if field then
     redis.call('DEL', KEYS[2])
   else
-    redis.call('DEL', KEYS[1], KEYS[2])
+    -- Other windows keep a string or another set there: ZSCORE fails or finds nothing.
+    local seq = redis.pcall('ZSCORE', KEYS[1], '#')
+    if type(seq) == 'string' then
+      -- A concurrency key (lua/concurrency.lua): its holders go, the last slot id stays, so that no id
+      -- is handed out twice (a holder released after the reset frees nothing).
+      redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. seq)
+      redis.call('DEL', KEYS[2])
+    else
+      redis.call('DEL', KEYS[1], KEYS[2])
+    end
   end
   if not v then return { 0, 0 } end
   local lock = protocol.readLockValue(v)

@@ -67,12 +67,48 @@ export function compileRules(rules: unknown, options: CompileOptions): CompiledR
     refuse('ERR_RULES', undefined, `rules must be a non-empty array of rule objects, got ${got}`);
   }
   const seen = new Set<string>();
-  return rules.map((rule, index) => {
-    const compiled = compileRule(rule, index, options);
-    if (seen.has(compiled.name))
-      refuse('ERR_DUPLICATE_RULE', `rule "${compiled.name}"`, 'name must be unique, it is used twice');
-    seen.add(compiled.name);
-    return compiled;
+  const compiled = rules.map((rule, index) => {
+    const one = compileRule(rule, index, options);
+    if (seen.has(one.name))
+      refuse('ERR_DUPLICATE_RULE', `rule "${one.name}"`, 'name must be unique, it is used twice');
+    seen.add(one.name);
+    return one;
+  });
+  return groupByKey(
+    compiled,
+    (rules as Rule[]).map((rule) => rule.key),
+  );
+}
+
+/** The window types whose state a store can keep with the other rules of an identity (StoreRule.grouped). */
+const GROUPABLE = new Set(['fixed', 'calendar', 'token-bucket', 'gcra']);
+
+/**
+ * Marks `grouped` the rules of those types that share their `key` form with another such rule (the same
+ * text, the same function, or arrays of the same): their counts for one identity are one record in the
+ * store (one Redis key), read and written together. A rule alone on its key keeps a key of its own.
+ */
+function groupByKey(rules: CompiledRule[], keys: readonly unknown[]): CompiledRule[] {
+  const functions = new Map<unknown, number>();
+  const formOf = (key: unknown): string => {
+    if (Array.isArray(key)) return `[${key.map(formOf).join(',')}]`;
+    if (typeof key === 'function') {
+      let id = functions.get(key);
+      if (id === undefined) {
+        id = functions.size;
+        functions.set(key, id);
+      }
+      return `f${id}`;
+    }
+    return `s${JSON.stringify(key)}`;
+  };
+  const forms = rules.map((rule, i) => (GROUPABLE.has(rule.store.type) ? formOf(keys[i]) : undefined));
+  const counts = new Map<string, number>();
+  for (const form of forms) if (form !== undefined) counts.set(form, (counts.get(form) ?? 0) + 1);
+  return rules.map((rule, i) => {
+    const form = forms[i];
+    if (form === undefined || (counts.get(form) ?? 0) < 2) return rule;
+    return { ...rule, store: { ...rule.store, grouped: true } };
   });
 }
 

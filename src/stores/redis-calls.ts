@@ -3,12 +3,15 @@
 import { escapeIdentity } from './redis-hash-tags.js';
 import {
   countKey,
+  identityKey,
   indexSlot,
+  isGrouped,
   type KeySpace,
   lockIndexKey,
   lockKey,
   opKeys,
   overrideKey,
+  stateKey,
 } from './redis-keys.js';
 import { hasLockout, luaNumber, OpTable, opText, type ScriptTime, timeArgument } from './redis-op-text.js';
 import type { EvalMode, StoreOp, StoreRule } from './store.js';
@@ -51,7 +54,7 @@ export class CheckCall {
     | undefined;
 
   /**
-   * Adds a request: its keys (per op the count key, its override key when its rule's overrides are
+   * Adds a request: its keys (per op the count key, or its identity's hash for a grouped rule, its override key when its rule's overrides are
    * read, and the lock key and lock index when its rule has a lockout) and its shape.
    * `consumeNothing`: decide and lock, but consume nothing.
    */
@@ -78,7 +81,7 @@ export class CheckCall {
         tag = escapeIdentity(identity);
       }
       const count = countKey(space.prefix, tag, op.rule.name);
-      this.keys.push(count);
+      this.keys.push(stateKey(space.prefix, tag, count, op.rule));
       const reads = readsOverride(space, op.rule);
       if (reads) this.keys.push(overrideKey(count));
       if (hasLockout(op.rule)) {
@@ -147,7 +150,8 @@ function sameTexts(a: readonly string[], b: readonly string[]): boolean {
 export const REFUND_FIELDS = 3;
 
 /**
- * KEYS and ARGV of one call of lua/refund.lua; all the count keys in one slot, then the override keys
+ * KEYS and ARGV of one call of lua/refund.lua; all the count keys (identity hashes for grouped rules) in
+ * one slot, then the override keys
  * of the refunds whose rule's overrides are read.
  */
 export function refundCall(
@@ -161,9 +165,9 @@ export function refundCall(
   const ops = new OpTable();
   const body = [timeArgument(time), luaNumber(refunds.length)];
   for (const { op, receipt } of refunds) {
-    const count = opKeys(space.prefix, op.rule.name, op.key).count;
+    const { tag, count } = opKeys(space.prefix, op.rule.name, op.key);
     const reads = readsOverride(space, op.rule);
-    keys.push(count);
+    keys.push(stateKey(space.prefix, tag, count, op.rule));
     if (reads) overrideKeys.push(overrideKey(count));
     body.push(ops.index(op, reads), luaNumber(receipt));
   }
@@ -207,11 +211,27 @@ export function overrideCall(
   };
 }
 
-/** KEYS and ARGV of lua/reset.lua for one rule and identity. */
-export function resetCall(space: KeySpace, rule: string, identity: string, time: ScriptTime) {
-  const keys = opKeys(space.prefix, rule, identity);
+/**
+ * KEYS and ARGV of lua/reset.lua for one rule and identity (a grouped rule: its state in the identity's
+ * record); `clear`, for a grouped rule only: its state alone, the lock and level kept (store.clear).
+ */
+export function resetCall(
+  space: KeySpace,
+  rule: StoreRule,
+  identity: string,
+  time: ScriptTime,
+  clear = false,
+) {
+  const keys = opKeys(space.prefix, rule.name, identity);
+  const grouped = isGrouped(rule);
   return {
-    keys: [keys.count, keys.lock, lockIndexKey(space.prefix, rule, indexSlot(space, keys.tag))],
-    args: [timeArgument(time), identity],
+    keys: [
+      grouped ? identityKey(space.prefix, keys.tag) : keys.count,
+      keys.lock,
+      lockIndexKey(space.prefix, rule.name, indexSlot(space, keys.tag)),
+    ],
+    args: grouped
+      ? [timeArgument(time), identity, rule.name, ...(clear ? ['clear'] : [])]
+      : [timeArgument(time), identity],
   };
 }

@@ -1,7 +1,9 @@
-// Redis key names of the store: `<prefix>:{<identity>}:<rule>` and the keys beside it (lock, override),
+// Redis key names of the store: `<prefix>:{<identity>}:<rule>` and the keys beside it (lock, override), the
+// record `<prefix>:{<identity>}` of an identity's grouped rules,
 // lock indexes, the overridden-rules set and the reset channel; identities and rule names escaped
 // (redis-hash-tags.ts). lua/check.lua's header describes the same names.
 import { escapeIdentity, escapeRuleName, slotTag, tagSlot } from './redis-hash-tags.js';
+import type { StoreRule } from './store-ops.js';
 
 /** What makes a count key its lock key. */
 const LOCK_SUFFIX = ':l';
@@ -11,6 +13,30 @@ const OVERRIDE_SUFFIX = ':o';
 /** The count key of a rule for an identity already escaped (`tag`). */
 export function countKey(prefix: string, tag: string, rule: string): string {
   return `${prefix}:{${tag}}:${escapeRuleName(rule)}`;
+}
+
+/**
+ * The record of an identity (already escaped: `tag`) that holds the states of its grouped rules, each
+ * under the rule's name (StoreRule.grouped, lua/record.lua); its TTL is the latest of their window ends.
+ */
+export function identityKey(prefix: string, tag: string): string {
+  return `${prefix}:{${tag}}`;
+}
+
+/** The window types whose state can be in an identity's record (one string each). */
+const GROUPED_TYPES: ReadonlySet<string> = new Set(['fixed', 'calendar', 'token-bucket', 'gcra']);
+
+/** Whether a rule's state is in its identity's record (identityKey) rather than a key of its own. */
+export function isGrouped(rule: StoreRule): boolean {
+  return rule.grouped === true && GROUPED_TYPES.has(rule.type);
+}
+
+/**
+ * Where the scripts find a rule's state for an identity (`tag` escaped, `count` its countKey): the
+ * identity's record for a grouped rule, else the count key.
+ */
+export function stateKey(prefix: string, tag: string, count: string, rule: StoreRule): string {
+  return isGrouped(rule) ? identityKey(prefix, tag) : count;
 }
 
 /** The lock state of a rule for an identity (rare: only rules with a lockout have one), beside its count key. */

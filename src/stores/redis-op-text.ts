@@ -1,5 +1,6 @@
 // Ops as the scripts read them: the time argument, and each op as one text (readOp in lua/protocol.lua),
 // made once per rule and reused while a rule's requests look alike.
+import { isGrouped } from './redis-keys.js';
 import type { StoreOp, StoreRule } from './store.js';
 
 /** The `now` argument asking a script for the server's own clock (TIME); SERVER_TIME in lua/protocol.lua. */
@@ -32,6 +33,8 @@ interface RuleText {
   /** `,flags,lockout fields,` for an op whose override is not read, and for one whose override is. */
   readonly tail: string;
   readonly tailReadingOverride: string;
+  /** After the period fields: `,<rule name>` for a grouped rule (its name in the record), else ''. */
+  readonly field: string;
   /** The last op text made for the rule, and what it was made of. */
   last?: {
     readonly limit: number;
@@ -58,8 +61,9 @@ function textOf(rule: StoreRule): RuleText {
     text = {
       head: `${rule.type},`,
       size: `,${luaNumber(rule.sizeMs)},${luaNumber(rule.buckets)},`,
-      tail: `,${rule.dryRun ? '1' : '0'},${lockFields},`,
-      tailReadingOverride: `,${overrideFlags(rule)},${lockFields},`,
+      tail: `,${ruleFlags(rule, false)},${lockFields},`,
+      tailReadingOverride: `,${ruleFlags(rule, true)},${lockFields},`,
+      field: isGrouped(rule) ? `,${rule.name}` : '',
     };
     ruleTexts.set(rule, text);
   }
@@ -72,15 +76,20 @@ export function hasLockout(rule: StoreRule): boolean {
 }
 
 /**
- * The flags field of an op whose override is read (readOp in lua/protocol.lua): 2, + 1 for a dry run,
- * + 4 when its burst follows the limit (the rule has none of its own). Other ops send '0' or '1'.
+ * The flags field of an op (readOp in lua/protocol.lua): 1 for a dry run, + 2 when its override is read,
+ * + 4 when it is and its burst follows the limit (the rule has none of its own), + 8 when the rule is
+ * grouped (its state in the identity's record, under the rule's name, sent after the period fields).
  */
-function overrideFlags(rule: StoreRule): string {
-  return luaNumber(2 + (rule.dryRun ? 1 : 0) + (rule.burst === 0 ? 4 : 0));
+function ruleFlags(rule: StoreRule, readsOverride: boolean): string {
+  let flags = rule.dryRun ? 1 : 0;
+  if (readsOverride) flags += 2 + (rule.burst === 0 ? 4 : 0);
+  if (isGrouped(rule)) flags += 8;
+  return luaNumber(flags);
 }
 
 /**
- * An op as the scripts read it (readOp in lua/protocol.lua): its 13 fields joined by ','. The scripts
+ * An op as the scripts read it (readOp in lua/protocol.lua): its 13 fields joined by ',', and a 14th,
+ * the rule's name, for a grouped rule. The scripts
  * keep what they read of each text, so an op seen before costs them a table lookup.
  */
 export function opText(op: StoreOp, readsOverride: boolean): string {
@@ -124,7 +133,8 @@ function makeOpText(op: StoreOp, text: RuleText, readsOverride: boolean): string
     luaNumber(op.cost) +
     (op.periodEndMs === undefined
       ? ',0,0'
-      : `,${luaNumber(op.periodEndMs)},${luaNumber(op.nextPeriodEndMs ?? 0)}`)
+      : `,${luaNumber(op.periodEndMs)},${luaNumber(op.nextPeriodEndMs ?? 0)}`) +
+    text.field
   );
 }
 

@@ -6,6 +6,7 @@ import { type KeySpace, resetChannel } from './redis-keys.js';
 import type { ScriptTime } from './redis-op-text.js';
 import { integers } from './redis-replies.js';
 import { type RedisScript, runScriptThen } from './redis-scripts.js';
+import type { StoreRule } from './store-ops.js';
 
 /**
  * Called with the rule and key reset, or whose override changed (`override` true); `('', '')`:
@@ -35,16 +36,25 @@ export class Resets {
    * Clears count, lock and level (and the lock's lock-index entry, in the same call), then announces
    * the reset. Resolves true when the key was locked.
    */
-  async reset(rule: string, key: string, time: ScriptTime): Promise<boolean> {
+  async reset(rule: StoreRule, key: string, time: ScriptTime): Promise<boolean> {
     const { keys, args } = resetCall(this.#space, rule, key, time);
     const channel = resetChannel(this.#space.prefix);
     // Announced in the same write as the reset, so that Redis runs it right after. Redis then writes
     // the news to the subscribers before its replies to this process (a reply for it was pending
     // first), so another process on the same server hears of the reset before this one's resolves.
-    const announce = () => this.#connection.send('PUBLISH', [channel, JSON.stringify([rule, key])]);
+    const announce = () => this.#connection.send('PUBLISH', [channel, JSON.stringify([rule.name, key])]);
     const reply = await runScriptThen(this.#connection, this.#script, keys, args, announce);
     const [wasLocked] = integers(reply, 2, 'reset');
     return wasLocked === 1;
+  }
+
+  /**
+   * Clears the count of a grouped rule for one identity (store.clear): its state in the identity's
+   * record, which one script call takes out; lock and level stay, nobody is told (as a count key's DEL).
+   */
+  async clear(rule: StoreRule, key: string, time: ScriptTime): Promise<void> {
+    const { keys, args } = resetCall(this.#space, rule, key, time, true);
+    await runScriptThen(this.#connection, this.#script, keys, args, undefined);
   }
 
   /** Tells every process that the override of `key` for `rule` changed (its deny cache forgets the key). */

@@ -11,7 +11,7 @@ import { SlotGroups } from './redis-cluster-groups.js';
 import type { RedisConnection } from './redis-connection.js';
 import { Frees } from './redis-frees.js';
 import { readHolders } from './redis-holders.js';
-import { type KeySpace, opKeys } from './redis-keys.js';
+import { isGrouped, type KeySpace, opKeys } from './redis-keys.js';
 import { readLocks } from './redis-lock-index.js';
 import type { ScriptTime } from './redis-op-text.js';
 import { Overrides } from './redis-overrides.js';
@@ -212,13 +212,15 @@ export class RedisStore implements Store {
 
   async clear(rule: StoreRule, key: string): Promise<void> {
     this.#flush();
+    // A grouped rule's state is one of its identity's record: the others stay.
+    if (isGrouped(rule)) return this.#resets.clear(rule, key, this.#clock.scriptTime());
     const count = opKeys(this.#space.prefix, rule.name, key).count;
     await this.#connection.send('DEL', [count], count);
   }
 
   reset(rule: StoreRule, key: string): Promise<boolean> {
     this.#flush();
-    return this.#resets.reset(rule.name, key, this.#clock.scriptTime());
+    return this.#resets.reset(rule, key, this.#clock.scriptTime());
   }
 
   /**

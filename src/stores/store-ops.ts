@@ -28,6 +28,15 @@ export interface StoreRule {
   readonly burst: number;
   readonly lockout: StoreLockout | undefined;
   readonly dryRun: boolean;
+  /**
+   * Keep the rule's state beside the other grouped rules of the same identity, in one record per
+   * identity: on Redis one string `<prefix>:{<identity>}` holding each grouped rule's state under its
+   * name (lua/record.lua), rather than a key of its own. Only fixed, calendar, token-bucket and gcra
+   * rules are grouped (other types ignore it); the limiter sets it on those that share their `key`
+   * form with another such rule (rules/compile.ts). The verdicts are the same either way; the memory
+   * store and PostgreSQL keep one state per rule and identity and ignore it. Absent: false.
+   */
+  readonly grouped?: boolean;
 }
 
 export interface StoreLockout {

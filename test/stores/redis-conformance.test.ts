@@ -1,9 +1,11 @@
 // The conformance suite, unchanged, on RedisStore: a standalone server and a real 3-master Cluster, each
-// through ioredis and through node-redis (the `redis` package).
+// through ioredis and through node-redis (the `redis` package), and through ioredis with every rule
+// grouped (the string windows' states in their identity's record).
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { RedisStore } from '../../src/index.js';
 import { type AnyClient, NODE_REDIS_6 } from '../support/clients.js';
+import { groupingEveryRule } from '../support/grouped-store.js';
 import { getRedis, useCluster } from '../support/redis.js';
 import { identitySuite } from './conformance/identities.js';
 import { overrideSuite } from './conformance/overrides.js';
@@ -32,6 +34,10 @@ describe('RedisStore (standalone)', () => {
       name: 'RedisStore on a standalone server through node-redis',
       makeStore: (clock) => new RedisStore({ client: nodeRedis, prefix: prefix(), clock }),
     },
+    {
+      name: 'RedisStore on a standalone server, every rule grouped (its state in the identity record)',
+      makeStore: (clock) => groupingEveryRule(new RedisStore({ client, prefix: prefix(), clock })),
+    },
   ];
   for (const target of targets) {
     conformanceSuite(target);
@@ -55,6 +61,11 @@ describe('RedisStore (Cluster)', () => {
     {
       name: 'RedisStore on a 3-master Cluster through node-redis',
       makeStore: (clock) => new RedisStore({ client: nodeRedis, prefix: prefix(), clock }),
+    },
+    {
+      name: 'RedisStore on a 3-master Cluster, every rule grouped',
+      makeStore: (clock) =>
+        groupingEveryRule(new RedisStore({ client: cluster.ioredis, prefix: prefix(), clock })),
     },
   ];
   for (const target of targets) {

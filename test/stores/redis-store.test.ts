@@ -8,7 +8,7 @@ import type { Redis } from 'ioredis';
 import { type CompiledRule, compileRules } from '../../src/rules/compile.js';
 import { MemoryStore } from '../../src/stores/memory-store.js';
 import { escapeIdentity, tagSlot } from '../../src/stores/redis-hash-tags.js';
-import { opKeys, resetChannel } from '../../src/stores/redis-keys.js';
+import { identityKey, opKeys, resetChannel } from '../../src/stores/redis-keys.js';
 import { RedisStore } from '../../src/stores/redis-store.js';
 import type { EvalMode, Store, StoreOp } from '../../src/stores/store.js';
 import type { LockInfo, Rule } from '../../src/types.js';
@@ -215,8 +215,10 @@ describe('RedisStore', function () {
       { name: 'three', limit: 5, window: { type: 'gcra', size: '1m' } },
     ]);
     const [one] = rules as [CompiledRule];
-    await client.hset(opKeys(prefix, 'one', 'broken').count, 'x', '1');
-    await client.set(opKeys(prefix, 'three', 'broken3').count, 'not a number');
+    // 'one' and 'three' share the key form 'ip': their states are in the identity's record.
+    expect(one.store.grouped).to.equal(true);
+    await client.hset(identityKey(prefix, 'broken'), 'x', '1');
+    await client.set(identityKey(prefix, 'broken3'), `${Date.now() + 60_000}|three=not a number`);
     const now = store.now();
     // Made in one turn of the event loop: one script call.
     const [before, broken, after, multi] = await Promise.allSettled([
@@ -232,7 +234,7 @@ describe('RedisStore', function () {
     expect(after.status === 'fulfilled' && after.value.results[0]?.remaining).to.equal(4);
     expect(broken.status === 'rejected' && String(broken.reason)).to.match(/WRONGTYPE/);
     expect(multi.status, 'gcra cannot read its key').to.equal('rejected');
-    expect(await client.exists(opKeys(prefix, 'one', 'broken3').count), 'nothing written').to.equal(0);
+    expect(await client.get(identityKey(prefix, 'broken3')), 'nothing written').to.not.include('one=');
     expect(await client.exists(opKeys(prefix, 'two', 'broken3').count), 'nothing written').to.equal(0);
   });
 
@@ -360,7 +362,7 @@ describe('RedisStore', function () {
     after(() => own.stop());
     beforeEach(() => ownClient.flushall());
 
-    it('lays out <prefix>:{<identity>}:<rule> and :l keys, each with a TTL no longer than it needs', async () => {
+    it("lays out <prefix>:{<identity>} (the grouped rules' record), <prefix>:{<identity>}:<rule> and :l keys, each with a TTL no longer than it needs", async () => {
       const clock = { now: Date.now() };
       const store = track(new RedisStore({ client: ownClient, prefix: 'rk', clock: () => clock.now }));
       const lockout = { duration: '1m', forgetAfter: '1h' };
@@ -378,7 +380,19 @@ describe('RedisStore', function () {
         'token-bucket': 500,
         gcra: 500,
       };
+      // The four string windows share the key 'ip': states in one record, which lives as long as the
+      // longest of them needs.
+      const grouped = ['fixed', 'calendar', 'token-bucket', 'gcra'];
+      const record = (await ownClient.get('rk:{1.2.3.4}')) ?? '';
+      const inRecord = record
+        .split('|')
+        .slice(1)
+        .map((part) => part.split('=')[0]);
+      expect(inRecord.sort()).to.deep.equal([...grouped].sort());
+      const hashTtl = await ownClient.pttl('rk:{1.2.3.4}');
+      expect(hashTtl).to.be.greaterThan(0).and.at.most(60_000);
       for (const [type, needMs] of Object.entries(needs)) {
+        if (grouped.includes(type)) continue;
         const pttl = await ownClient.pttl(`rk:{1.2.3.4}:${type}`);
         expect(pttl, type).to.be.greaterThan(0).and.at.most(needMs);
       }

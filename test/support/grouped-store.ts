@@ -1,0 +1,57 @@
+// A store whose every rule is grouped (StoreRule.grouped): on RedisStore every fixed, calendar,
+// token-bucket and gcra rule then keeps its state in its identity's record (lua/record.lua), so the
+// conformance suite, written with one rule per key mostly, runs on that layout too.
+import type {
+  EvalMode,
+  EvalResult,
+  HeldSlot,
+  Refund,
+  Store,
+  StoreLiveness,
+  StoreOp,
+  StoreRule,
+} from '../../src/stores/store.js';
+import type { LockInfo } from '../../src/types.js';
+
+export function groupingEveryRule(store: Store): Store {
+  const copies = new WeakMap<StoreRule, StoreRule>();
+  const grouped = (rule: StoreRule): StoreRule => {
+    let copy = copies.get(rule);
+    if (copy === undefined) {
+      copy = { ...rule, grouped: true };
+      copies.set(rule, copy);
+    }
+    return copy;
+  };
+  const op = (o: StoreOp): StoreOp => ({ ...o, rule: grouped(o.rule) });
+  const refund = (r: Refund): Refund => ({ op: op(r.op), receipt: r.receipt });
+  const wrapped: Store = {
+    local: store.local,
+    ...(store.liveness && { liveness: store.liveness as StoreLiveness }),
+    now: () => store.now(),
+    evaluate: (ops: readonly StoreOp[], mode: EvalMode): Promise<EvalResult> =>
+      store.evaluate(ops.map(op), mode),
+    refund: (refunds: readonly Refund[]) => store.refund(refunds.map(refund)),
+    clear: (rule: StoreRule, key: string) => store.clear(grouped(rule), key),
+    reset: (rule: StoreRule, key: string) => store.reset(grouped(rule), key),
+    locked: (rule: StoreRule, limit: number): Promise<LockInfo[]> => store.locked(grouped(rule), limit),
+    close: () => store.close(),
+  };
+  if (store.renew) {
+    const renew = store.renew.bind(store);
+    wrapped.renew = (slots: readonly Refund[]) => renew(slots.map(refund));
+  }
+  if (store.holders) {
+    const holders = store.holders.bind(store);
+    wrapped.holders = (rule: StoreRule, key: string, limit: number): Promise<HeldSlot[]> =>
+      holders(grouped(rule), key, limit);
+  }
+  if (store.override) {
+    const override = store.override.bind(store);
+    wrapped.override = (rule: StoreRule, key: string, limit: number | null, forMs?: number) =>
+      override(grouped(rule), key, limit, forMs);
+  }
+  if (store.onReset) wrapped.onReset = store.onReset.bind(store);
+  if (store.ping) wrapped.ping = store.ping.bind(store);
+  return wrapped;
+}
