@@ -1,6 +1,7 @@
-// Concurrency on PostgreSQL across real processes: never more handlers at once than the limit, counted by the
-// handlers themselves (a row they change as they start and end), idle and while CPU-bound processes
-// oversubscribe the cores; a SIGKILLed holder's slot back after its lease (database clock) and not before.
+// Concurrency and settled costs on PostgreSQL across real processes: never more handlers at once than the limit,
+// counted by the handlers themselves (a row they change as they start and end), idle and while CPU-bound
+// processes oversubscribe the cores; a SIGKILLed holder's slot back after its lease (database clock) and not
+// before; a settled budget within its documented bound, and counted exactly.
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { availableParallelism } from 'node:os';
@@ -9,8 +10,8 @@ import { expect } from 'chai';
 import type pg from 'pg';
 import { createLimiter, PostgresStore } from '../../src/index.js';
 import { postgresNames } from '../../src/stores/postgres-sql.js';
-import { HOLD_RULE, KILL_RULE } from '../fixtures/concurrency-worker.js';
-import { runningTable } from '../fixtures/postgres-concurrency-worker.js';
+import { BUDGET_RULE, HOLD_RULE, KILL_RULE, type Settled } from '../fixtures/concurrency-worker.js';
+import { excessBound, runningTable, stampsSequence } from '../fixtures/postgres-concurrency-worker.js';
 import { getPostgres, type PostgresServer } from '../support/postgres.js';
 import { Burners } from '../support/pressure.js';
 import { exited, track } from '../support/processes.js';
@@ -22,6 +23,8 @@ const PROCESSES = 4;
  * (seconds); loaded, fewer, so that the run stays short while the burners slow every process.
  */
 const HOLDERS = { idle: 50, loaded: 20 };
+/** Settled requests per process (idle only: the loaded round is the holders', to keep the file short). */
+const BUDGET_TASKS = 100;
 
 async function workers(
   server: PostgresServer,
@@ -97,7 +100,30 @@ function suite(loaded: boolean) {
       await limiter.close();
     });
 
+    // Loaded, the holders' round only: the rest would add a minute of burners to the run.
     if (loaded) return;
+
+    it(`a settled budget: ${PROCESSES} processes x random estimates and actual costs stay within limit + the bound, counted exactly`, async () => {
+      const s = schema();
+      await control.query(`CREATE SCHEMA "${s}"; CREATE SEQUENCE ${stampsSequence(s)}`);
+      const { children, next } = await workers(server, s, 'budget', BUDGET_TASKS);
+      const requests = (
+        await Promise.all(children.map(async (_, i) => JSON.parse(await next(i)) as Settled[]))
+      ).flat();
+      await Promise.all(children.map(exited));
+      const admitted = requests.filter((r) => r.admitted);
+      const spent = admitted.reduce((sum, r) => sum + r.actual, 0);
+      const bound = excessBound(requests);
+      const limit = BUDGET_RULE.limit as number;
+      console.log(`      ${admitted.length} admitted, ${spent} spent of ${limit}, bound ${limit + bound}`);
+      expect(spent).to.be.at.most(limit + bound);
+      // The store counted exactly what was settled.
+      const store = new PostgresStore({ pool: control, schema: s });
+      const limiter = createLimiter({ store, rules: [BUDGET_RULE], ...PATIENT });
+      expect((await limiter.status('budget', 'shared')).count).to.equal(spent);
+      await limiter.close();
+      expect(admitted.length).to.be.lessThan(requests.length);
+    });
 
     it("a SIGKILLed holder's slot is held while it renews, and comes back after its lease, not before", async () => {
       const s = schema();
