@@ -80,16 +80,22 @@ interface WsClient {
 export class WsExchange implements HttpExchange {
   readonly handle: (decision: Decision) => Promise<never>;
   readonly #info: RequestInfo;
+  readonly #holdMs: number;
 
-  /** Refuses (`ERR_CONTEXT`) a client that is neither a `ws` socket nor a socket.io one. */
+  /**
+   * Refuses (`ERR_CONTEXT`) a client that is neither a `ws` socket nor a socket.io one. `holdMs`: how long a
+   * message holds the concurrency slots it took (see `handled`).
+   */
   constructor(
     client: unknown,
     pattern: unknown,
     data: unknown,
     handle: (decision: Decision) => Promise<never>,
+    holdMs: number,
   ) {
     this.#info = wsRequest(client, pattern, data);
     this.handle = handle;
+    this.#holdMs = holdMs;
   }
 
   /** The client's connection is the gateway's to watch: a message is decided whatever its state. */
@@ -142,10 +148,13 @@ export class WsExchange implements HttpExchange {
   finished(): void {}
 
   /**
-   * A guard sees no end of a gateway's handler: a concurrency slot a message holds is not released here,
-   * it lapses after its `lease`.
+   * A guard sees no end of a gateway's handler: a concurrency slot a message holds is freed one lease (the
+   * shortest of its rules') after it was taken, by a timer that keeps no process alive (a process that
+   * ends first stops renewing it: it lapses in the store after that lease).
    */
-  handled(): void {}
+  handled(done: () => void): void {
+    setTimeout(done, this.#holdMs).unref();
+  }
 }
 
 /** One message as the core sees it: method 'WS', path '/<pattern>', the client's address, the data as body. */

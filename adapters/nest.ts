@@ -10,8 +10,9 @@ import {
   SetMetadata,
   UseGuards,
 } from '@nestjs/common';
-import { ADAPTER_DEFAULTS } from '../src/defaults.js';
+import { ADAPTER_DEFAULTS, RULE_DEFAULTS } from '../src/defaults.js';
 import type { Decision, Limiter, Rule } from '../src/index.js';
+import { parseDuration } from '../src/rules/duration.js';
 import { createSetup, limiterOf, type RateLimitOptions, routeSetups, type Setup } from './common.js';
 import { exchange, type HttpExchange } from './exchange.js';
 import { httpTarget, platformExchange, WsExchange, wsDenial } from './nest-exchange.js';
@@ -83,7 +84,8 @@ export const RATE_LIMIT_METADATA = 'ratekeeper:rate-limit';
  *   Express, `{ request }` on Fastify), each resolver call on its own (aliases in one request count one by
  *   one); a denial is a `RateLimitException` in the response's `errors`.
  * - WebSocket gateways are limited per message by the client's address (`ws` or socket.io), the message
- *   matched as method `'WS'` and path `/<pattern>`, its data as `body`; a denial is a `WsException`.
+ *   matched as method `'WS'` and path `/<pattern>`, its data as `body`; a denial is a `WsException`. A
+ *   guard sees no end of a gateway's handler: a `concurrency` slot a message takes is freed a lease later.
  * - Any other context (a microservice), or one whose client it cannot find, is a `RateLimitRequestError`
  *   `ERR_CONTEXT`, never a silent pass.
  *
@@ -119,10 +121,11 @@ export class RateLimitGuard implements CanActivate {
     let on: HttpExchange;
     if (target === undefined) {
       const ws = context.switchToWs();
-      on = new WsExchange(ws.getClient(), ws.getPattern(), ws.getData(), async (decision) => {
+      const deny = async (decision: Decision): Promise<never> => {
         if (handler !== undefined) await handler(context, decision);
         throw await wsDenial(decision, setup.message(decision));
-      });
+      };
+      on = new WsExchange(ws.getClient(), ws.getPattern(), ws.getData(), deny, leaseOf(setup.limiter));
     } else {
       // Through the app's exception filters, unless the handler answered; a handler that returns without
       // answering leaves the default denial.
@@ -144,6 +147,21 @@ export class RateLimitGuard implements CanActivate {
  */
 function halted(): Promise<boolean> {
   return new Promise<boolean>(() => {});
+}
+
+const LEASES = new WeakMap<Limiter, number>();
+
+/** The shortest lease of a limiter's concurrency rules: how long a WebSocket message holds its slots. */
+function leaseOf(limiter: Limiter): number {
+  let lease = LEASES.get(limiter);
+  if (lease !== undefined) return lease;
+  lease = Number.POSITIVE_INFINITY;
+  for (const rule of limiter.rules) {
+    if (rule.window.type !== 'concurrency') continue;
+    lease = Math.min(lease, parseDuration(rule.window.lease) ?? RULE_DEFAULTS.concurrencyLeaseMs);
+  }
+  LEASES.set(limiter, lease);
+  return lease;
 }
 
 /** The route's own limiter (the handler's, else its controller's), `false` when exempt, undefined for neither. */

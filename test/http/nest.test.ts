@@ -55,8 +55,15 @@ const { unixSocketSuite } = await import('./suites/unix-socket-suite.js');
 const { nestSocketApps } = await import('./suites/nest-unix-socket.js');
 for (const platform of ['express', 'fastify'] as const) unixSocketSuite(nestSocketApps(platform));
 
+// Concurrency rules: slots held while the handler works, freed when the response ends.
+const { nestConcurrencySuite, nestWsConcurrencySuite } = await import('./suites/nest-concurrency.js');
+for (const platform of ['express', 'fastify'] as const) nestConcurrencySuite(platform);
+
 // GraphQL resolvers and WebSocket gateways, on NestJS 12 (the GraphQL and WebSocket packages are those of 12).
 if (NEST_MAJOR === 12) {
   const { nestContextSuite } = await import('./suites/nest-contexts.js');
-  for (const stores of [memoryStores, redisStores]) nestContextSuite(stores);
+  for (const stores of [memoryStores, redisStores]) {
+    nestContextSuite(stores);
+    nestWsConcurrencySuite(stores);
+  }
 }
