@@ -1,4 +1,4 @@
-// The PostgreSQL store's common request, batched: decisions of one fixed or calendar rule (no lockout) queued while
+// The PostgreSQL store's common request, batched: decisions of one fixed or calendar rule queued while
 // the store's statements fill the pool, then sent together as one statement (sql/check-batch.sql).
 import type { PoolCalls } from './postgres-pool.js';
 import { keyBytes, readResults } from './postgres-protocol.js';
@@ -23,19 +23,15 @@ interface Lane {
 }
 
 /**
- * Whether sql/check-batch.sql decides this request: one op, mode check, a fixed or calendar window, no
- * lockout, a cost above 0. Anything else (several rules, a lockout, the other window types, record, peek)
- * is one call of check.sql.
+ * Whether sql/check-batch.sql decides this request: one op, mode check, a fixed or calendar window, a cost
+ * above 0 (a lockout too: it acts only on a denial or a row holding a lock, which check.sql decides
+ * inside the statement). Anything else (several rules, the other window types, record, peek) is one call
+ * of check.sql.
  */
 export function batchable(ops: readonly StoreOp[], mode: string): boolean {
   if (ops.length !== 1 || mode !== 'check') return false;
   const op = ops[0] as StoreOp;
-  const rule = op.rule;
-  return (
-    (rule.type === 'fixed' || rule.type === 'calendar') &&
-    !((rule.lockout?.durationMs ?? 0) > 0) &&
-    op.cost > 0
-  );
+  return (op.rule.type === 'fixed' || op.rule.type === 'calendar') && op.cost > 0;
 }
 
 /**

@@ -44,7 +44,7 @@ export interface PostgresStoreOptions {
   /** Rows the sweep looks at per step. @default 1000 */
   sweepBatch?: number;
   /**
-   * How many statements of the common request (one fixed or calendar rule without lockout) may be out at
+   * How many statements of the common request (one fixed or calendar rule) may be out at
    * once, at most the pool's `max`; requests beyond wait and share the next statement. @default 4
    */
   statementsInFlight?: number;
@@ -134,7 +134,7 @@ export class PostgresStore implements Store {
 
   /**
    * One call of the check function: every op of the request, all or nothing. The common request (one
-   * fixed or calendar rule without lockout) is decided by sql/check-batch.sql instead, with the others
+   * fixed or calendar rule) is decided by sql/check-batch.sql instead, with the others
    * waiting for the same rule when the pool is busy (postgres-batch.ts).
    */
   async evaluate(ops: readonly StoreOp[], mode: EvalMode): Promise<EvalResult> {

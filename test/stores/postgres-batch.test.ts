@@ -12,7 +12,7 @@ import { PATIENT } from '../support/settle.js';
 /** A time far from 0, so that rows before and after it are plain numbers. */
 const NOW = 1_800_000_000_000;
 const SEED = 20261128;
-const RUNS = 120;
+const RUNS = 200;
 
 const names = postgresNames('rk_batch_parity', 'p_');
 const q = (name: string) => names.qualified(name);
@@ -35,6 +35,9 @@ interface BatchCase {
   cost: number;
   lim: number;
   periodEnd: number;
+  /** check.sql's lockout numbers: duration (0: none), escalate, max duration, forget after; and dry run. */
+  lockout: [number, number, number, number];
+  dryRun: boolean;
   keys: KeyCase[];
 }
 
@@ -65,6 +68,16 @@ const caseArb: fc.Arbitrary<BatchCase> = fc.record({
   cost: fc.integer({ min: 1, max: 4 }),
   lim: fc.integer({ min: 0, max: 10 }),
   periodEnd: fc.integer({ min: -3000, max: 3000 }),
+  lockout: fc.oneof(
+    fc.constant<[number, number, number, number]>([0, 1, 0, 0]),
+    fc.tuple(
+      fc.integer({ min: 1000, max: 5000 }),
+      fc.constantFrom(1, 2),
+      fc.constantFrom(0, 8000),
+      fc.integer({ min: 0, max: 5000 }),
+    ),
+  ),
+  dryRun: fc.boolean(),
   keys: fc.array(
     fc.record({
       row: fc.option(rowArb, { nil: undefined }),
@@ -83,11 +96,11 @@ const caseArb: fc.Arbitrary<BatchCase> = fc.record({
   ),
 });
 
-/** check.sql's 13 numbers of the case's op (postgres-protocol.ts opArrays): no lockout, not a dry run. */
+/** check.sql's 13 numbers of the case's op (postgres-protocol.ts opArrays). */
 function numsOf(c: BatchCase): number[] {
   const periodEnd = c.type === 2 ? NOW + c.periodEnd : 0;
   const next = c.type === 2 ? periodEnd + c.sizeMs : 0;
-  return [c.type, c.sizeMs, 0, 0, c.cost, c.lim, periodEnd, next, 0, 1, 0, 0, 0];
+  return [c.type, c.sizeMs, 0, 0, c.cost, c.lim, periodEnd, next, ...c.lockout, c.dryRun ? 1 : 0];
 }
 
 async function seed(pool: pg.Pool, rule: string, c: BatchCase): Promise<void> {
@@ -128,7 +141,7 @@ describe('PostgreSQL batched check (sql/check-batch.sql)', function () {
   });
   after(() => pool.end());
 
-  it(`answers and writes as check.sql does, op by op: ${RUNS} random batches of states, locks and overrides`, async () => {
+  it(`answers and writes as check.sql does, op by op: ${RUNS} random batches of states, locks, lockouts and overrides`, async () => {
     const batch = statementSql(names, 'check-batch');
     await fc.assert(
       fc.asyncProperty(caseArb, async (c) => {
