@@ -30,12 +30,20 @@ const NAMES: Record<NodeCostApp, string> = {
   'erl-redis': 'express-rate-limit + rate-limit-redis',
   'rk-memory': 'ratekeeper (memory)',
   'rk-redis': 'ratekeeper (RedisStore, ioredis)',
+  'rk-memory-concurrency': 'ratekeeper concurrency rule (memory)',
+  'rk-redis-concurrency': 'ratekeeper concurrency rule (RedisStore, ioredis)',
 };
 /** Each ratekeeper app's peer: the ratio's denominator. */
 const PEER: Partial<Record<NodeCostApp, NodeCostApp>> = {
   'rk-memory': 'erl-memory',
   'rk-redis': 'erl-redis',
 };
+/** Each concurrency app's app with a fixed rule on the same store (target: at most 1.2x its added work). */
+const FIXED_TWIN: Partial<Record<NodeCostApp, NodeCostApp>> = {
+  'rk-memory-concurrency': 'rk-memory',
+  'rk-redis-concurrency': 'rk-redis',
+};
+const CONCURRENCY_TARGET = 1.2;
 
 export interface NodeCostRow {
   app: NodeCostApp;
@@ -151,10 +159,14 @@ export async function runNodeCallgrind(
   return { section: nodeSection(rows, warmUp, requests), rows };
 }
 
-/** Each run's ratio of a ratekeeper row's added instructions to its peer's. */
-export function peerRatios(rows: readonly NodeCostRow[], app: NodeCostApp): number[] {
+/** Each run's ratio of a ratekeeper row's added instructions to its peer's (or to `over`'s). */
+export function peerRatios(
+  rows: readonly NodeCostRow[],
+  app: NodeCostApp,
+  over: NodeCostApp | undefined = PEER[app],
+): number[] {
   const own = rows.find((r) => r.app === app);
-  const peer = rows.find((r) => r.app === PEER[app]);
+  const peer = rows.find((r) => r.app === over);
   if (own === undefined || peer === undefined) return [];
   return own.added.map((added, i) => added / (peer.added[i] as number));
 }
@@ -174,6 +186,17 @@ function nodeSection(rows: NodeCostRow[], warmUp: number, requests: number): Sec
         : '-',
     ]),
   };
+  const twins: Table = {
+    title: `a concurrency rule vs a fixed rule on the same store: added instructions, target <= ${CONCURRENCY_TARGET}x`,
+    columns: ['app', 'vs the fixed rule, per run', 'verdict'],
+    rows: rows.flatMap((r) => {
+      const twin = FIXED_TWIN[r.app];
+      const ratios = twin === undefined ? [] : peerRatios(rows, r.app, twin);
+      if (ratios.length === 0) return [];
+      const met = ratios.every((x) => x <= CONCURRENCY_TARGET);
+      return [[r.name, ratios.map((x) => ratio(x)).join('; '), met ? 'met' : 'missed']];
+    }),
+  };
   return {
     id: 'node-callgrind',
     title: 'Node work per HTTP request (callgrind)',
@@ -185,7 +208,7 @@ function nodeSection(rows: NodeCostRow[], warmUp: number, requests: number): Sec
       `requests of warm-up, counters zeroed, ${num(requests)} requests measured, counters dumped; instructions of ` +
       'the process (all threads) per request. "Added" is the app less the bare app of the same run. ' +
       'Command: `npm run bench -- node-cost`.',
-    tables: [table],
+    tables: twins.rows.length > 0 ? [table, twins] : [table],
   };
 }
 

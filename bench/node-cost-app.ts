@@ -2,7 +2,7 @@
 // this one process. It sends the warm-up, says `warm`, waits for SIGUSR2 (`go`: the parent has zeroed
 // callgrind's counters), sends the measured requests, says `done` and exits when its stdin closes.
 // Usage: node --import tsx bench/node-cost-app.ts <app> <redis port> <warm-up> <measured>
-// <app>: bare | erl-memory | erl-redis | rk-memory | rk-redis.
+// <app>: bare | erl-memory | erl-redis | rk-memory | rk-redis | rk-memory-concurrency | rk-redis-concurrency.
 
 import { writeSync } from 'node:fs';
 import { Agent, createServer, request, type Server } from 'node:http';
@@ -14,7 +14,15 @@ import { type RedisReply, RedisStore } from 'rate-limit-redis';
 import { openRedis } from './contender.js';
 import { loadRatekeeper } from './ratekeeper.js';
 
-export const NODE_COST_APPS = ['bare', 'erl-memory', 'erl-redis', 'rk-memory', 'rk-redis'] as const;
+export const NODE_COST_APPS = [
+  'bare',
+  'erl-memory',
+  'erl-redis',
+  'rk-memory',
+  'rk-redis',
+  'rk-memory-concurrency',
+  'rk-redis-concurrency',
+] as const;
 export type NodeCostApp = (typeof NODE_COST_APPS)[number];
 
 /** Requests in flight from the client. */
@@ -22,7 +30,11 @@ export const IN_FLIGHT = 10;
 const LIMIT = 1e9;
 const WINDOW_MS = 3_600_000;
 
-/** The limiter in front of the route, configured as the issue measures it (one rule keyed by IP). */
+/**
+ * The limiter in front of the route, configured as the issue measures it (one rule keyed by IP); the
+ * `-concurrency` apps hold a slot of a concurrency rule (limit 1e9, lease 60 s) per request instead,
+ * released when the response ends.
+ */
 async function limiterOf(app: NodeCostApp, redisPort: number): Promise<RequestHandler | undefined> {
   if (app === 'bare') return undefined;
   if (app === 'erl-memory' || app === 'erl-redis') {
@@ -45,13 +57,17 @@ async function limiterOf(app: NodeCostApp, redisPort: number): Promise<RequestHa
   const { rateLimit } = (await import(new URL('../adapters/express.js', import.meta.url).href)) as {
     rateLimit(limiter: unknown): RequestHandler;
   };
+  const redis = app === 'rk-redis' || app === 'rk-redis-concurrency';
+  const window =
+    app === 'rk-memory-concurrency' || app === 'rk-redis-concurrency'
+      ? { type: 'concurrency', lease: 60_000 }
+      : { type: 'fixed', size: WINDOW_MS };
   const limiter = rk.createLimiter({
-    store:
-      app === 'rk-redis'
-        ? new rk.RedisStore({ client: openRedis(redisPort), prefix: 'ncg-rk' })
-        : new rk.MemoryStore(),
-    rules: [{ name: 'api', key: 'ip', limit: LIMIT, window: { type: 'fixed', size: WINDOW_MS } }],
-    ...(app === 'rk-redis' && { storeTimeout: 600_000, onStoreError: 'deny' }),
+    store: redis
+      ? new rk.RedisStore({ client: openRedis(redisPort), prefix: 'ncg-rk' })
+      : new rk.MemoryStore(),
+    rules: [{ name: 'api', key: 'ip', limit: LIMIT, window }],
+    ...(redis && { storeTimeout: 600_000, onStoreError: 'deny' }),
   } as Parameters<typeof rk.createLimiter>[0]);
   return rateLimit(limiter);
 }

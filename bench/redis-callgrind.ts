@@ -529,6 +529,15 @@ export async function runRedisCallgrind(
       storeCase(store, 'concurrency 64', 'ratekeeper concurrency, 64 in flight', [concurrency], 64),
       afterCase(
         store,
+        'concurrency held 64',
+        'ratekeeper concurrency on a key holding a slot, 64 in flight',
+        concurrency,
+        64,
+        1,
+        (op) => store.evaluate([op], 'check'),
+      ),
+      afterCase(
+        store,
         'release 1',
         'ratekeeper concurrency release, 1 in flight',
         concurrency,

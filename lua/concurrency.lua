@@ -23,6 +23,16 @@ local function liveFrom(nowMs)
   return liveFromText
 end
 
+-- num(x) of the last x asked for: the time and lease end of a call's decisions, formatted once.
+local function memoNum()
+  local lastX, lastText = nil, nil
+  return function(x)
+    if x ~= lastX then lastX, lastText = x, num(x) end
+    return lastText
+  end
+end
+local nowText, untilText = memoNum(), memoNum()
+
 local function nextSlotId(state, nowMs)
   local seq = 0
   if state ~= nil then seq = state.seq end
@@ -76,16 +86,22 @@ local concurrency = {
   save = function(key, state, op, nowMs)
     if state.removes ~= nil and #state.removes > 0 then redis.call('ZREM', key, unpack(state.removes)) end
     if state.adds ~= nil then
-      redis.call('ZREMRANGEBYSCORE', key, '-inf', num(nowMs))
+      redis.call('ZREMRANGEBYSCORE', key, '-inf', nowText(nowMs))
       local args = {}
+      local idText
       for k = 1, #state.adds, 2 do
-        args[#args + 1] = num(state.adds[k + 1])
-        args[#args + 1] = num(state.adds[k])
+        idText = num(state.adds[k])
+        args[#args + 1] = untilText(state.adds[k + 1])
+        args[#args + 1] = idText
       end
-      args[#args + 1] = num(state.seq)
+      -- The seq is the last id added (when any was).
+      if idText == nil or state.seq ~= state.adds[#state.adds - 1] then idText = num(state.seq) end
+      args[#args + 1] = idText
       args[#args + 1] = SEQ
       redis.call('ZADD', key, unpack(args))
-      redis.call('PEXPIRE', key, ttlMs(state.expires, nowMs))
+      local ttl = ttlMs(state.expires, nowMs)
+      if ttl == op.sizeMs then ttl = op.sizeMsText else ttl = tostring(ttl) end
+      redis.call('PEXPIRE', key, ttl)
     end
   end,
   evaluate = function(state, op, nowMs, add)
