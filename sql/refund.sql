@@ -1,8 +1,10 @@
 -- Gives reservations back (an outcome that does not count): src/stores/memory-store.ts refund, in one call.
 -- Rows are locked in the order check.sql locks them. Arguments as check.sql's (no mode), and receipts:
 -- per op, what its decision's result said. Never below empty; a row left holding nothing is deleted.
+-- frees: the announcements of the concurrency keys whose slots this releases, sent on the store's free
+-- channel (NOTIFY, when the transaction commits) so that calls waiting for a slot in any process try again.
 CREATE OR REPLACE FUNCTION @schema@.@refund@(
-  now_arg bigint, rules text[], keys bytea[], nums float8[], receipts float8[]
+  now_arg bigint, rules text[], keys bytea[], nums float8[], receipts float8[], frees text[]
 ) RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
   now_ms bigint := coalesce(now_arg, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint);
@@ -32,4 +34,5 @@ BEGIN
         WHERE k.rule = rules[i] AND k.kh = h;
     END IF;
   END LOOP;
+  PERFORM pg_notify(@free_channel@, f) FROM unnest(frees) AS f;
 END $$;

@@ -1,4 +1,5 @@
-// Resets and overrides heard from every process: LISTEN on a connection of its own, made as the pool makes its own.
+// Resets and overrides (and, on a channel of their own, freed concurrency slots) heard from every process: LISTEN
+// on a connection of its own, made as the pool makes its own.
 
 import type { PostgresListenClient, PostgresPool, PostgresPoolClient } from './postgres-pool.js';
 import { readAnnouncement } from './postgres-protocol.js';
@@ -27,6 +28,9 @@ export class ResetSubscription {
   #timer: NodeJS.Timeout | undefined;
   #closed = false;
   #started = false;
+  /** Resolves once LISTEN first answered (from then on nothing announced is missed unheard), or on close. */
+  #live: Promise<void> | undefined;
+  #liveNow: (() => void) | undefined;
 
   constructor(pool: PostgresPool, channel: string) {
     this.#pool = pool;
@@ -41,7 +45,20 @@ export class ResetSubscription {
     }
   }
 
+  /**
+   * Resolves once the channel is listened to: an announcement made from then on is heard, or (the
+   * connection lost meanwhile) listeners hear `('', '')`. Resolves at once after close.
+   */
+  live(): Promise<void> {
+    if (this.#closed) return Promise.resolve();
+    this.#live ??= new Promise<void>((resolve) => {
+      this.#liveNow = resolve;
+    });
+    return this.#live;
+  }
+
   close(): void {
+    this.#liveNow?.();
     this.#closed = true;
     this.#listeners.clear();
     clearTimeout(this.#timer);
@@ -76,6 +93,8 @@ export class ResetSubscription {
         return;
       }
       this.#retryMs = RETRY_MS;
+      this.live();
+      this.#liveNow?.();
     } catch {
       if (client !== undefined && this.#client === client) this.#lost(client);
       else {

@@ -44,6 +44,8 @@ export interface PostgresNames {
   qualified(name: string): string;
   /** The channel resets and overrides are announced on (a name of hex digits, safe to LISTEN to unquoted). */
   readonly channel: string;
+  /** The channel releases of concurrency slots are announced on: listened to only while a call waits. */
+  readonly freeChannel: string;
   /** The key of the advisory lock the installation takes, so that processes install one at a time. */
   readonly installLock: string;
 }
@@ -81,6 +83,7 @@ export function postgresNames(schema: unknown, prefix: unknown): PostgresNames {
     prefix,
     qualified: (name) => `${quoteIdent(schema)}.${quoteIdent(prefix + name)}`,
     channel: `ratekeeper_${digest.subarray(0, 12).toString('hex')}`,
+    freeChannel: `ratekeeper_${digest.subarray(0, 12).toString('hex')}_free`,
     installLock: digest.readBigInt64BE(12).toString(),
   };
 }
@@ -111,15 +114,12 @@ function sqlFile(file: string): string {
 
 /** SQL text with each name between at signs replaced for these names (schemaSql's rendering); `tag` for $$. */
 function render(names: PostgresNames, text: string, tag = '$$'): string {
-  return text
-    .replaceAll('$$', tag)
-    .replace(/@([a-z_]+)@/g, (_, name: string) =>
-      name === 'schema'
-        ? quoteIdent(names.schema)
-        : name === 'channel'
-          ? `'${names.channel}'`
-          : quoteIdent(names.prefix + name),
-    );
+  return text.replaceAll('$$', tag).replace(/@([a-z_]+)@/g, (_, name: string) => {
+    if (name === 'schema') return quoteIdent(names.schema);
+    if (name === 'channel') return `'${names.channel}'`;
+    if (name === 'free_channel') return `'${names.freeChannel}'`;
+    return quoteIdent(names.prefix + name);
+  });
 }
 
 /**

@@ -61,6 +61,14 @@ const FIELDS = [
   'statementsInFlight',
 ] as const;
 
+/** The announcements of the concurrency keys some of `refunds` release slots of (each key once). */
+function frees(refunds: readonly Refund[]): string[] {
+  const out = new Set<string>();
+  for (const { op } of refunds)
+    if (op.rule.type === 'concurrency') out.add(announcement(op.rule.name, op.key, false));
+  return [...out];
+}
+
 /**
  * Keeps limits in PostgreSQL so that every process and machine sharing the database shares them. Each
  * request is one call of the store's `check` function (sql/check.sql), which decides all its rules
@@ -79,6 +87,9 @@ export class PostgresStore implements Store {
   readonly #clock: PostgresClock;
   readonly #sweeper: Sweeper;
   readonly #subscription: ResetSubscription;
+  /** Releases of concurrency slots announced by any process: listened to once a call waits for a slot. */
+  #frees: ResetSubscription | undefined;
+  readonly #pool: PostgresPool;
   readonly #checkText: string;
   readonly #checkName: string;
   readonly #batcher: CheckBatcher;
@@ -126,6 +137,7 @@ export class PostgresStore implements Store {
       ready: () => this.#whenReady(),
     });
     this.#subscription = new ResetSubscription(options.pool, this.#names.channel);
+    this.#pool = options.pool;
   }
 
   now(): number {
@@ -155,7 +167,7 @@ export class PostgresStore implements Store {
     if (refunds.length === 0) return;
     await this.#whenReady();
     const { rules, keys, nums } = opArrays(refunds.map((refund) => refund.op));
-    await this.#call('refund', [rules, keys, nums, refunds.map((refund) => refund.receipt)]);
+    await this.#call('refund', [rules, keys, nums, refunds.map((refund) => refund.receipt), frees(refunds)]);
   }
 
   /**
@@ -244,6 +256,19 @@ export class PostgresStore implements Store {
     this.#subscription.listen(listener);
   }
 
+  /**
+   * Calls `listener` when any process frees slots of a concurrency key: a release (announced by the
+   * refund call with NOTIFY on a channel of its own, LISTENed to on one more connection from the first
+   * call on) or a reset or override change (the reset channel); `('', '')` after a listening connection
+   * was lost. Resolves once both channels are listened to.
+   */
+  onFree(listener: (rule: string, key: string) => void): Promise<void> {
+    this.#subscription.listen(listener);
+    this.#frees ??= new ResetSubscription(this.#pool, this.#names.freeChannel);
+    this.#frees.listen(listener);
+    return Promise.all([this.#subscription.live(), this.#frees.live()]).then(() => undefined);
+  }
+
   /** One round trip: resolves when PostgreSQL answers, rejects with the cause when it does not. */
   async ping(): Promise<void> {
     await this.#calls.query({ text: 'SELECT 1' });
@@ -259,6 +284,7 @@ export class PostgresStore implements Store {
     this.#clock.stop();
     this.#sweeper.stop();
     this.#subscription.close();
+    this.#frees?.close();
   }
 
   /** A call of one of the store's functions with the time first; its rows. */

@@ -1,4 +1,5 @@
-// limiter.acquire in one process, on the memory store and on Redis: order, maxWait, abort, no timer left.
+// limiter.acquire in one process, on the memory store and on Redis (a concurrency rule on PostgreSQL too): order,
+// maxWait, abort, no timer left.
 // (Exactness across processes: acquire-processes.test.ts.) Real time, small windows; no timing assertion.
 import { randomBytes } from 'node:crypto';
 import { expect } from 'chai';
@@ -7,6 +8,7 @@ import {
   createLimiter,
   type Decision,
   type Limiter,
+  PostgresStore,
   RateLimitConfigError,
   RateLimitExceededError,
   RateLimitRequestError,
@@ -14,9 +16,10 @@ import {
   type Rule,
   type Store,
 } from '../../src/index.js';
+import { getPostgres } from '../support/postgres.js';
 import { getRedis } from '../support/redis.js';
 import { PATIENT } from '../support/settle.js';
-import { memoryStores, redisStores } from '../support/stores.js';
+import { memoryStores, postgresStores, redisStores } from '../support/stores.js';
 
 /** Timers alive in this process (the `Timeout` resources). */
 const timers = () => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
@@ -278,7 +281,7 @@ function nextDenial(l: Limiter): Promise<Decision> {
   });
 }
 
-for (const stores of [memoryStores, redisStores]) {
+for (const stores of [memoryStores, redisStores, postgresStores]) {
   describe(`acquire on a concurrency rule, ${stores.name} store`, () => {
     const limiters: Limiter[] = [];
     const clients: Array<{ disconnect(): void }> = [];
@@ -339,11 +342,24 @@ for (const stores of [memoryStores, redisStores]) {
       expect(tries, 'store tries').to.be.at.most(2 + 3 * 101);
     });
 
-    /** Two stores on the same state, as two processes would have: one memory store, or one Redis prefix. */
+    /**
+     * Two stores on the same state, as two processes would have: one memory store, one Redis prefix, or
+     * one PostgreSQL schema (each store with a pool of its own).
+     */
     async function sharedStores(): Promise<[Store, Store]> {
       if (stores.name === 'memory') {
         const shared = unclosable(await stores.makeStore(Date.now));
         return [shared, shared];
+      }
+      if (stores.name === 'postgres') {
+        const server = await getPostgres();
+        const schema = `rkq${randomBytes(5).toString('hex')}`;
+        const store = () => {
+          const pool = server.pool({ max: 4 });
+          clients.push({ disconnect: () => void pool.end() });
+          return new PostgresStore({ pool, schema });
+        };
+        return [store(), store()];
       }
       const server = await getRedis();
       const prefix = `rkq${randomBytes(5).toString('hex')}`;
