@@ -11,7 +11,8 @@
 --
 -- KEYS        per request, per op in order: the op's count key <prefix>:{<identity>}:<rule> (the
 --             identity's record <prefix>:{<identity>} when the op's rule is grouped: protocol.lua
---             readOp's field names its state there, record.lua), then, only
+--             readOp's field names its state there, record.lua; not sent again for an op marked '^' in
+--             the shape: the record of the op before), then, only
 --             when the op reads its override (protocol.lua readOp: its rule has had one), its override
 --             key <prefix>:{<identity>}:<rule>:o (value: overrides.lua overrideValue), then, only
 --             when its rule has a lockout (lockout durationMs > 0), its lock key
@@ -27,7 +28,9 @@
 --             are simultaneous
 --   shape     text: mode ('check' | 'peek' | 'record'), '|', nothing ('1': decide and lock, but consume
 --             nothing (a Cluster group after a group that denied); else '0'), then per op '|' and the
---             op's text (protocol.lua readOp); read once and kept (protocol.lua memo)
+--             op's text (protocol.lua readOp), after '^' when the op is grouped and its identity the
+--             op's before (a grouped rule too): its record key is that op's; read once and kept
+--             (protocol.lua memo)
 -- Reply: flat array of integers: the server's time (epoch ms; 0 when no request asked for it), then
 --   per request, per op: head = the sum of the Flag values that hold + LEVEL_UNIT x level; then, unless
 --   Flag.FRESH, remaining (units), resetMs, count (units), receipt; then retryAfterMs (ms) when
@@ -377,9 +380,12 @@ end
 
 -- A request shape from its text (see the header): { mode, consumeNothing, n, ops, locks, reads, plain,
 -- keys }; `keys`: how many KEYS each request of the shape has.
+-- The first byte of an op's part in a shape that shares the record of the op before it.
+local CARET = string.byte('^')
+
 local readShape = memo(function(text)
   local mode, nothing
-  local n, shapeOps, locks, reads, keys = 0, {}, {}, false, 0
+  local n, shapeOps, locks, reads, keys, same = 0, {}, {}, false, 0, false
   -- Per op its rule's name when every op's state is in one identity's record (decideGrouped), else false.
   local fields = {}
   for part in string.gmatch(text, '[^|]+') do
@@ -389,6 +395,17 @@ local readShape = memo(function(text)
       nothing = part
     else
       n = n + 1
+      -- '^': the op's state is in the record of the op before (same identity): its key is not sent again.
+      if string.byte(part, 1) == CARET then
+        part = string.sub(part, 2)
+        if not same then
+          same = {}
+          for k = 1, n - 1 do same[k] = false end
+        end
+        same[n] = true
+      elseif same then
+        same[n] = false
+      end
       local op = readOp(part)
       shapeOps[n], locks[n] = op, op.lockMs ~= 0
       -- Every op in the record, each rule once.
@@ -398,7 +415,7 @@ local readShape = memo(function(text)
         end
       end
       if fields and op.field then fields[n] = op.field else fields = false end
-      keys = keys + 1
+      if not (same and same[n]) then keys = keys + 1 end
       if locks[n] then keys = keys + 2 end
       if op.readsOverride then
         keys = keys + 1
@@ -425,7 +442,7 @@ local readShape = memo(function(text)
   end
   return {
     mode = mode, consumeNothing = nothing == '1', n = n, ops = shapeOps, locks = locks, reads = reads,
-    plain = plain, keys = keys, fields = fields, recordParts = recordParts,
+    plain = plain, keys = keys, fields = fields, recordParts = recordParts, same = same,
   }
 end)
 
@@ -502,10 +519,15 @@ local function decideRequest(shape, requestNowMs, KEYS, keyAt, ARGV, at, reply, 
   local n, locks, reads = shape.n, shape.locks, shape.reads
   ops = shape.ops
   local ok, err
+  local same = shape.same
   if shape.plain then
     for i = 1, n do
-      countKeys[i] = KEYS[keyAt]
-      keyAt = keyAt + 1
+      if same and same[i] then
+        countKeys[i] = countKeys[i - 1]
+      else
+        countKeys[i] = KEYS[keyAt]
+        keyAt = keyAt + 1
+      end
       created[i] = false
     end
     nowMs = requestNowMs
@@ -541,8 +563,12 @@ local function decideRequest(shape, requestNowMs, KEYS, keyAt, ARGV, at, reply, 
       ops = decided
     end
     for i = 1, n do
-      countKeys[i] = KEYS[keyAt]
-      keyAt = keyAt + 1
+      if same and same[i] then
+        countKeys[i] = countKeys[i - 1]
+      else
+        countKeys[i] = KEYS[keyAt]
+        keyAt = keyAt + 1
+      end
       if reads and reads[i] then
         overrideKeys[i] = KEYS[keyAt]
         keyAt = keyAt + 1

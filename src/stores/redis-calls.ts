@@ -54,8 +54,10 @@ export class CheckCall {
     | undefined;
 
   /**
-   * Adds a request: its keys (per op the count key, or its identity's hash for a grouped rule, its override key when its rule's overrides are
-   * read, and the lock key and lock index when its rule has a lockout) and its shape.
+   * Adds a request: its keys (per op the count key, or its identity's record for a grouped rule, once
+   * for the grouped ops of one identity in a row: the shape marks the others '^'; its override key when
+   * its rule's overrides are read, and the lock key and lock index when its rule has a lockout) and its
+   * shape.
    * `consumeNothing`: decide and lock, but consume nothing.
    */
   add(
@@ -73,22 +75,29 @@ export class CheckCall {
     this.#requestFields.push('');
     let identity: string | undefined;
     let tag = '';
+    // Whether the op before was grouped: a grouped op of the same identity shares its record's key.
+    let groupedBefore = false;
     for (let i = 0; i < ops.length; i++) {
       const op = ops[i] as StoreOp;
+      const grouped = isGrouped(op.rule);
       // The rules of a request usually share one identity: escaped once.
+      let sameRecord = grouped && groupedBefore;
       if (op.key !== identity) {
         identity = op.key;
         tag = escapeIdentity(identity);
+        sameRecord = false;
       }
+      groupedBefore = grouped;
       const count = countKey(space.prefix, tag, op.rule.name);
-      this.keys.push(stateKey(space.prefix, tag, count, op.rule));
+      // The record's key is sent once for the grouped ops of one identity that follow each other.
+      if (!sameRecord) this.keys.push(stateKey(space.prefix, tag, count, op.rule));
       const reads = readsOverride(space, op.rule);
       if (reads) this.keys.push(overrideKey(count));
       if (hasLockout(op.rule)) {
         this.keys.push(lockKey(count), lockIndexKey(space.prefix, op.rule.name, indexSlot(space, tag)));
         this.#requestFields.push(identity);
       }
-      texts.push(opText(op, reads));
+      texts.push(sameRecord ? `^${opText(op, reads)}` : opText(op, reads));
     }
     const last = this.#last;
     let index: string | undefined;

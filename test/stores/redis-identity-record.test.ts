@@ -6,6 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
 import { type CompiledRule, compileRules } from '../../src/rules/compile.js';
+import { CheckCall } from '../../src/stores/redis-calls.js';
 import { identityKey, opKeys } from '../../src/stores/redis-keys.js';
 import { RedisStore } from '../../src/stores/redis-store.js';
 import type { StoreOp, StoreRule } from '../../src/stores/store.js';
@@ -169,6 +170,30 @@ describe('RedisStore: one key per identity (grouped rules)', () => {
       'check',
     );
     expect(results.map((r) => r.remaining)).to.deep.equal([2, 9, 99]);
+  });
+
+  it('sends a record key once for the grouped rules of one identity in a row, and decides interleaved identities apart', async () => {
+    const { prefix, clock, store } = setup();
+    const [minute, hour, day] = compile(SMS) as [CompiledRule, CompiledRule, CompiledRule];
+    const call = new CheckCall();
+    const space = { prefix, cluster: false };
+    call.add(
+      space,
+      [minute, hour, day].map((rule) => opOf(rule, 'a', clock.now)),
+      'check',
+      false,
+      clock.now,
+    );
+    expect(call.keys).to.deep.equal([identityKey(prefix, 'a')]);
+    const mixed = [opOf(minute, 'a', clock.now), opOf(hour, 'b', clock.now), opOf(day, 'a', clock.now)];
+    const other = new CheckCall();
+    other.add(space, mixed, 'check', false, clock.now);
+    expect(other.keys).to.deep.equal(['a', 'b', 'a'].map((id) => identityKey(prefix, id)));
+    await store.evaluate(mixed, 'check');
+    const { results } = await store.evaluate(mixed, 'check');
+    expect(results.map((r) => r.remaining)).to.deep.equal([1, 8, 98]);
+    expect(await rulesIn(identityKey(prefix, 'a'))).to.deep.equal(['day', 'minute']);
+    expect(await rulesIn(identityKey(prefix, 'b'))).to.deep.equal(['hour']);
   });
 
   it('refunds a grouped rule in its record', async () => {
