@@ -1,7 +1,8 @@
 // Concurrency and settled costs on PostgreSQL across real processes: never more handlers at once than the limit,
 // counted by the handlers themselves (a row they change as they start and end), idle and while CPU-bound
 // processes oversubscribe the cores; a SIGKILLed holder's slot back after its lease (database clock) and not
-// before; a settled budget within its documented bound, and counted exactly.
+// before; a settled budget within its documented bound, and counted exactly; acquire calls waiting in 4
+// processes woken by releases in another.
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { availableParallelism } from 'node:os';
@@ -10,6 +11,7 @@ import { expect } from 'chai';
 import type pg from 'pg';
 import { createLimiter, PostgresStore } from '../../src/index.js';
 import { postgresNames } from '../../src/stores/postgres-sql.js';
+import { SLOT_RULE } from '../fixtures/acquire-rules.js';
 import { BUDGET_RULE, HOLD_RULE, KILL_RULE, type Settled } from '../fixtures/concurrency-worker.js';
 import { excessBound, runningTable, stampsSequence } from '../fixtures/postgres-concurrency-worker.js';
 import { getPostgres, type PostgresServer } from '../support/postgres.js';
@@ -22,7 +24,7 @@ const PROCESSES = 4;
  * Requests per process, each retrying until admitted: 4 x 50 against 5 slots is a few thousand decisions
  * (seconds); loaded, fewer, so that the run stays short while the burners slow every process.
  */
-const HOLDERS = { idle: 50, loaded: 20 };
+const HOLDERS = { idle: 50, loaded: 12 };
 /** Settled requests per process (idle only: the loaded round is the holders', to keep the file short). */
 const BUDGET_TASKS = 100;
 
@@ -123,6 +125,39 @@ function suite(loaded: boolean) {
       expect((await limiter.status('budget', 'shared')).count).to.equal(spent);
       await limiter.close();
       expect(admitted.length).to.be.lessThan(requests.length);
+    });
+
+    it('acquire: calls waiting in 4 processes are woken by releases in another, never more than 2 running', async function () {
+      // Slots leased for a minute, the test bounded well below: a waiter served by the lease running out
+      // (instead of a release's NOTIFY) fails it.
+      this.timeout(45_000);
+      const s = schema();
+      await control.query(`CREATE SCHEMA "${s}"; CREATE TABLE ${runningTable(s)} (n integer NOT NULL)`);
+      await control.query(`INSERT INTO ${runningTable(s)} VALUES (0)`);
+      const store = new PostgresStore({ pool: control, schema: s });
+      const holder = createLimiter({ store, rules: [SLOT_RULE], ...PATIENT });
+      const held = [
+        await holder.acquire(SLOT_RULE.name, 'shared'),
+        await holder.acquire(SLOT_RULE.name, 'shared'),
+      ];
+      const { children, next } = await workers(server, s, 'wait', 10);
+      expect(await Promise.all(children.map((_, i) => next(i)))).to.deep.equal(
+        Array(PROCESSES).fill('waiting'),
+      );
+      expect((await holder.status(SLOT_RULE.name, 'shared')).count).to.equal(2);
+      for (const turn of held) await turn.release();
+      const reports = await Promise.all(
+        children.map(
+          async (_, i) => JSON.parse(await next(i)) as { admitted: number; most: number; tries: number },
+        ),
+      );
+      await Promise.all(children.map(exited));
+      const tries = reports.reduce((sum, r) => sum + r.tries, 0);
+      console.log(`      40 calls admitted after ${tries} store tries in all`);
+      expect(reports.map((r) => r.admitted)).to.deep.equal(Array(PROCESSES).fill(10));
+      expect(Math.max(...reports.map((r) => r.most))).to.be.at.most(SLOT_RULE.limit);
+      expect((await holder.status(SLOT_RULE.name, 'shared')).count, 'every slot released').to.equal(0);
+      await holder.close();
     });
 
     it("a SIGKILLed holder's slot is held while it renews, and comes back after its lease, not before", async () => {
