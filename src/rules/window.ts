@@ -84,13 +84,13 @@ export function compileWindow(
     if (!Number.isSafeInteger(burst) || burst < 1)
       fail('ERR_WINDOW', 'window.burst', 'a positive integer', w.burst);
   }
-  // Bucket state is exact integer arithmetic on max(limit, burst) × size in µs; keep it below 2^53
-  // (a limit function's values are checked per request, in rules/limits.ts).
+  // Bucket state is exact integer arithmetic on max(limit, burst) × size in µs; keep it below 2^53 (GCRA:
+  // 2^52, its time adds the epoch) (a limit function's values are checked per request, in rules/limits.ts).
   if (exceedsExactMath(typeof limit === 'number' ? limit : 1, { type, sizeMs, burst })) {
     fail(
       'ERR_WINDOW',
       'window.size',
-      `small enough that max(limit, burst) × size in µs stays below 2^53`,
+      `small enough that max(limit, burst) × size in µs stays below 2^53 (GCRA: at most 2^52)`,
       w.size,
     );
   }
