@@ -128,7 +128,7 @@ export async function exchange<Req>(setup: Setup<Req>, http: HttpExchange, reque
     else http.unmatched(info, setup.wiring);
     return 'next';
   }
-  if (!setup.forwarded.done) setup.forwarded.check(info, decision, () => http.untrusted());
+  if (!setup.forwarded.done) setup.forwarded.check(info, decision, http);
   http.keep(decision);
   // Paced (slowDown): the wait this request earns, undefined when its key may hold no more waits (refused).
   const waitMs = pacing === undefined || decision.allowed ? 0 : pacing.plan(decision);

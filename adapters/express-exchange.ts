@@ -43,10 +43,12 @@ export class ExpressRequestInfo implements RequestInfo {
       const req = this.#req;
       this.#ip = req.ip;
       this.#ipRead = true;
-      const trust = req.app?.get('trust proxy fn') as Trust | undefined;
-      if (this.#ip === undefined && typeof trust === 'function' && onUnixSocket(req.socket)) {
-        const forwarded = req.headers['x-forwarded-for'];
-        this.#ip = unixSocketClient(Array.isArray(forwarded) ? forwarded.join(', ') : forwarded, trust);
+      if (this.#ip === undefined) {
+        const trust = req.app?.get('trust proxy fn') as Trust | undefined;
+        if (typeof trust === 'function' && onUnixSocket(req.socket)) {
+          const forwarded = req.headers['x-forwarded-for'];
+          this.#ip = unixSocketClient(Array.isArray(forwarded) ? forwarded.join(', ') : forwarded, trust);
+        }
       }
     }
     return this.#ip;
@@ -70,6 +72,9 @@ export class ExpressRequestInfo implements RequestInfo {
   }
 }
 
+/** Express's own answers to every setting (one object for every request, not one per request). */
+const NO_SETTINGS: ExchangeSettings = Object.freeze({});
+
 /** Express's request and response as the request sequence needs them; Nest on Express uses it too. */
 export class ExpressExchange implements HttpExchange {
   readonly #req: Request;
@@ -87,7 +92,7 @@ export class ExpressExchange implements HttpExchange {
     req: Request,
     res: Response,
     handle: ((decision: Decision) => unknown) | undefined,
-    settings: ExchangeSettings = {},
+    settings: ExchangeSettings = NO_SETTINGS,
   ) {
     this.#req = req;
     this.#res = res;

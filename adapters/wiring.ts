@@ -146,11 +146,11 @@ export interface ForwardedCheck {
   /** True once the process has warned: adapters stop looking at headers and settings. */
   readonly done: boolean;
   /**
-   * After a decision: warns (once per process) when one of the rules that decided it keys on `'ip'`,
-   * `untrusted()` (asked only then) names the setting of a framework that trusts no proxy (undefined when
-   * it trusts one), and the request carries `X-Forwarded-For` or `Forwarded`.
+   * After a decision: warns (once per process) when the request carries `X-Forwarded-For` or
+   * `Forwarded`, one of the rules that decided it keys on `'ip'`, and `framework.untrusted()` (asked
+   * only then) names the setting of a framework that trusts no proxy (undefined when it trusts one).
    */
-  check(info: RequestInfo, decision: Decision, untrusted: () => TrustSetting | undefined): void;
+  check(info: RequestInfo, decision: Decision, framework: { untrusted(): TrustSetting | undefined }): void;
 }
 
 /**
@@ -164,14 +164,15 @@ export function createForwardedCheck(limiter: Limiter): ForwardedCheck {
     get done() {
       return ipRules.size === 0 || warnUntrusted.done;
     },
-    check(info, decision, untrusted) {
+    check(info, decision, framework) {
       if (ipRules.size === 0 || warnUntrusted.done) return;
-      const rule = decision.rules.find((r) => ipRules.has(r.rule));
-      if (rule === undefined) return;
-      const setting = untrusted();
-      if (setting === undefined) return;
+      // The header first: most requests carry none, and reading it is all they cost.
       const header = forwardedHeader(info.headers);
       if (header === undefined) return;
+      const rule = decision.rules.find((r) => ipRules.has(r.rule));
+      if (rule === undefined) return;
+      const setting = framework.untrusted();
+      if (setting === undefined) return;
       warnUntrusted(
         `a request carrying ${header} reached rule "${rule.rule}", keyed on the client address, while ${TRUST_SETTINGS[setting]}. Behind a proxy every client then has the proxy's address and all share one bucket; a request that reached the app directly with the header is the client's own claim, rightly ignored`,
       );

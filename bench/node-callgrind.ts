@@ -1,8 +1,8 @@
 // Instructions the Node process runs per HTTP request, counted by callgrind: what each limiter middleware adds to a
 // real request, independent of machine load.
 // `npm run bench -- node-cost`; alone: npx tsx bench/node-callgrind.ts [app-regex]
-//   (NODE_COST_WARMUP=2000, NODE_COST_REQUESTS=3000, NODE_COST_RUNS=2; CALLGRIND_KEEP=1 keeps the dumps for
-//   callgrind_annotate)
+//   (NODE_COST_WARMUP=2000, NODE_COST_REQUESTS=3000, NODE_COST_RUNS=2, NODE_COST_PARALLEL=2 apps at a time;
+//   CALLGRIND_KEEP=1 keeps the dumps for callgrind_annotate)
 // Each app (bench/node-cost-app.ts: Express 5 bare, with express-rate-limit, with ratekeeper; memory and Redis)
 // runs with its own keep-alive client (10 requests in flight, GET /, one rule keyed by IP, limit 1e9, fixed 1 h)
 // in one Node process under valgrind --tool=callgrind. The process sends its warm-up; this one zeroes the
@@ -138,11 +138,12 @@ export async function runNodeCallgrind(
       `${warmUp} requests of warm-up, ${requests} measured, ${runs} runs`,
   );
   const rows: NodeCostRow[] = apps.map((app) => ({ app, name: NAMES[app], perRequest: [], added: [] }));
+  // Two at a time by default: valgrind runs one thread at a time, and the machine has cores to spare for two.
+  const parallel = Math.max(1, Number(process.env.NODE_COST_PARALLEL ?? 2));
   for (let r = 0; r < runs; r++) {
-    // Two at a time: valgrind runs one thread at a time, and the machine has cores to spare for two.
     const counts: number[] = [];
-    for (let i = 0; i < apps.length; i += 2) {
-      const pair = apps.slice(i, i + 2);
+    for (let i = 0; i < apps.length; i += parallel) {
+      const pair = apps.slice(i, i + parallel);
       const measured = await Promise.all(
         pair.map((app) => measureApp(app, redisPort, warmUp, requests, keep)),
       );

@@ -106,6 +106,7 @@ export function formatHeaders(decision: Decision, options: HeaderOptions = {}): 
     options.windows,
     options.units,
     undefined,
+    undefined,
   );
 }
 
@@ -129,7 +130,36 @@ export function createHeaderFormatter(
   const windows = options.windows;
   const units = concurrentUnits(options.units);
   const members = new Map<string, RuleStrings>();
-  return (decision) => headerFields(decision, mode, delta, clock, windows, units, members);
+  const texts = new NumberTexts();
+  return (decision) => headerFields(decision, mode, delta, clock, windows, units, members, texts);
+}
+
+/**
+ * The text of the last few figures a formatter wrote, by field: a limit, an epoch-seconds reset and a
+ * reset in seconds repeat from one response to the next (a reset changes once a second at most), and a
+ * number over 2^30 (epoch seconds) is a heap number whose text is made anew on every `String()`.
+ */
+class NumberTexts {
+  #limit = Number.NaN;
+  #limitText = '';
+  #reset = Number.NaN;
+  #resetText = '';
+
+  limit(n: number): string {
+    if (n !== this.#limit) {
+      this.#limit = n;
+      this.#limitText = String(n);
+    }
+    return this.#limitText;
+  }
+
+  reset(n: number): string {
+    if (n !== this.#reset) {
+      this.#reset = n;
+      this.#resetText = String(n);
+    }
+    return this.#resetText;
+  }
 }
 
 /** A rule's strings in the standard fields, for one limit. */
@@ -154,24 +184,33 @@ function headerFields(
   windows: Readonly<Record<string, number>> | undefined,
   units: Readonly<Record<string, QuotaUnit>> | undefined,
   cache: Map<string, RuleStrings> | undefined,
+  texts: NumberTexts | undefined,
 ): HeaderField[] {
-  const fields: HeaderField[] = [];
   // Only when some rule counts requests in flight; else every rule's figures are its own.
   const concurrent =
     units === undefined ? undefined : (rule: string) => units[rule] === 'concurrent-requests';
   if (decision.rules.length > 0 && (mode === 'legacy' || mode === 'both')) {
     const ms = resetMsOf(decision, concurrent);
     const reset = delta ? seconds(ms) : sfInteger(Math.ceil((clock() + ms) / 1000));
-    fields.push(
-      ['X-RateLimit-Limit', String(sfInteger(decision.limit))],
+    const limit = sfInteger(decision.limit);
+    const fields: HeaderField[] = [
+      ['X-RateLimit-Limit', texts === undefined ? String(limit) : texts.limit(limit)],
       ['X-RateLimit-Remaining', String(remainingOf(decision))],
-      ['X-RateLimit-Reset', String(reset)],
-    );
+      ['X-RateLimit-Reset', texts === undefined ? String(reset) : texts.reset(reset)],
+    ];
+    if (mode === 'legacy') {
+      if (!decision.allowed) fields.push(['Retry-After', String(retryAfterSeconds(decision, concurrent))]);
+      return fields;
+    }
+    return standardFields(fields, decision, windows, concurrent, cache, mode);
   }
+  const fields: HeaderField[] = [];
   if (decision.rules.length > 0 && (mode === 'draft-6' || mode === 'draft-7')) {
-    const limit = String(sfInteger(decision.limit));
+    const limitFigure = sfInteger(decision.limit);
+    const limit = texts === undefined ? String(limitFigure) : texts.limit(limitFigure);
     const remaining = String(remainingOf(decision));
-    const reset = String(seconds(resetMsOf(decision, concurrent)));
+    const resetFigure = seconds(resetMsOf(decision, concurrent));
+    const reset = texts === undefined ? String(resetFigure) : texts.reset(resetFigure);
     if (mode === 'draft-6') {
       fields.push(['RateLimit-Limit', limit], ['RateLimit-Remaining', remaining], ['RateLimit-Reset', reset]);
     } else {
@@ -179,6 +218,18 @@ function headerFields(
     }
     fields.push(['RateLimit-Policy', draftPolicies(decision, windows, concurrent)]);
   }
+  return standardFields(fields, decision, windows, concurrent, cache, mode);
+}
+
+/** `fields`, then (for 'standard' and 'both') the standard fields, then `Retry-After` when denied. */
+function standardFields(
+  fields: HeaderField[],
+  decision: Decision,
+  windows: Readonly<Record<string, number>> | undefined,
+  concurrent: ((rule: string) => boolean) | undefined,
+  cache: Map<string, RuleStrings> | undefined,
+  mode: HeadersMode,
+): HeaderField[] {
   if (decision.rules.length > 0 && (mode === 'standard' || mode === 'both')) {
     let policies = '';
     let states = '';

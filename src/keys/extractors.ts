@@ -51,6 +51,15 @@ export interface KeyOptions {
  * form reads a key.
  */
 export function createExtractor(spec: KeySpec, options: KeyOptions): Extractor {
+  if (spec === 'ip') {
+    // An address's key (ipKey: ASCII, at most 44 characters, never a leading '#') is its own identity,
+    // as userKey would find it: the usual rule's key goes through no more checks.
+    const address = ipExtractor(options);
+    return (req) => {
+      const key = address(req);
+      return typeof key === 'string' ? key : (key as Sentinel).identity;
+    };
+  }
   const read = createReader(spec, options);
   return (req) => {
     const material = read(req);

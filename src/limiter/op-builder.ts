@@ -158,7 +158,7 @@ export class OpBuilder {
   }
 
   #collect(req: RequestInfo, ops: Array<RuleOp | Promise<RuleOp>>): void {
-    for (const rule of this.#index.candidates(req.method, () => req.path)) {
+    for (const rule of this.#index.candidates(req.method, req)) {
       let view = req;
       if (rule.matcher !== undefined) {
         const params = rule.matcher(req.method, req.path);

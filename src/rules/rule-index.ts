@@ -28,6 +28,8 @@ export class RuleIndex<R extends Indexed> {
   /** Per upper-case method ('' for rules of any method): the rules of every path, and the path tree. */
   readonly #byMethod = new Map<string, { always: R[]; tree: Node<R> | undefined }>();
   readonly #size: number;
+  /** When every rule is of every method and has no path prefix: those rules, in rule order. */
+  readonly #everyRequest: readonly R[] | undefined;
 
   constructor(rules: readonly R[]) {
     this.#size = rules.length;
@@ -48,21 +50,31 @@ export class RuleIndex<R extends Indexed> {
         }
       }
     }
+    const any = this.#byMethod.get('');
+    this.#everyRequest =
+      this.#byMethod.size === 1 && any !== undefined && any.tree === undefined
+        ? Object.freeze([...any.always])
+        : undefined;
   }
 
-  /** The rules a request with this method and path may match, in rule order. */
-  candidates(method: string, path: () => string): R[] {
+  /**
+   * The rules a request with this method and path may match, in rule order. The path is read only when
+   * some rule has one: from a function, or from the request itself.
+   */
+  candidates(method: string, path: (() => string) | { readonly path: string }): readonly R[] {
+    // Rules of every method and path only (one rule keyed by IP for a whole app): always all of them.
+    if (this.#everyRequest !== undefined && typeof method === 'string') return this.#everyRequest;
     const found: R[] = [];
     let sources = 0;
     let segments: string[] | undefined;
     const upper = method.toUpperCase();
-    for (const key of upper === '' ? [''] : ['', upper]) {
-      const group = this.#byMethod.get(key);
+    for (let k = 0; k < (upper === '' ? 1 : 2); k++) {
+      const group = this.#byMethod.get(k === 0 ? '' : upper);
       if (group === undefined) continue;
       const before = found.length;
       for (const rule of group.always) found.push(rule);
       if (group.tree !== undefined) {
-        segments ??= path().toUpperCase().split('/');
+        segments ??= (typeof path === 'function' ? path() : path.path).toUpperCase().split('/');
         collect(group.tree, segments, found);
       }
       if (found.length > before) sources++;
