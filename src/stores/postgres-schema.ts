@@ -15,6 +15,25 @@ const NOT_ALLOWED = '42501';
  * `npx ratekeeper sql` as a role that may.
  */
 export async function ensureSchema(calls: PoolCalls, names: PostgresNames): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await installOnce(calls, names);
+    } catch (error) {
+      // Another process's installation committed while this one waited for the advisory lock: this
+      // transaction's catalog view can predate it (an advisory lock does not refresh it), so its CREATE
+      // ... IF NOT EXISTS can collide. Read the version again, in a new transaction.
+      if (attempt >= MAX_INSTALL_ATTEMPTS || !COLLIDED.has((error as { code?: unknown }).code as string)) {
+        throw error;
+      }
+    }
+  }
+}
+
+/** SQLSTATEs of an installation that collided with a concurrent one (unique_violation, duplicate_*). */
+const COLLIDED = new Set(['23505', '42P06', '42P07', '42710', '42723']);
+const MAX_INSTALL_ATTEMPTS = 3;
+
+async function installOnce(calls: PoolCalls, names: PostgresNames): Promise<void> {
   const found = await installedVersion(calls, names);
   if (found === SCHEMA_VERSION) return;
   if (found !== undefined && found > SCHEMA_VERSION) {
