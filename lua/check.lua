@@ -513,6 +513,17 @@ local function createAll(n)
   return true
 end
 
+-- countKeys[i]: KEYS[keyAt], or, for an op that shares the record of the op before (`same`, readShape),
+-- that op's key. Returns the next keyAt.
+local function takeCountKey(i, same, KEYS, keyAt)
+  if same and same[i] then
+    countKeys[i] = countKeys[i - 1]
+    return keyAt
+  end
+  countKeys[i] = KEYS[keyAt]
+  return keyAt + 1
+end
+
 -- Decides one request of `shape` at requestNowMs: its keys from KEYS[keyAt], its lockout identities
 -- from ARGV[at]; its results appended to the reply at b. Returns the next keyAt, at and b.
 local function decideRequest(shape, requestNowMs, KEYS, keyAt, ARGV, at, reply, b)
@@ -522,12 +533,7 @@ local function decideRequest(shape, requestNowMs, KEYS, keyAt, ARGV, at, reply, 
   local same = shape.same
   if shape.plain then
     for i = 1, n do
-      if same and same[i] then
-        countKeys[i] = countKeys[i - 1]
-      else
-        countKeys[i] = KEYS[keyAt]
-        keyAt = keyAt + 1
-      end
+      keyAt = takeCountKey(i, same, KEYS, keyAt)
       created[i] = false
     end
     nowMs = requestNowMs
@@ -563,12 +569,7 @@ local function decideRequest(shape, requestNowMs, KEYS, keyAt, ARGV, at, reply, 
       ops = decided
     end
     for i = 1, n do
-      if same and same[i] then
-        countKeys[i] = countKeys[i - 1]
-      else
-        countKeys[i] = KEYS[keyAt]
-        keyAt = keyAt + 1
-      end
+      keyAt = takeCountKey(i, same, KEYS, keyAt)
       if reads and reads[i] then
         overrideKeys[i] = KEYS[keyAt]
         keyAt = keyAt + 1
