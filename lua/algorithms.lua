@@ -86,10 +86,14 @@ local byField = setmetatable({}, {
   end,
 })
 
--- The algorithm an op is decided by: its window type's, on its own key or on a hash field.
+-- The algorithm an op is decided by: its window type's, on its own key or in its identity's record.
+-- Kept on the op (op.alg; its copies keep it too), so that the drivers read `op.alg or algOf(op)`: a
+-- field, not a call, on every use after the first.
 local function algOf(op)
-  if op.field then return byField[op.type] end
-  return byType[op.type]
+  local alg
+  if op.field then alg = byField[op.type] else alg = byType[op.type] end
+  op.alg = alg
+  return alg
 end
 
 -- Deletes an op's state: its key, or its state in the identity's record.

@@ -136,7 +136,7 @@ local function lockIfExceeded(i, write)
   results[i] = lockedResult(durationMs, level, untilMs, write)
   if not write then return end
   local forgetAtMs = untilMs + op.forgetAfterMs
-  drop(algOf(op), countKeys[i], op, nowMs)
+  drop(op.alg or algOf(op), countKeys[i], op, nowMs)
   redis.call('SET', lockKeys[i], protocol.lockValue(untilMs, level, forgetAtMs), 'PX', ttlMs(forgetAtMs, nowMs))
   indexLock(i, untilMs, level)
 end
@@ -161,7 +161,7 @@ local function decide(n, requestMode, consumeNothing, requestNowMs, reads)
       r = lockedResult(lock.untilMs - nowMs, level, lock.untilMs, false)
       states[i] = nil
     else
-      local alg = algOf(op)
+      local alg = op.alg or algOf(op)
       states[i] = loadLive(alg, countKeys[i], op, nowMs)
       r = alg.evaluate(states[i], op, nowMs, mode == 'record')
       -- Only `level` is added: locked, lockedUntil and lockedNow read as unset (false, 0, false).
@@ -179,7 +179,7 @@ local function decide(n, requestMode, consumeNothing, requestNowMs, reads)
   for i = 1, n do
     local op, r = ops[i], results[i]
     if not r.locked then
-      local alg = algOf(op)
+      local alg = op.alg or algOf(op)
       local consume = mode == 'record' or (not denied and r.allowed)
       if consume and op.cost > 0 then
         alg.save(countKeys[i], alg.apply(states[i], op, nowMs), op, nowMs)
@@ -224,7 +224,7 @@ local function decidePlain(n, requestNowMs, optimistic)
   -- Phase 1: decide every op; only keys that were empty are written (created).
   for i = 1, n do
     local op, key = ops[i], countKeys[i]
-    local alg = algOf(op)
+    local alg = op.alg or algOf(op)
     local state
     local h = held[i]
     if created[i] then
@@ -261,7 +261,7 @@ local function decidePlain(n, requestNowMs, optimistic)
   -- Phase 2: all consume, or none does (a created key is deleted: it was empty).
   for i = 1, n do
     local op = ops[i]
-    local alg = algOf(op)
+    local alg = op.alg or algOf(op)
     if created[i] then
       if denied then
         drop(alg, countKeys[i], op, nowMs)
@@ -286,7 +286,7 @@ local function freshRecord(shape, nowMs)
   local ttl, ttlText = 0, nil
   for i = 1, n do
     local op = shapeOps[i]
-    if not (SET_NX_GET and op.cost > 0 and freshAdmits(op, algOf(op), nowMs)) then
+    if not (SET_NX_GET and op.cost > 0 and freshAdmits(op, op.alg or algOf(op), nowMs)) then
       shape.recordValue = false
       return false
     end
@@ -329,7 +329,7 @@ local function decideGrouped(n, requestNowMs, shape)
   local states_ = found.states
   for i = 1, n do
     local op = ops[i]
-    local alg = algOf(op)
+    local alg = op.alg or algOf(op)
     local state = nil
     local v = states_[op.field]
     if v then
@@ -349,7 +349,7 @@ local function decideGrouped(n, requestNowMs, shape)
   local writes = false
   for i = 1, n do
     local op = ops[i]
-    local alg = algOf(op)
+    local alg = op.alg or algOf(op)
     if created[i] then
       -- Nothing was written for it yet.
       if denied then
@@ -491,7 +491,7 @@ local function createsAll(shape)
   local creates = SET_NX_GET
   for i = 1, shape.n do
     local op = shape.ops[i]
-    local alg = algOf(op)
+    local alg = op.alg or algOf(op)
     if not (alg.encode and op.cost > 0 and freshAdmits(op, alg, nowMs)) then creates = false end
   end
   shape.createsAtMs, shape.creates = nowMs, creates
@@ -513,17 +513,6 @@ local function createAll(n)
   return true
 end
 
--- countKeys[i]: KEYS[keyAt], or, for an op that shares the record of the op before (`same`, readShape),
--- that op's key. Returns the next keyAt.
-local function takeCountKey(i, same, KEYS, keyAt)
-  if same and same[i] then
-    countKeys[i] = countKeys[i - 1]
-    return keyAt
-  end
-  countKeys[i] = KEYS[keyAt]
-  return keyAt + 1
-end
-
 -- Decides one request of `shape` at requestNowMs: its keys from KEYS[keyAt], its lockout identities
 -- from ARGV[at]; its results appended to the reply at b. Returns the next keyAt, at and b.
 local function decideRequest(shape, requestNowMs, KEYS, keyAt, ARGV, at, reply, b)
@@ -533,7 +522,8 @@ local function decideRequest(shape, requestNowMs, KEYS, keyAt, ARGV, at, reply, 
   local same = shape.same
   if shape.plain then
     for i = 1, n do
-      keyAt = takeCountKey(i, same, KEYS, keyAt)
+      -- The op's key, or the record of the op before (readShape's `same`).
+      if same and same[i] then countKeys[i] = countKeys[i - 1] else countKeys[i], keyAt = KEYS[keyAt], keyAt + 1 end
       created[i] = false
     end
     nowMs = requestNowMs
@@ -569,7 +559,7 @@ local function decideRequest(shape, requestNowMs, KEYS, keyAt, ARGV, at, reply, 
       ops = decided
     end
     for i = 1, n do
-      keyAt = takeCountKey(i, same, KEYS, keyAt)
+      if same and same[i] then countKeys[i] = countKeys[i - 1] else countKeys[i], keyAt = KEYS[keyAt], keyAt + 1 end
       if reads and reads[i] then
         overrideKeys[i] = KEYS[keyAt]
         keyAt = keyAt + 1
@@ -625,7 +615,7 @@ return function(KEYS, ARGV, firstKey, firstArg, keyCount)
       -- One op per request, no lock, no override: each key created at once when empty, the others
       -- decided in full with what was read.
       local op = shape.ops[1]
-      local alg = algOf(op)
+      local alg = op.alg or algOf(op)
       -- A rule kept in its identity's hash takes decideGrouped's path (decideRequest).
       if not op.field and op.cost > 0 and freshAdmits(op, alg, now) then
         local encodes, value, ttl = SET_NX_GET and alg.encode, op.freshValue, op.freshTtl

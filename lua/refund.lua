@@ -44,7 +44,7 @@ return function(KEYS, ARGV)
         overrideAt = overrideAt + 1
         if found then op = overrides.withOverride(op, found.limit) end
       end
-      local alg = algOf(op)
+      local alg = op.alg or algOf(op)
       local state = loadLive(alg, key, op, nowMs)
       if state ~= nil then
         state = alg.refund(state, op, nowMs, receipt)
