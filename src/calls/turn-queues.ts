@@ -157,7 +157,7 @@ export class TurnQueues {
         trying: false,
         abortLater: false,
       };
-      signal?.addEventListener('abort', waiter.onAbort, { once: true });
+      if (signal !== undefined) listenAbort(signal, waiter.onAbort);
       q.waiters.add(waiter);
       if (q.wakeable) q.rearm?.();
       if (fresh) {
@@ -371,6 +371,35 @@ function windowWait(decision: Decision, slotRules: ReadonlySet<string>): number 
   return wait;
 }
 
+/**
+ * The waiters' abort handlers of each signal, behind one listener per signal: one signal shared by many
+ * waiting calls (a shutdown signal given to `wrap`) would otherwise hold one listener per call, and Node
+ * warns (MaxListenersExceededWarning) past 10.
+ */
+const onAborts = new WeakMap<AbortSignal, { handlers: Set<() => void>; listener: () => void }>();
+
+function listenAbort(signal: AbortSignal, handler: () => void): void {
+  let entry = onAborts.get(signal);
+  if (entry === undefined) {
+    const handlers = new Set<() => void>();
+    const listener = () => {
+      onAborts.delete(signal);
+      for (const h of [...handlers]) h();
+    };
+    entry = { handlers, listener };
+    onAborts.set(signal, entry);
+    signal.addEventListener('abort', listener, { once: true });
+  }
+  entry.handlers.add(handler);
+}
+
+function unlistenAbort(signal: AbortSignal, handler: () => void): void {
+  const entry = onAborts.get(signal);
+  if (entry === undefined || !entry.handlers.delete(handler) || entry.handlers.size > 0) return;
+  onAborts.delete(signal);
+  signal.removeEventListener('abort', entry.listener);
+}
+
 /** The waiter whose turn it is. */
 function first(q: Queue): Waiter | undefined {
   return q.waiters.values().next().value;
@@ -381,6 +410,6 @@ function finish(q: Queue, w: Waiter, settle: () => void): void {
   if (w.settled) return;
   w.settled = true;
   q.waiters.delete(w);
-  w.signal?.removeEventListener('abort', w.onAbort);
+  if (w.signal !== undefined) unlistenAbort(w.signal, w.onAbort);
   settle();
 }

@@ -353,7 +353,7 @@ for (const stores of [memoryStores, redisStores]) {
 }
 
 describe('outbound calls recipe (Redis)', () => {
-  it('never has more than 50 calls at the provider from 3 workers, and 500 a minute; a caller waits for a slot', async function () {
+  it('never has more than 50 calls at the provider from 3 workers, and 500 a minute; a caller waits for a slot, no listener per waiting call on the shared signal', async function () {
     this.timeout(60_000);
     const server = await getRedis();
     const redis = server.client();
@@ -371,6 +371,10 @@ describe('outbound calls recipe (Redis)', () => {
       running--;
       return { id: `ch_${charge.customer}` };
     };
+    // 10 calls wait on one shutdown signal: no listener per call (Node would warn past 10).
+    const warnings: string[] = [];
+    const onWarning = (warning: Error) => warnings.push(warning.name);
+    process.on('warning', onWarning);
     // Three workers: three limiters on one Redis.
     const workers = [0, 1, 2].map(() => providerClient({ redis, send, signal: shutdown.signal }));
     try {
@@ -386,6 +390,7 @@ describe('outbound calls recipe (Redis)', () => {
       const done = await Promise.all(pending);
       expect(done.map((r) => r.id)).to.deep.equal(Array.from({ length: 60 }, (_, i) => `ch_c${i}`));
       expect(most).to.equal(50);
+      expect(warnings).to.not.include('MaxListenersExceededWarning');
       // Every slot released when its call settled.
       expect((await workers[0]?.limiter.status('payments-concurrent', 'payments'))?.count).to.equal(0);
       expect((await workers[0]?.limiter.status('payments-minute', 'payments'))?.count).to.equal(60);
@@ -420,6 +425,7 @@ describe('outbound calls recipe (Redis)', () => {
       });
       expect(refused).to.be.instanceOf(RateLimitExceededError);
     } finally {
+      process.off('warning', onWarning);
       shutdown.abort();
       for (const w of workers) await w.limiter.close();
     }
