@@ -1,7 +1,8 @@
 // Concurrency and settled costs across real processes on one Redis (and the memory store in one process):
-// never more handlers at once than the limit, counted by the handlers themselves; a SIGKILLed holder's slot
-// back after its lease and not before; a settled budget within its documented bound. Idle, then again
-// while CPU-bound processes oversubscribe the cores.
+// never more handlers at once than the limit, counted by the handlers themselves, also through Express with
+// every client aborting 50 ms after its handler started (idle only); a SIGKILLed holder's slot back after its
+// lease and not before; a settled budget within its documented bound. Idle, then again while CPU-bound
+// processes oversubscribe the cores.
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { availableParallelism } from 'node:os';
@@ -10,6 +11,7 @@ import { expect } from 'chai';
 import type { Redis } from 'ioredis';
 import { createLimiter, MemoryStore, RedisStore } from '../../src/index.js';
 import {
+  abortingClients,
   BUDGET_RULE,
   HOLD_RULE,
   KILL_RULE,
@@ -109,7 +111,7 @@ function suite(loaded: boolean) {
       let running = 0;
       const report = await runHolders(
         limiter,
-        { enter: async () => ++running, leave: async () => void running-- },
+        { enter: async () => ++running, leave: async () => void running--, touch: async () => {} },
         PROCESSES * HOLDERS,
       );
       expect(report.admitted).to.equal(PROCESSES * HOLDERS);
@@ -117,6 +119,71 @@ function suite(loaded: boolean) {
       expect((await limiter.status('handlers', 'shared')).count).to.equal(0);
       await limiter.close();
     });
+
+    // Aborting clients: idle only (opening and aborting 800 connections while the cores are
+    // oversubscribed takes minutes, and tells nothing the idle run does not).
+    if (!loaded)
+      it(`${PROCESSES} processes x ${HOLDERS} HTTP clients against 5 at once, every client aborting after 50 ms while its handler works on: never more than 5 handlers`, async () => {
+        const p = prefix();
+        const { children, next } = await workers(server, p, 'abort', HOLDERS);
+        const reports = await Promise.all(
+          children.map(
+            async (_, i) =>
+              JSON.parse(await next(i)) as {
+                entered: number;
+                most: number;
+                aborted: number;
+                denied: number;
+                gaveUp: number;
+                other: number;
+              },
+          ),
+        );
+        await Promise.all(children.map(exited));
+        const most = Math.max(...reports.map((r) => r.most));
+        const entered = reports.reduce((sum, r) => sum + r.entered, 0);
+        console.log(
+          `      ${entered} handlers ran, most at once: ${most}; ${reports.reduce((sum, r) => sum + r.denied, 0)} answered 429`,
+        );
+        expect(most).to.be.at.most(HOLD_RULE.limit as number);
+        // Slots were handed on: more handlers ran than fit at once.
+        expect(entered).to.be.greaterThan(HOLD_RULE.limit as number);
+        // Every admitted request's client aborted while its handler worked; the others gave up after 429s.
+        for (const r of reports) {
+          expect(r.aborted).to.equal(r.entered);
+          expect(r.aborted + r.gaveUp).to.equal(HOLDERS);
+          expect(r.other).to.equal(0);
+        }
+        expect(Number(await control.get(`${p}:running`))).to.equal(0);
+        const limiter = createLimiter({
+          store: new RedisStore({ client: control, prefix: p }),
+          rules: [HOLD_RULE],
+          ...PATIENT,
+        });
+        expect((await limiter.status('handlers', 'shared')).count, 'every slot released').to.equal(0);
+        await limiter.close();
+      });
+
+    if (!loaded)
+      it(`the memory store: ${PROCESSES * HOLDERS} aborting HTTP clients in one process against 5 at once, never more than 5 handlers`, async () => {
+        const limiter = createLimiter({ store: new MemoryStore(), rules: [HOLD_RULE] });
+        let running = 0;
+        const report = await abortingClients(
+          limiter,
+          {
+            enter: async () => ++running,
+            leave: async () => void running--,
+            touch: () => new Promise((r) => setImmediate(r)),
+          },
+          PROCESSES * HOLDERS,
+        );
+        expect(report.most).to.be.at.most(HOLD_RULE.limit as number);
+        expect(report.entered).to.be.greaterThan(HOLD_RULE.limit as number);
+        expect(report.aborted).to.equal(report.entered);
+        expect(report.aborted + report.gaveUp).to.equal(PROCESSES * HOLDERS);
+        expect((await limiter.status('handlers', 'shared')).count).to.equal(0);
+        await limiter.close();
+      });
 
     it("a SIGKILLed holder's slot is held while it renews, and comes back after its lease, not before", async () => {
       const p = prefix();
