@@ -26,9 +26,16 @@ export function identityKey(prefix: string, tag: string): string {
 /** The window types whose state can be in an identity's record (one string each). */
 const GROUPED_TYPES: ReadonlySet<string> = new Set(['fixed', 'calendar', 'token-bucket', 'gcra']);
 
+/**
+ * What a rule's name must be for its state to go in a record, where it is the state's label and travels
+ * in the op's text: a limiter's rule names always are (rules/compile.ts); a StoreRule made by hand
+ * with another name keeps a key of its own.
+ */
+const RECORD_NAME = /^[\w.~-]{1,64}$/;
+
 /** Whether a rule's state is in its identity's record (identityKey) rather than a key of its own. */
 export function isGrouped(rule: StoreRule): boolean {
-  return rule.grouped === true && GROUPED_TYPES.has(rule.type);
+  return rule.grouped === true && GROUPED_TYPES.has(rule.type) && RECORD_NAME.test(rule.name);
 }
 
 /**

@@ -196,6 +196,27 @@ describe('RedisStore: one key per identity (grouped rules)', () => {
     expect(await rulesIn(identityKey(prefix, 'b'))).to.deep.equal(['hour']);
   });
 
+  it('keeps a hand-made grouped rule whose name could not label a state (| = ,) in a key of its own', async () => {
+    const { prefix, clock, store } = setup();
+    const odd: StoreRule = {
+      name: 'a|b=c,d',
+      type: 'fixed',
+      sizeMs: 60_000,
+      buckets: 0,
+      burst: 0,
+      lockout: undefined,
+      dryRun: false,
+      grouped: true,
+    };
+    const [minute] = compile(SMS) as [CompiledRule];
+    const ops = () => [opOf(odd, 'u', clock.now), opOf(minute, 'u', clock.now)];
+    await store.evaluate(ops(), 'check');
+    const { results } = await store.evaluate(ops(), 'check');
+    expect(results.map((r) => r.remaining)).to.deep.equal([1, 1]);
+    expect(await rulesIn(identityKey(prefix, 'u'))).to.deep.equal(['minute']);
+    expect(await client.exists(opKeys(prefix, odd.name, 'u').count)).to.equal(1);
+  });
+
   it('refunds a grouped rule in its record', async () => {
     const { clock, store } = setup();
     const rules = compile(SMS);
