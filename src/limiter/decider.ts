@@ -67,17 +67,14 @@ export class Decider {
     if (ops.length === 0) return Promise.resolve(decide([]));
     const sync = this.#sync;
     if (sync === undefined) return this.#decideShared(ops, mode);
-    let result: EvalResult;
+    let result: EvalResult | undefined;
     try {
       result = sync.evaluateSync(ops, mode);
-    } catch (error) {
-      return this.#parts.policy.localFailed(error);
-    }
-    this.#health.succeeded();
-    try {
+      this.#health.succeeded();
       return Promise.resolve(this.#conclude(ops, mode, sync, result, 'store', 0));
     } catch (error) {
-      return Promise.reject(error);
+      // The store's fault goes into its health; a listener's that threw after it answered is not the store's.
+      return result === undefined ? this.#parts.policy.localFailed(error) : Promise.reject(error);
     }
   }
 
