@@ -73,8 +73,8 @@ function subjects(pgServer: PostgresServer, redis: RedisServer): Subject[] {
       },
     },
     {
-      // A sliding window of the same size and limit: decided by check.sql's PL/pgSQL, as a request of
-      // several rules or of another window type is, where the subject above takes check-batch.sql.
+      // A sliding window of the same size and limit: decided by check.sql's PL/pgSQL (one call per request,
+      // the requests waiting sharing a statement, check-many.sql), where the subject above takes check-batch.sql.
       name: 'ratekeeper PostgresStore, sliding window (check.sql)',
       backend: 'postgres',
       async create(limit, tag) {
@@ -309,7 +309,8 @@ function report(
       `(started by test/support/postgres.ts: fsync off, shared_buffers 64MB), each with a pg Pool of its own of ${POOL} connections; ` +
       `ours calls \`limiter.consume(rule, key)\`, rate-limiter-flexible \`consume(key)\` (its table made by its constructor); ` +
       'PostgresStore takes sql/check-batch.sql for that rule (requests waiting share a statement, statementsInFlight 4), ' +
-      'and sql/check.sql (one PL/pgSQL call per request) for a sliding window of the same size and limit. ' +
+      'and sql/check.sql (one PL/pgSQL call per request, in statements of sql/check-many.sql the requests waiting share) ' +
+      'for a sliding window of the same size and limit. ' +
       `Rounds interleaved (A B C D A B C D ...), ${reps} of each, ${seconds} s each after a 1 s warm-up on the same keys; ` +
       'medians, and ratios as medians of the per-round ratios to ours on PostgreSQL (rounds side by side cancel the ' +
       "machine's drift). Server CPU: utime + stime of the postmaster's processes from /proc/<pid>/stat (the backends " +

@@ -10,28 +10,43 @@ const MAX_BATCH = 64;
 
 /** One decision waiting for its batch. */
 interface Waiter {
+  rule: string;
   key: string;
+  nums: number[];
   resolve(result: EvalResult): void;
   reject(error: unknown): void;
 }
 
-/** The decisions waiting with one rule and the same numbers (check.sql's 13): they may share a statement. */
+/**
+ * Decisions that may share a statement: of check-batch.sql, those of one rule with the same numbers
+ * (check.sql's 13); of check-many.sql, any.
+ */
 interface Lane {
-  rule: string;
-  nums: number[];
+  statement: 'window' | 'many';
   waiters: Waiter[];
 }
 
+/** The statements the batcher sends (rendered sql/check-batch.sql and sql/check-many.sql), with their names. */
+export interface BatchStatements {
+  window: { text: string; name: string };
+  many: { text: string; name: string };
+}
+
 /**
- * Whether sql/check-batch.sql decides this request: one op, mode check, a fixed or calendar window, a cost
- * above 0 (a lockout too: it acts only on a denial or a row holding a lock, which check.sql decides
- * inside the statement). Anything else (several rules, the other window types, record, peek) is one call
- * of check.sql.
+ * Which statement decides this request batched: check-batch.sql ('window') for one op of a fixed or
+ * calendar window, mode check, a cost above 0 (a lockout too: it acts only on a denial or a row holding
+ * a lock, which check.sql decides inside the statement); check-many.sql ('many') for one op of the other
+ * types but concurrency in mode check (one check.sql call each, in one statement). Anything else
+ * (several rules, concurrency, record, peek) is one call of check.sql: undefined.
  */
-export function batchable(ops: readonly StoreOp[], mode: string): boolean {
-  if (ops.length !== 1 || mode !== 'check') return false;
+export function batchable(ops: readonly StoreOp[], mode: string): 'window' | 'many' | undefined {
+  if (ops.length !== 1 || mode !== 'check') return undefined;
   const op = ops[0] as StoreOp;
-  return (op.rule.type === 'fixed' || op.rule.type === 'calendar') && op.cost > 0;
+  const type = op.rule.type;
+  if ((type === 'fixed' || type === 'calendar') && op.cost > 0) return 'window';
+  return type === 'sliding' || type === 'sliding-log' || type === 'token-bucket' || type === 'gcra'
+    ? 'many'
+    : undefined;
 }
 
 /**
@@ -44,37 +59,30 @@ export function batchable(ops: readonly StoreOp[], mode: string): boolean {
  */
 export class CheckBatcher {
   readonly #calls: PoolCalls;
-  readonly #text: string;
-  readonly #name: string;
+  readonly #statements: BatchStatements;
   readonly #maxInFlight: number;
   readonly #time: () => number | null;
   /** Lanes with decisions waiting, oldest first. */
   readonly #lanes = new Map<string, Lane>();
   #inFlight = 0;
 
-  constructor(
-    calls: PoolCalls,
-    statement: { text: string; name: string },
-    maxInFlight: number,
-    time: () => number | null,
-  ) {
+  constructor(calls: PoolCalls, statements: BatchStatements, maxInFlight: number, time: () => number | null) {
     this.#calls = calls;
-    this.#text = statement.text;
-    this.#name = statement.name;
+    this.#statements = statements;
     this.#maxInFlight = Math.max(1, maxInFlight);
     this.#time = time;
   }
 
-  /** Decides one batchable op (see `batchable`); `nums` are its 13 numbers (postgres-protocol.ts opArrays). */
-  decide(op: StoreOp, nums: number[]): Promise<EvalResult> {
+  /** Decides one batchable op with the statement `batchable` named; `nums` are its 13 numbers (opArrays). */
+  decide(op: StoreOp, nums: number[], statement: 'window' | 'many'): Promise<EvalResult> {
     return new Promise<EvalResult>((resolve, reject) => {
-      const shape = `${op.rule.name}\0${nums.join(',')}`;
+      const shape = statement === 'many' ? '' : `${op.rule.name}\0${nums.join(',')}`;
       let lane = this.#lanes.get(shape);
       if (lane === undefined) {
-        lane = { rule: op.rule.name, nums, waiters: [] };
+        lane = { statement, waiters: [] };
         this.#lanes.set(shape, lane);
       }
-      lane.waiters.push({ key: op.key, resolve, reject });
+      lane.waiters.push({ rule: op.rule.name, key: op.key, nums, resolve, reject });
       this.#pump();
     });
   }
@@ -89,8 +97,9 @@ export class CheckBatcher {
       const left: Waiter[] = [];
       const keys = new Set<string>();
       for (const waiter of lane.waiters) {
-        if (taken.length < MAX_BATCH && !keys.has(waiter.key)) {
-          keys.add(waiter.key);
+        const id = `${waiter.rule}\0${waiter.key}`;
+        if (taken.length < MAX_BATCH && !keys.has(id)) {
+          keys.add(id);
           taken.push(waiter);
         } else {
           left.push(waiter);
@@ -103,11 +112,22 @@ export class CheckBatcher {
 
   #send(lane: Lane, taken: Waiter[]): void {
     this.#inFlight++;
+    const keys = taken.map((waiter) => keyBytes(waiter.key));
+    const first = taken[0] as Waiter;
+    const statement = this.#statements[lane.statement];
     this.#calls
       .query({
-        name: this.#name,
-        text: this.#text,
-        values: [this.#time(), lane.rule, taken.map((waiter) => keyBytes(waiter.key)), lane.nums],
+        name: statement.name,
+        text: statement.text,
+        values:
+          lane.statement === 'window'
+            ? [this.#time(), first.rule, keys, first.nums]
+            : [
+                this.#time(),
+                taken.map((waiter) => waiter.rule),
+                keys,
+                taken.flatMap((waiter) => waiter.nums),
+              ],
         rowMode: 'array',
       })
       .then(

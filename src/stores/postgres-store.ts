@@ -44,7 +44,7 @@ export interface PostgresStoreOptions {
   /** Rows the sweep looks at per step. @default 1000 */
   sweepBatch?: number;
   /**
-   * How many statements of the common request (one fixed or calendar rule) may be out at
+   * How many batched statements (requests of one rule, mode check, concurrency aside) may be out at
    * once, at most the pool's `max`; requests beyond wait and share the next statement. @default 4
    */
   statementsInFlight?: number;
@@ -126,7 +126,10 @@ export class PostgresStore implements Store {
     this.#checkName = `${this.#names.channel}_check`;
     this.#batcher = new CheckBatcher(
       calls,
-      { text: statementSql(this.#names, 'check-batch'), name: `${this.#names.channel}_batch` },
+      {
+        window: { text: statementSql(this.#names, 'check-batch'), name: `${this.#names.channel}_batch` },
+        many: { text: statementSql(this.#names, 'check-many'), name: `${this.#names.channel}_many` },
+      },
       Math.min(positive('statementsInFlight'), options.pool.options.max ?? 10),
       () => this.#clock.callTime(),
     );
@@ -145,15 +148,17 @@ export class PostgresStore implements Store {
   }
 
   /**
-   * One call of the check function: every op of the request, all or nothing. The common request (one
-   * fixed or calendar rule) is decided by sql/check-batch.sql instead, with the others
-   * waiting for the same rule when the pool is busy (postgres-batch.ts).
+   * One call of the check function: every op of the request, all or nothing. A request of one rule in
+   * mode check is batched instead (postgres-batch.ts): one fixed or calendar rule by sql/check-batch.sql,
+   * sharing the statement with the others waiting for the same rule when the pool is busy; the other
+   * types but concurrency by sql/check-many.sql, one check call each in a statement they share.
    */
   async evaluate(ops: readonly StoreOp[], mode: EvalMode): Promise<EvalResult> {
     if (ops.length === 0) return { nowMs: this.now(), results: [] };
     await this.#whenReady();
     const { rules, keys, nums } = opArrays(ops);
-    if (batchable(ops, mode)) return this.#batcher.decide(ops[0] as StoreOp, nums);
+    const batched = batchable(ops, mode);
+    if (batched !== undefined) return this.#batcher.decide(ops[0] as StoreOp, nums, batched);
     const rows = await this.#calls.query({
       name: this.#checkName,
       text: this.#checkText,

@@ -265,5 +265,53 @@ describe('PostgreSQL batched check (sql/check-batch.sql)', function () {
       const allowed = await Promise.all(calls);
       expect(allowed.filter(Boolean)).to.have.length(keys.length * 10);
     });
+
+    it('sliding, token bucket and GCRA requests share statements (check-many.sql): exact, no deadlock with requests of several rules', async () => {
+      const sliding: Rule = { name: 's', key: 'ip', limit: 10, window: { type: 'sliding', size: '1h' } };
+      const bucket: Rule = {
+        name: 't',
+        key: 'ip',
+        limit: 1000,
+        window: { type: 'token-bucket', size: '1h' },
+      };
+      const gcra: Rule = { name: 'g', key: 'ip', limit: 1000, window: { type: 'gcra', size: '1h' } };
+      const tablePrefix = `t${schemas}_`;
+      let queries = 0;
+      const make = () => {
+        const l = createLimiter({
+          store: new PostgresStore({ pool: wrap(2, () => queries++), schema, tablePrefix }),
+          rules: [sliding, bucket, gcra],
+          ...PATIENT,
+        });
+        limiters.push(l);
+        return l;
+      };
+      const [a, b] = [make(), make()];
+      await a.consume('s', 'warm');
+      await b.consume('s', 'warm');
+      queries = 0;
+      const keys = Array.from({ length: 12 }, (_, i) => `10.0.1.${i}`);
+      const calls: Array<Promise<boolean>> = [];
+      const others: Array<Promise<unknown>> = [];
+      let singles = 0;
+      for (let round = 0; round < 30; round++) {
+        for (const [i, ip] of keys.entries()) {
+          const limiter = (round + i) % 2 === 0 ? a : b;
+          if (round % 3 === 0) {
+            calls.push(limiter.check({ method: 'GET', path: '/', ip, headers: {} }).then((r) => r.allowed));
+          } else {
+            singles += 3;
+            calls.push(limiter.consume('s', ip).then((r) => r.allowed));
+            others.push(limiter.consume(round % 2 === 0 ? 't' : 'g', ip));
+            others.push(limiter.consume(round % 2 === 0 ? 'g' : 't', ip));
+          }
+        }
+      }
+      const allowed = await Promise.all(calls);
+      await Promise.all(others);
+      expect(allowed.filter(Boolean)).to.have.length(keys.length * 10);
+      // One statement served several of the one-rule requests.
+      expect(queries).to.be.below(singles);
+    });
   });
 });
