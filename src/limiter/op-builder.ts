@@ -113,6 +113,7 @@ export class OpBuilder {
   }
 
   op(rule: CompiledRule, key: string, cost: number, limit: number): RuleOp {
+    if (cost > limit && rule.facts.holdsSlots) throw slotCostRefused(rule.name, cost, limit);
     if (rule.periods === undefined) return { rule: rule.store, key, cost, limit, compiled: rule };
     const { endMs, nextEndMs } = rule.periods(this.#now());
     return {
@@ -216,6 +217,17 @@ function assertRequestCost(cost: unknown, rule: string): asserts cost is number 
   } catch (error) {
     throw new RateLimitRequestError('ERR_COST', (error as Error).message);
   }
+}
+
+/**
+ * A concurrency rule's cost is the number of slots the op takes, each a holder the store writes: more than
+ * the limit in force is never admitted, and `record` (which counts past the limit) would make that many.
+ */
+function slotCostRefused(rule: string, cost: number, limit: number): RateLimitRequestError {
+  return new RateLimitRequestError(
+    'ERR_COST',
+    `rule "${rule}": cost must be at most the limit (${limit}) on a concurrency window, each unit a slot held, got ${cost}; nothing was consumed`,
+  );
 }
 
 /**

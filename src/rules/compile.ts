@@ -127,8 +127,17 @@ function compileRule(input: unknown, index: number, options: CompileOptions): Co
   const lockout = compileLockout(rule.lockout, where, fail);
   const settle = rule.settle ?? RULE_DEFAULTS.settle;
   if (typeof settle !== 'boolean') fail('ERR_OPTION', 'settle', 'a boolean', settle);
-  if (window.type === 'concurrency') assertHoldsSlots(rule, where);
-  else if (settle) assertSettles(rule, where);
+  if (window.type === 'concurrency') {
+    assertHoldsSlots(rule, where);
+    // Each unit of cost is a slot held: a fixed cost above a fixed limit would never be admitted.
+    if (typeof cost === 'number' && typeof limit === 'number' && cost > limit)
+      fail(
+        'ERR_COST',
+        'cost',
+        `at most the limit (${limit}) on a concurrency window, each unit a slot held`,
+        cost,
+      );
+  } else if (settle) assertSettles(rule, where);
   const extract = compileKey(rule, where, fail, options);
   const matcher = compileMatch(rule.match, where, fail);
   return {
