@@ -167,4 +167,91 @@ describe('turn queues', () => {
     for (const closed of await Promise.all([head, ...more]))
       expect((closed as Error).message).to.match(/closed/);
   });
+
+  describe('waiting for a concurrency slot', () => {
+    /** A real denial of a concurrency rule 'c' (one slot, leased a minute) and a real admission. */
+    async function slotDecisions(): Promise<{ denied: Decision; allowed: Decision }> {
+      const l = createLimiter({
+        rules: [{ name: 'c', key: 'ip', limit: 1, window: { type: 'concurrency', lease: '1m' } }],
+      });
+      const allowed = await l.consume('c', 'k');
+      const denied = await l.consume('c', 'k');
+      await l.close();
+      return { denied, allowed };
+    }
+    const slotTurn = (attempt: Turn['attempt'], fields: Partial<Turn> = {}) =>
+      turn(attempt, { id: 'c\0k', slotRules: ['c'], ...fields });
+
+    it('a free heard while the try is with the store: tried again at once when it comes back denied, no timer', async () => {
+      const { denied, allowed } = await slotDecisions();
+      const clock = manualTimers();
+      const queues = new TurnQueues(clock.timers);
+      let tries = 0;
+      const admitted = queues.take(
+        slotTurn(async () => {
+          tries++;
+          if (tries > 1) return allowed;
+          // The slot frees (another process released it) after the store decided this try.
+          queues.freed('c', 'k');
+          return denied;
+        }),
+      );
+      expect(await admitted).to.equal(allowed);
+      expect(tries).to.equal(2);
+      expect(clock.armed, 'it never slept').to.deep.equal([]);
+    });
+
+    it('sleeps until the soonest lease end, woken at once by a free of its rule and key, not of another', async () => {
+      const { denied, allowed } = await slotDecisions();
+      const clock = manualTimers();
+      let slept = () => {};
+      const queues = new TurnQueues(clock.timers, () => slept());
+      let tries = 0;
+      const asleep = new Promise<void>((resolve) => {
+        slept = resolve;
+      });
+      const admitted = queues.take(slotTurn(async () => (++tries === 3 ? allowed : denied)));
+      await asleep;
+      await tick();
+      expect(clock.armed).to.deep.equal([60_000]);
+      queues.freed('c', 'other');
+      queues.freed('other', 'k');
+      await tick();
+      expect(tries, 'another key or rule wakes nothing').to.equal(1);
+      queues.freed('c', 'k');
+      await tick();
+      expect(tries).to.equal(2);
+      // Denied again (another process took it): asleep again; '' (frees missed) wakes it too.
+      queues.freed('', '');
+      expect(await admitted).to.equal(allowed);
+      expect(tries).to.equal(3);
+    });
+
+    it('does not refuse at once for the lease end past maxWait: waits up to maxWait, then one last try', async () => {
+      const { denied } = await slotDecisions();
+      const clock = manualTimers();
+      const queues = new TurnQueues(clock.timers);
+      let tries = 0;
+      const refused = queues
+        .take(
+          slotTurn(
+            async () => {
+              tries++;
+              return denied;
+            },
+            { maxWaitMs: 5_000 },
+          ),
+        )
+        .then(
+          () => undefined,
+          (e: unknown) => e as Error,
+        );
+      await tick();
+      expect(clock.armed).to.deep.equal([5_000]);
+      clock.fire();
+      const error = await refused;
+      expect(error?.name).to.equal('RateLimitExceededError');
+      expect(tries).to.equal(2);
+    });
+  });
 });
