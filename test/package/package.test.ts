@@ -55,7 +55,18 @@ describe('the packed package', function () {
     ]) {
       expect(files).to.include(join('lua', lua));
     }
-    for (const sql of ['schema', 'check', 'refund', 'keys', 'holders', 'algorithms', 'gcra', 'concurrency']) {
+    for (const sql of [
+      'schema',
+      'check',
+      'check-batch',
+      'check-many',
+      'refund',
+      'keys',
+      'holders',
+      'algorithms',
+      'gcra',
+      'concurrency',
+    ]) {
       expect(files).to.include(join('sql', `${sql}.sql`));
     }
     expect(files).to.include.members([
