@@ -262,8 +262,18 @@ export class RedisStore implements Store {
     await this.#connection.send('PING', []);
   }
 
-  /** Stops the clock sync and the reset subscriber; the client passed in stays open (it is the caller's). */
+  /**
+   * Sends the releases and refunds still waiting for the end of the turn and waits for them (a caller that
+   * disconnects its client next would lose them), then stops the clock sync and the subscribers; the
+   * client passed in stays open (it is the caller's).
+   */
   async close(): Promise<void> {
+    const pending = this.#refunds;
+    if (pending !== undefined) {
+      const sent = new Promise<void>((settle) => pending.waiters.push({ resolve: settle, reject: settle }));
+      this.#sendRefunds();
+      await sent;
+    }
     this.#clock.stop();
     this.#overrides.close();
     this.#resets.close();

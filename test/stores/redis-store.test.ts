@@ -352,6 +352,23 @@ describe('RedisStore', function () {
     }
   });
 
+  it('close() sends the releases still waiting for the end of the turn, and resolves once they are done', async () => {
+    const prefix = uniquePrefix();
+    const store = new RedisStore({ client, prefix });
+    const [rule] = compile([{ name: 'slots', limit: 1, window: { type: 'concurrency', lease: '30s' } }]);
+    const op = opOf(rule as CompiledRule, 'closing', 1, Date.now());
+    const { results } = await store.evaluate([op], 'check');
+    let released = false;
+    const release = store.refund([{ op, receipt: results[0]?.receipt as number }]).then(() => {
+      released = true;
+    });
+    await store.close();
+    expect(released, 'the release was done before close resolved').to.equal(true);
+    await release;
+    const reader = track(new RedisStore({ client, prefix }));
+    expect((await reader.evaluate([op], 'peek')).results[0]?.allowed, 'the slot is free').to.equal(true);
+  });
+
   describe('storage', () => {
     let own: RedisServer;
     let ownClient: Redis;
