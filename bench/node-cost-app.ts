@@ -66,7 +66,8 @@ async function limiterOf(app: NodeCostApp, redisPort: number): Promise<RequestHa
     store: redis
       ? new rk.RedisStore({ client: openRedis(redisPort), prefix: 'ncg-rk' })
       : new rk.MemoryStore(),
-    rules: [{ name: 'api', key: 'ip', limit: LIMIT, window }],
+    // Another name, of the same length, for the concurrency rule: the apps share one Redis and prefix.
+    rules: [{ name: window.type === 'concurrency' ? 'apc' : 'api', key: 'ip', limit: LIMIT, window }],
     ...(redis && { storeTimeout: 600_000, onStoreError: 'deny' }),
   } as Parameters<typeof rk.createLimiter>[0]);
   return rateLimit(limiter);
