@@ -29,8 +29,13 @@ export async function runSoak(
     };
     for (let i = 0; i < config.processes; i++)
       workers.push(Child.start('soak/worker', `soak worker ${i}`, ['--expose-gc']));
+    // A worker answers 'started' once its apps are connected and its traffic runs; one that dies rejects
+    // at once. Loading and connecting take seconds idle, 15 s with 24 CPU burners on 2 cores (the 30 s
+    // bound it had was reported passed on the loaded machine): this bound only names a worker that hangs.
+    await Promise.all(workers.map((w, worker) => w.ask({ type: 'start', config, worker, targets }, 180_000)));
+    // The faults' times and the duration count from here, when every worker's traffic runs (faultSchedule):
+    // from the forks, a slow start ate the first faults' spacing (the first came 15.6 s in, not 8).
     const startedAt = Date.now();
-    await Promise.all(workers.map((w, worker) => w.ask({ type: 'start', config, worker, targets }, 30_000)));
     log(
       `${config.label}: ${config.processes} processes on Cluster ${cluster.nodes.map((n) => n.port).join(',')} and standalone ${standalone.port}`,
     );
