@@ -213,7 +213,14 @@ describe('properties: algorithms against reference models', () => {
           held.filter((h) => !h.released && h.untilMs > now).reduce((sum, h) => sum + h.cost, 0);
         for (const step of sequence) {
           now += step.gap;
-          if ('take' in step) {
+          if ('take' in step && step.take > limit) {
+            // More slots than the limit in one request can never be held: refused, nothing consumed.
+            const refused = await limiter.consume('r', 'k', step.take).then(
+              () => undefined,
+              (error: unknown) => error,
+            );
+            expect(refused).to.have.property('code', 'ERR_COST');
+          } else if ('take' in step) {
             const expected = live() + step.take <= limit;
             const decision = await limiter.consume('r', 'k', step.take);
             expect(decision.allowed).to.equal(expected);
