@@ -328,12 +328,17 @@ export function responseClosed(
  * Calls `done` once when the app has ended a Node response: its `end()` is called (the handler gave its
  * whole answer, whether or not the client is still there to read it) or it finishes. A client that goes
  * does not count: its handler may still be working.
+ *
+ * Node emits `prefinish` from `end()` itself, the client there or gone; it comes later only for a response
+ * queued behind another on the connection (pipelining), or never when the connection closed first and the
+ * response is then ended without Node finishing it. So `end()` is wrapped only once the response closed
+ * without having been ended: replacing a method of every response costs each request more than two listeners.
  */
 export function responseEnded(
   res: {
     end: (...args: never[]) => unknown;
     writableEnded?: boolean;
-    once(event: 'finish', listener: () => void): unknown;
+    on(event: 'prefinish' | 'close', listener: () => void): unknown;
   },
   done: () => void,
 ): void {
@@ -342,18 +347,24 @@ export function responseEnded(
     return;
   }
   let called = false;
-  const end = res.end;
   const once = () => {
     if (called) return;
     called = true;
-    res.end = end;
     done();
   };
-  res.end = function (this: unknown, ...args: never[]) {
-    once();
-    return end.apply(this, args);
-  };
-  res.once('finish', once);
+  res.on('prefinish', once);
+  res.on('close', () => {
+    if (called) return;
+    // Ended already (queued, or closed while it was written): the app is done with it.
+    if (res.writableEnded === true) return once();
+    // The client went first: done when the handler ends the response, whatever Node makes of it then.
+    const end = res.end;
+    res.end = function (this: unknown, ...args: never[]) {
+      res.end = end;
+      once();
+      return end.apply(this, args);
+    };
+  });
 }
 
 /** The quota unit of each rule counting something else than requests: concurrency rules count requests in flight. */

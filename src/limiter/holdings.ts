@@ -94,17 +94,23 @@ export class Holdings {
 
   /** Frees the slots a decision holds, once: undefined when it holds none (never did, or released already). */
   release(decision: Decision): Promise<void> | undefined {
-    const work: Promise<void>[] = [];
+    // One decision's slots are one Held (see hold): found once, one promise and no Promise.all for it.
+    let first: Promise<void> | undefined;
+    let work: Promise<void>[] | undefined;
     for (const r of decision.rules) {
       if (r.slot === undefined) continue;
       const held = this.#bySlot.get(slotId(r.rule, r.key, r.slot));
       if (held === undefined) continue;
       this.#forget(held);
       this.#tell(held, 'released');
-      work.push(this.#free(held));
+      const freeing = this.#free(held);
+      if (first === undefined) first = freeing;
+      else if (work === undefined) work = [first, freeing];
+      else work.push(freeing);
     }
-    this.#unschedule();
-    return work.length === 0 ? undefined : Promise.all(work).then(() => undefined);
+    // The renewal timer is not cleared here: the next tick stops it when nothing is held by then. An app
+    // whose requests do not overlap would otherwise clear it and arm it again on every request.
+    return work === undefined ? first : Promise.all(work).then(() => undefined);
   }
 
   /** Stops renewing: held slots lapse a lease after their last renewal. */
