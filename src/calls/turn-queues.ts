@@ -108,6 +108,8 @@ export class TurnQueues {
    * have been missed, every queue waiting on a concurrency rule tries again.
    */
   freed(rule: string, key: string): void {
+    // No call waits for a slot (the usual case, told on every release): no id to build and look up.
+    if (this.#watching.size === 0) return;
     if (rule === '') {
       for (const queues of this.#watching.values()) for (const q of queues) wakeFreed(q);
       return;

@@ -118,11 +118,17 @@ export class FailurePolicy {
   }
 
   /** Any other store call (`report`, `reset`, `status` ...): timed, its outcome kept in `health` and told to observers. */
-  async call<T>(operation: string, promise: Promise<T>): Promise<T> {
-    if (this.#deadlines === undefined) return promise;
+  call<T>(operation: string, promise: Promise<T>): Promise<T> {
+    // A local store (no deadlines): its own promise, not one more wrapped around it (a release per request).
+    const deadlines = this.#deadlines;
+    if (deadlines === undefined) return promise;
+    return this.#timedCall(deadlines, operation, promise);
+  }
+
+  async #timedCall<T>(deadlines: Deadlines, operation: string, promise: Promise<T>): Promise<T> {
     const startedMs = this.#observers.storeCalls ? performance.now() : -1;
     try {
-      const value = await this.#deadlines.race(promise);
+      const value = await deadlines.race(promise);
       this.health.succeeded();
       if (startedMs >= 0) this.#observers.storeCall(operation, startedMs);
       return value;

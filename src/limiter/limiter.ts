@@ -24,6 +24,9 @@ import { Reservations } from './reservations.js';
 import { Settlements, settleCostError } from './settlements.js';
 import type { StoreHealth } from './store-health.js';
 
+/** What `release` answers for a decision that holds no slot (any more): one settled promise, shared. */
+const RELEASED: Promise<void> = Promise.resolve();
+
 export class Limiter extends EventEmitter<LimiterEvents> {
   readonly #ops: OpBuilder;
   readonly #definitions: readonly Rule[];
@@ -232,8 +235,14 @@ export class Limiter extends EventEmitter<LimiterEvents> {
    * one whose slots lapsed or were reset, does nothing. A store fault is told as `storeError`; the release
    * is tried again at the next renewals, and the slots lapse after their lease anyway.
    */
-  async release(decision: Decision): Promise<void> {
-    await this.#holdings?.release(decision);
+  release(decision: Decision): Promise<void> {
+    // Not an async function: the release's own promise, not one more around it, on every request that held
+    // a slot. Anything thrown (not a decision) is still a rejection.
+    try {
+      return this.#holdings?.release(decision) ?? RELEASED;
+    } catch (error) {
+      return Promise.reject(error);
+    }
   }
 
   /**
