@@ -11,6 +11,7 @@
 
 local values = require('values')
 local num, ttlMs = values.num, values.ttlMs
+local isServerMs = require('protocol').isServerMs
 
 local SLOT_IDS_PER_MS = 1024
 local SEQ = '#'
@@ -61,25 +62,35 @@ local concurrency = {
     args[#args + 1] = num(id + op.cost - 1)
     args[#args + 1] = SEQ
     op.freshId, op.freshArgs = id, args
-    op.freshTtl = tostring(ttlMs(nowMs + op.sizeMs, nowMs))
+    -- On the server's clock, the key's end as a time: PEXPIREAT is propagated as it is, where PEXPIRE
+    -- is rewritten into it first (some 2,000 instructions of redis-server). An injected clock's time is
+    -- not the server's: a TTL, as every other window writes.
+    if isServerMs(nowMs) then
+      op.freshExpire, op.freshTtl = 'PEXPIREAT', num(nowMs + op.sizeMs)
+    else
+      op.freshExpire, op.freshTtl = 'PEXPIRE', tostring(ttlMs(nowMs + op.sizeMs, nowMs))
+    end
   end,
   create = function(key, op)
     redis.call('ZADD', key, unpack(op.freshArgs))
-    redis.call('PEXPIRE', key, op.freshTtl)
+    redis.call(op.freshExpire, key, op.freshTtl)
   end,
   -- { key, live, first, last, seq }: live holders at nowMs, the soonest and latest lease end among them
-  -- (nil when none), the last id handed out. nil when the key holds nothing.
-  load = function(key, _, nowMs)
-    local top = redis.call('ZRANGE', key, '-2', '-1', 'WITHSCORES')
-    if #top == 0 then return nil end
-    local state = { key = key, live = 0, seq = 0 }
-    -- '#' is the highest score; the member below it, if any, holds the latest lease end (lapsed or not).
-    if top[#top - 1] == SEQ then state.seq = tonumber(top[#top]) end
-    if #top == 4 or top[1] ~= SEQ then state.last = tonumber(top[2]) end
-    local live = redis.call('ZCOUNT', key, liveFrom(nowMs), '+inf')
-    if state.seq > nowMs then live = live - 1 end
-    state.live = live
-    if live > 0 then state.first = liveUntil(state, nowMs, 1) end
+  -- (nil when none, or when not needed: see below), the last id handed out. nil when the key holds nothing.
+  load = function(key, op, nowMs)
+    -- Every write of a key writes '#' (create, save; reset keeps it): no '#', no key.
+    local seq = redis.call('ZSCORE', key, SEQ)
+    if not seq then return nil end
+    local state = { key = key, live = 0, seq = tonumber(seq) }
+    -- The latest lease end matters only to a key whose last id is older than a lease (expiresAt): a slot
+    -- renewed since may outlive it. '#' is the highest score; the member below it holds that lease end.
+    if math.floor(state.seq / SLOT_IDS_PER_MS) + op.sizeMs <= nowMs then
+      local top = redis.call('ZRANGE', key, '-2', '-1', 'WITHSCORES')
+      if #top == 4 then state.last = tonumber(top[2]) end
+    end
+    -- '#' scores above nowMs: counted among the live, it is not a slot.
+    state.live = redis.call('ZCOUNT', key, liveFrom(nowMs), '+inf') - 1
+    if state.live > 0 then state.first = liveUntil(state, nowMs, 1) end
     return state
   end,
   -- Writes what apply or refund changed: slots added (and lapsed ones dropped), slots removed.
@@ -99,9 +110,14 @@ local concurrency = {
       args[#args + 1] = idText
       args[#args + 1] = SEQ
       redis.call('ZADD', key, unpack(args))
-      local ttl = ttlMs(state.expires, nowMs)
-      if ttl == op.sizeMs then ttl = op.sizeMsText else ttl = tostring(ttl) end
-      redis.call('PEXPIRE', key, ttl)
+      if isServerMs(nowMs) then
+        -- As create: the end as a time (the usual end is the lease end just written: its text is made).
+        redis.call('PEXPIREAT', key, untilText(state.expires))
+      else
+        local ttl = ttlMs(state.expires, nowMs)
+        if ttl == op.sizeMs then ttl = op.sizeMsText else ttl = tostring(ttl) end
+        redis.call('PEXPIRE', key, ttl)
+      end
     end
   end,
   evaluate = function(state, op, nowMs, add)
@@ -201,7 +217,9 @@ local function renew(key, op, nowMs, receipt)
     end
   end
   -- Every lease of the key ends by then, and its seq is older.
-  if held then redis.call('PEXPIRE', key, op.sizeMs) end
+  if held then
+    if isServerMs(nowMs) then redis.call('PEXPIREAT', key, untilMs) else redis.call('PEXPIRE', key, op.sizeMs) end
+  end
   return held
 end
 

@@ -9,11 +9,21 @@ local tonumber, floor = tonumber, math.floor
 -- The `now` argument that asks for the server's own clock (TIME) instead of an injected epoch ms.
 local SERVER_TIME = 'server'
 
+-- The last time clockMs read from the server's clock (a function library keeps it between calls).
+local serverMs = nil
+
 -- The store's time (epoch ms): the injected clock when the caller sent one, else the server's clock.
 local function clockMs(arg)
   if arg ~= SERVER_TIME then return tonumber(arg) end
   local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000)
+  serverMs = tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000)
+  return serverMs
+end
+
+-- Whether a time is the server's clock as this call read it (an absolute time the server's expiry can
+-- take: PEXPIREAT), not an injected one.
+local function isServerMs(ms)
+  return ms == serverMs
 end
 
 -- An op travels as one text (opText in redis-op-text.ts): its 13 fields joined by ',': type, limit,
@@ -114,6 +124,7 @@ end
 return {
   SERVER_TIME = SERVER_TIME,
   clockMs = clockMs,
+  isServerMs = isServerMs,
   memo = memo,
   readOp = readOp,
   readOps = readOps,

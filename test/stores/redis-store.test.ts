@@ -471,6 +471,40 @@ describe('RedisStore', function () {
       expect(figures['token-bucket']).to.be.at.most(90);
       expect(figures.sliding).to.be.at.most(250);
     });
+
+    it("ends a concurrency key on the server's clock at its last lease end (PEXPIREAT), and one lease from an injected clock's now", async () => {
+      const [rule] = compile([{ name: 'slots', limit: 2, window: { type: 'concurrency', lease: '30s' } }]);
+      const server = track(new RedisStore({ client: ownClient, prefix: 'rk' }));
+      const op = opOf(rule as CompiledRule, 'u', 1, Date.now());
+      const count = opKeys('rk', 'slots', 'u').count;
+      // The lease ends of the slots held (epoch ms, the server's clock), latest last.
+      const leaseEnds = async (key: string) => {
+        const flat = await ownClient.zrangebyscore(key, '-inf', '+inf', 'WITHSCORES');
+        const ends: number[] = [];
+        for (let i = 0; i < flat.length; i += 2) if (flat[i] !== '#') ends.push(Number(flat[i + 1]));
+        return ends;
+      };
+      // An empty key (create), then a key holding a slot (save): each time the key ends with the
+      // latest lease, to the millisecond.
+      for (const held of [1, 2]) {
+        expect((await server.evaluate([op], 'check')).results[0]?.allowed).to.equal(true);
+        const ends = await leaseEnds(count);
+        expect(ends).to.have.length(held);
+        expect(await ownClient.call('PEXPIRETIME', count)).to.equal(ends[ends.length - 1]);
+      }
+      // An injected clock a year behind the server's: its TTL is a lease from its own now, not a time
+      // already past (which would delete the key at once).
+      const pastMs = Date.now() - 365 * 86_400_000;
+      const injected = track(new RedisStore({ client: ownClient, prefix: 'past', clock: () => pastMs }));
+      const pastOp = opOf(rule as CompiledRule, 'u', 1, pastMs);
+      const pastKey = opKeys('past', 'slots', 'u').count;
+      for (const held of [1, 2]) {
+        expect((await injected.evaluate([pastOp], 'check')).results[0]?.allowed).to.equal(true);
+        expect(await leaseEnds(pastKey)).to.have.length(held);
+        const ttl = await ownClient.pttl(pastKey);
+        expect(ttl).to.be.within(1, 30_000);
+      }
+    });
   });
 
   describe('identity escaping', () => {
