@@ -96,7 +96,8 @@ async function stepLua(
  * state: every decision asks whether it has ended, nothing more).
  */
 function ended(c: Case, outcome: StepOutcome): StepOutcome {
-  if (c.type !== 'concurrency' || outcome.expiresAt === undefined || outcome.expiresAt <= c.nowMs) return outcome;
+  if (c.type !== 'concurrency' || outcome.expiresAt === undefined || outcome.expiresAt <= c.nowMs)
+    return outcome;
   return { ...outcome, expiresAt: Number.POSITIVE_INFINITY };
 }
 
