@@ -8,7 +8,9 @@
 -- ARGV[1]    m, number of distinct ops, then the text of each (protocol.lua readOp)
 -- then       now, epoch ms ('server' for the server's TIME); n, number of refunds; then per refund: the
 --            index of its op among the m, and its receipt, as check.lua returned it
--- then       optionally 'quiet': no figures wanted (a release, a report, a settle: RedisStore.refund)
+-- then       optionally 'quiet': no figures wanted (a release, a report, a settle: RedisStore.refund);
+--            after it, when the refunds free concurrency slots, the free channel (redis-keys.ts
+--            freeChannel) and the announcement to publish there once they are freed (redis-frees.ts)
 -- Reply: flat array of integers, 3 per refund: remaining (units), resetMs, count (units): the state
 --   after the refund as an op of cost 0 reads it; quiet: an empty array, and a concurrency op's release
 --   is one ZREM of its slots (concurrency.lua release), its state not read.
@@ -25,6 +27,8 @@ return function(KEYS, ARGV)
   at = at + 2
   local reply = {}
   local quiet = ARGV[at + 2 * n] == QUIET
+  -- The free channel and the announcement of the slots released (redis-frees.ts), or nil.
+  local channel, freed = ARGV[at + 2 * n + 1], ARGV[at + 2 * n + 2]
   local overrideAt = n + 1
   for i = 1, n do
     local op = ops[ARGV[at] + 0]
@@ -58,5 +62,7 @@ return function(KEYS, ARGV)
       end
     end
   end
+  -- Heard by the processes waiting for a slot of these keys, after the slots are free.
+  if quiet and channel then redis.call('PUBLISH', channel, freed) end
   return reply
 end

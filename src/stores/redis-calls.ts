@@ -3,6 +3,7 @@
 import { escapeIdentity } from './redis-hash-tags.js';
 import {
   countKey,
+  freeChannel,
   identityKey,
   indexSlot,
   isGrouped,
@@ -181,8 +182,26 @@ export function refundCall(
     body.push(ops.index(op, reads), luaNumber(receipt));
   }
   // No figures wanted: the reply is empty, and a concurrency release is one ZREM (lua/refund.lua).
-  if (quiet) body.push('quiet');
+  if (quiet) {
+    body.push('quiet');
+    const freed = freedSlots(refunds);
+    if (freed !== undefined) body.push(freeChannel(space.prefix), freed);
+  }
   return { keys: keys.concat(overrideKeys), args: ops.fields().concat(body) };
+}
+
+/**
+ * The announcement of the concurrency slots these refunds free (redis-frees.ts): `[rule, key, ...]` as
+ * JSON, each rule and key once; undefined when they free none.
+ */
+function freedSlots(refunds: ReadonlyArray<{ readonly op: StoreOp }>): string | undefined {
+  let freed: Map<string, readonly [string, string]> | undefined;
+  for (const { op } of refunds) {
+    if (op.rule.type !== 'concurrency') continue;
+    freed ??= new Map();
+    freed.set(`${op.rule.name}\u0000${op.key}`, [op.rule.name, op.key]);
+  }
+  return freed === undefined ? undefined : JSON.stringify([...freed.values()].flat());
 }
 
 /** KEYS and ARGV of one call of lua/renew.lua: the count keys of held concurrency slots, all in one slot. */

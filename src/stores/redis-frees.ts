@@ -6,7 +6,9 @@ import { freeChannel } from './redis-keys.js';
 
 /**
  * Announcements of freed slots, on a channel of their own (`<prefix>:free`): only processes with a call
- * waiting for a slot subscribe, so a release costs one PUBLISH that nobody hears while nobody waits.
+ * waiting for a slot subscribe, so a release costs one PUBLISH that nobody hears while nobody waits. The
+ * release script publishes it (lua/refund.lua, after the slots are free): one per call, `[rule, key, rule,
+ * key, ...]` as JSON (redis-calls.ts refundCall).
  */
 export class Frees {
   readonly #channel: RedisChannel;
@@ -30,16 +32,6 @@ export class Frees {
         for (const listener of this.#listeners) listener('', '');
       },
     );
-  }
-
-  /**
-   * Tells every listening process that slots of these rules and keys were freed (sent, not awaited): one
-   * PUBLISH for them all, `[rule, key, rule, key, ...]` (a batch of releases costs Redis one command more,
-   * not one per release).
-   */
-  announce(freed: ReadonlyArray<readonly [rule: string, key: string]>): void {
-    if (freed.length === 0) return;
-    this.#channel.publish(freed.flat()).catch(() => {});
   }
 
   /**

@@ -172,24 +172,12 @@ export class RedisStore implements Store {
     this.#refunds = undefined;
     this.#groups.refund(pending.refunds, pending.time).then(
       () => {
-        this.#announceFrees(pending.refunds);
         for (const w of pending.waiters) w.resolve();
       },
       (error: unknown) => {
         for (const w of pending.waiters) w.reject(error);
       },
     );
-  }
-
-  /** A concurrency op's refund is a release: processes waiting for a slot of its key hear of it. */
-  #announceFrees(refunds: readonly Refund[]): void {
-    let freed: Map<string, readonly [string, string]> | undefined;
-    for (const { op } of refunds) {
-      if (op.rule.type !== 'concurrency') continue;
-      freed ??= new Map();
-      freed.set(`${op.rule.name}\u0000${op.key}`, [op.rule.name, op.key]);
-    }
-    if (freed !== undefined) this.#frees.announce([...freed.values()]);
   }
 
   /** Sends what is waiting (refunds, or open batches of decisions) ahead of another command. */

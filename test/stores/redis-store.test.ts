@@ -624,6 +624,31 @@ describe('RedisStore', function () {
       }
     });
 
+    it('announces freed slots from the release script, heard by a process waiting on another node', async () => {
+      const prefix = uniquePrefix();
+      const releaser = track(new RedisStore({ client: cluster.ioredis, prefix }));
+      const waiter = track(new RedisStore({ client: cluster.ioredis, prefix }));
+      const [rule] = compile([{ name: 'slots', limit: 1, window: { type: 'concurrency', lease: '30s' } }]);
+      const heard: string[] = [];
+      const all = new Set(['a', 'b', 'c', 'd', 'e', 'f']);
+      let everyOne: () => void = () => {};
+      const done = new Promise<void>((resolve) => {
+        everyOne = resolve;
+      });
+      await waiter.onFree((ruleName, key) => {
+        heard.push(`${ruleName}:${key}`);
+        if ([...all].every((k) => heard.includes(`slots:${k}`))) everyOne();
+      });
+      // Six identities in several slots: one release call per slot group, each publishing its own.
+      const slots = new Set([...all].map((k) => tagSlot(opKeys(prefix, 'slots', k).tag)));
+      expect(slots.size).to.be.at.least(2);
+      const ops = [...all].map((k) => opOf(rule as CompiledRule, k, 1, releaser.now()));
+      const taken = await Promise.all(ops.map((op) => releaser.evaluate([op], 'check')));
+      await releaser.refund(ops.map((op, i) => ({ op, receipt: taken[i]?.results[0]?.receipt as number })));
+      await done;
+      expect([...new Set(heard)].sort()).to.deep.equal([...all].map((k) => `slots:${k}`));
+    });
+
     it('decides rules of odd identities in one slot each, without CROSSSLOT', async () => {
       const store = track(new RedisStore({ client: cluster.ioredis, prefix: uniquePrefix() }));
       const rules = compile([
