@@ -2,7 +2,12 @@
 // real request, independent of machine load.
 // `npm run bench -- node-cost`; alone: npx tsx bench/node-callgrind.ts [app-regex]
 //   (NODE_COST_WARMUP=2000, NODE_COST_REQUESTS=3000, NODE_COST_RUNS=2, NODE_COST_PARALLEL=2 apps at a time;
-//   CALLGRIND_KEEP=1 keeps the dumps for callgrind_annotate)
+//   CALLGRIND_KEEP=1 keeps the dumps for callgrind_annotate; NODE_COST_SOURCE=src measures src/ and adapters/
+//   through tsx instead of the package as built)
+// ratekeeper is measured as users run it: the package built by `npm run build` (dist/, made first), as
+// the peers are measured from their published builds. Through tsx, every closure the request path makes
+// is also named at run time (esbuild's keepNames: a __name call, Object.defineProperty), which the
+// build does not do.
 // Each app (bench/node-cost-app.ts: Express 5 bare, with express-rate-limit, with ratekeeper; memory and Redis)
 // runs with its own keep-alive client (10 requests in flight, GET /, one rule keyed by IP, limit 1e9, fixed 1 h)
 // in one Node process under valgrind --tool=callgrind. The process sends its warm-up; this one zeroes the
@@ -77,6 +82,7 @@ async function measureApp(
 ): Promise<number> {
   const dir = mkdtempSync(join(tmpdir(), `rk-node-cost-${app}-`));
   const script = fileURLToPath(new URL('./node-cost-app.ts', import.meta.url));
+  const built = process.env.NODE_COST_SOURCE !== 'src';
   const child = track(
     spawn(
       'valgrind',
@@ -92,7 +98,11 @@ async function measureApp(
         String(warmUp),
         String(requests),
       ],
-      { stdio: ['pipe', 'pipe', 'inherit'], cwd: fileURLToPath(new URL('..', import.meta.url)) },
+      {
+        stdio: ['pipe', 'pipe', 'inherit'],
+        cwd: fileURLToPath(new URL('..', import.meta.url)),
+        env: built ? { ...process.env, BENCH_RATEKEEPER_MODULE: 'dist/index.js' } : process.env,
+      },
     ),
   );
   try {
@@ -133,6 +143,13 @@ export async function runNodeCallgrind(
   const runs = Number(process.env.NODE_COST_RUNS ?? 2);
   const keep = process.env.CALLGRIND_KEEP === '1';
   const apps = NODE_COST_APPS.filter((a) => a === 'bare' || !options.filter || options.filter.test(a));
+  if (process.env.NODE_COST_SOURCE !== 'src') {
+    log('Building the package (npm run build): ratekeeper is measured from dist/');
+    await run('npm', ['run', 'build'], {
+      cwd: fileURLToPath(new URL('..', import.meta.url)),
+      maxBuffer: 1 << 26,
+    });
+  }
   log(
     `Express apps under callgrind, one process each with its client (${IN_FLIGHT} in flight): ` +
       `${warmUp} requests of warm-up, ${requests} measured, ${runs} runs`,
@@ -208,6 +225,9 @@ function nodeSection(rows: NodeCostRow[], warmUp: number, requests: number): Sec
       `standardHeaders 'draft-6' and legacyHeaders true, rate-limit-redis on the same Redis): ${num(warmUp)} ` +
       `requests of warm-up, counters zeroed, ${num(requests)} requests measured, counters dumped; instructions of ` +
       'the process (all threads) per request. "Added" is the app less the bare app of the same run. ' +
+      (process.env.NODE_COST_SOURCE === 'src'
+        ? 'ratekeeper from src/ and adapters/ through tsx (NODE_COST_SOURCE=src). '
+        : 'ratekeeper as built by `npm run build` (dist/index.js, dist/express.js), as users run it. ') +
       'Command: `npm run bench -- node-cost`.',
     tables: twins.rows.length > 0 ? [table, twins] : [table],
   };

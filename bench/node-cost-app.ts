@@ -54,9 +54,11 @@ async function limiterOf(app: NodeCostApp, redisPort: number): Promise<RequestHa
     });
   }
   const rk = await loadRatekeeper();
-  const { rateLimit } = (await import(new URL('../adapters/express.js', import.meta.url).href)) as {
-    rateLimit(limiter: unknown): RequestHandler;
-  };
+  // The adapter from the same build as the core (node-callgrind.ts: dist/ unless NODE_COST_SOURCE=src).
+  const adapter = process.env.BENCH_RATEKEEPER_MODULE
+    ? new URL('../dist/express.js', import.meta.url).href
+    : new URL('../adapters/express.js', import.meta.url).href;
+  const { rateLimit } = (await import(adapter)) as { rateLimit(limiter: unknown): RequestHandler };
   const redis = app === 'rk-redis' || app === 'rk-redis-concurrency';
   const window =
     app === 'rk-memory-concurrency' || app === 'rk-redis-concurrency'
