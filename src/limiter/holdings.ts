@@ -9,8 +9,6 @@ import type { RuleOp } from './op-builder.js';
 interface Held {
   readonly store: Store;
   readonly slots: Refund[];
-  /** Its entries in Holdings#bySlot. */
-  readonly ids: string[];
   /** Renewal ticks a release that failed has been tried again (see #tick). */
   tries: number;
 }
@@ -26,9 +24,12 @@ export interface HoldingsParts {
   observers: Observers;
 }
 
-/** A held slot's entry: rule, key and the id of its first slot (`RuleResult.slot`). */
-function slotId(rule: string, key: string, slot: number): string {
-  return `${rule}\u0000${key}\u0000${slot}`;
+/** Whether `held` holds the slots of `rule` for `key` from `slot` on (a rule result's `slot`). */
+function holds(held: Held, rule: string, key: string, slot: number): boolean {
+  for (const { op, receipt } of held.slots) {
+    if (receipt === slot && op.rule.name === rule && op.key === key) return true;
+  }
+  return false;
 }
 
 /**
@@ -40,7 +41,12 @@ function slotId(rule: string, key: string, slot: number): string {
  * is down) is tried again at each renewal until the lease has run out on its own.
  */
 export class Holdings {
-  readonly #bySlot = new Map<string, Held>();
+  /**
+   * Held slots by the id of their first slot: ids are unique per rule and key only (fresh keys taken in
+   * the same millisecond share one), so an entry is one Held or the few that share the number. A number
+   * keys the map without a string made and hashed per request.
+   */
+  readonly #bySlot = new Map<number, Held | Held[]>();
   readonly #held = new Set<Held>();
   /** Releases that failed, tried again at the next renewals. */
   readonly #unreleased = new Set<Held>();
@@ -79,11 +85,9 @@ export class Holdings {
       const r = results[i] as OpResult;
       if (op.rule.type !== 'concurrency' || op.cost === 0 || r.receipt === 0 || !(r.allowed || added))
         continue;
-      const id = slotId(op.rule.name, op.key, r.receipt);
-      held ??= { store, slots: [], ids: [], tries: 0 };
+      held ??= { store, slots: [], tries: 0 };
       held.slots.push({ op, receipt: r.receipt });
-      held.ids.push(id);
-      this.#bySlot.set(id, held);
+      this.#index(r.receipt, held);
       (decision.rules[i] as RuleResult).slot = r.receipt;
     }
     if (held === undefined) return;
@@ -99,7 +103,7 @@ export class Holdings {
     let work: Promise<void>[] | undefined;
     for (const r of decision.rules) {
       if (r.slot === undefined) continue;
-      const held = this.#bySlot.get(slotId(r.rule, r.key, r.slot));
+      const held = this.#find(r.rule, r.key, r.slot);
       if (held === undefined) continue;
       this.#forget(held);
       this.#tell(held, 'released');
@@ -129,9 +133,33 @@ export class Holdings {
     for (const { op } of held.slots) observers.slot(op.rule.name, op.cost, change);
   }
 
+  #index(slot: number, held: Held): void {
+    const found = this.#bySlot.get(slot);
+    if (found === undefined) this.#bySlot.set(slot, held);
+    else if (Array.isArray(found)) {
+      if (!found.includes(held)) found.push(held);
+    } else if (found !== held) this.#bySlot.set(slot, [found, held]);
+  }
+
+  #find(rule: string, key: string, slot: number): Held | undefined {
+    const found = this.#bySlot.get(slot);
+    if (found === undefined || !Array.isArray(found)) {
+      return found !== undefined && holds(found, rule, key, slot) ? found : undefined;
+    }
+    return found.find((held) => holds(held, rule, key, slot));
+  }
+
   #forget(held: Held): void {
     this.#held.delete(held);
-    for (const id of held.ids) this.#bySlot.delete(id);
+    for (const { receipt } of held.slots) {
+      const found = this.#bySlot.get(receipt);
+      if (found === held) this.#bySlot.delete(receipt);
+      else if (Array.isArray(found)) {
+        const rest = found.filter((other) => other !== held);
+        if (rest.length === 0) this.#bySlot.delete(receipt);
+        else this.#bySlot.set(receipt, rest.length === 1 ? (rest[0] as Held) : rest);
+      }
+    }
   }
 
   async #free(held: Held): Promise<void> {

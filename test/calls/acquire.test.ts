@@ -304,6 +304,22 @@ for (const stores of [memoryStores, redisStores, postgresStores]) {
       return l;
     }
 
+    it('holds and frees the slots of two keys taken in one millisecond (the same slot id) each on its own', async () => {
+      const at = Date.now();
+      const l = await limiter(1, await stores.makeStore(() => at));
+      const a = await l.acquire('calls', 'a');
+      const b = await l.acquire('calls', 'b');
+      const slot = (d: Acquired) => d.rules.find((r) => r.rule === 'calls')?.slot;
+      expect(slot(a), 'fresh keys at one time: one id').to.equal(slot(b));
+      await l.release(b);
+      expect((await l.status('calls', 'b')).count, "b's release frees b").to.equal(0);
+      expect((await l.status('calls', 'a')).count, 'and not a').to.equal(1);
+      await l.release({ ...b });
+      expect((await l.status('calls', 'a')).count, 'a copy of b released again frees nothing').to.equal(1);
+      await l.release({ ...a });
+      expect((await l.status('calls', 'a')).count, "a copy of a's decision frees a").to.equal(0);
+    });
+
     // A lease of a minute and mocha's 20 s timeout: a waiter served only when the lease ran out fails.
     it('returns a release; a waiter is woken by it, first come first served, never more than the limit held', async () => {
       const l = await limiter(2);
