@@ -48,54 +48,43 @@ interface Round {
   firstError?: string;
 }
 
+/** ratekeeper's PostgresStore deciding one rule of `type` (WINDOW_S long), its name `prefix` and the tag. */
+function postgresStoreSubject(
+  pgServer: PostgresServer,
+  name: string,
+  prefix: string,
+  type: 'fixed' | 'sliding',
+): Subject {
+  return {
+    name,
+    backend: 'postgres',
+    async create(limit, tag) {
+      const pool = pgServer.pool({ max: POOL });
+      const store = new PostgresStore({ pool, schema: 'bench' });
+      const rule = {
+        name: `${prefix}${tag}`,
+        key: 'ip',
+        limit,
+        window: { type, size: WINDOW_S * 1000 },
+      };
+      const limiter = createLimiter({ store, rules: [rule], storeTimeout: '60s' });
+      return {
+        decide: async (key) => (await limiter.consume(rule.name, key)).allowed,
+        close: async () => {
+          await limiter.close();
+          await pool.end();
+        },
+      };
+    },
+  };
+}
+
 function subjects(pgServer: PostgresServer, redis: RedisServer): Subject[] {
   return [
-    {
-      name: 'ratekeeper PostgresStore',
-      backend: 'postgres',
-      async create(limit, tag) {
-        const pool = pgServer.pool({ max: POOL });
-        const store = new PostgresStore({ pool, schema: 'bench' });
-        const rule = {
-          name: `b${tag}`,
-          key: 'ip',
-          limit,
-          window: { type: 'fixed' as const, size: WINDOW_S * 1000 },
-        };
-        const limiter = createLimiter({ store, rules: [rule], storeTimeout: '60s' });
-        return {
-          decide: async (key) => (await limiter.consume(rule.name, key)).allowed,
-          close: async () => {
-            await limiter.close();
-            await pool.end();
-          },
-        };
-      },
-    },
-    {
-      // A sliding window of the same size and limit: decided by check.sql's PL/pgSQL (one call per request,
-      // the requests waiting sharing a statement, check-many.sql), where the subject above takes check-batch.sql.
-      name: 'ratekeeper PostgresStore, sliding window (check.sql)',
-      backend: 'postgres',
-      async create(limit, tag) {
-        const pool = pgServer.pool({ max: POOL });
-        const store = new PostgresStore({ pool, schema: 'bench' });
-        const rule = {
-          name: `s${tag}`,
-          key: 'ip',
-          limit,
-          window: { type: 'sliding' as const, size: WINDOW_S * 1000 },
-        };
-        const limiter = createLimiter({ store, rules: [rule], storeTimeout: '60s' });
-        return {
-          decide: async (key) => (await limiter.consume(rule.name, key)).allowed,
-          close: async () => {
-            await limiter.close();
-            await pool.end();
-          },
-        };
-      },
-    },
+    postgresStoreSubject(pgServer, 'ratekeeper PostgresStore', 'b', 'fixed'),
+    // A sliding window of the same size and limit: decided by check.sql's PL/pgSQL (one call per request,
+    // the requests waiting sharing a statement, check-many.sql), where the subject above takes check-batch.sql.
+    postgresStoreSubject(pgServer, 'ratekeeper PostgresStore, sliding window (check.sql)', 's', 'sliding'),
     {
       name: 'rate-limiter-flexible RateLimiterPostgres',
       backend: 'postgres',
