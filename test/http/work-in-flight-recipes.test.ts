@@ -79,14 +79,20 @@ const promptOf = (content: string) => Math.ceil(content.length / 4) + 4;
 
 for (const stores of [memoryStores, redisStores]) {
   describe(`LLM endpoint recipe (${stores.name})`, () => {
-    it('reserves prompt + max_tokens on arrival and settles to the usage; a cap past the budget is 429 before the model runs', async () => {
-      const model = fakeModel(() => ({ chunks: ['Hel', 'lo'], total: 120 }));
+    /** The recipe's app on a fresh store, its model streaming `script` for each request. */
+    async function llmApp(script: Script, tokensPerDay: number) {
+      const model = fakeModel(() => script);
       const { app, limiter } = createLlmApp({
         store: await stores.makeStore(Date.now),
         openai: model.client,
         authenticate: byHeader,
-        tokensPerDay: 1000,
+        tokensPerDay,
       });
+      return { model, app, limiter };
+    }
+
+    it('reserves prompt + max_tokens on arrival and settles to the usage; a cap past the budget is 429 before the model runs', async () => {
+      const { model, app, limiter } = await llmApp({ chunks: ['Hel', 'lo'], total: 120 }, 1000);
       try {
         const first = await supertest(app)
           .post('/v1/chat')
@@ -121,13 +127,7 @@ for (const stores of [memoryStores, redisStores]) {
     });
 
     it('a usage above the estimate is a debt: the next request is refused until the day ends', async () => {
-      const model = fakeModel(() => ({ chunks: ['x'], total: 1500 }));
-      const { app, limiter } = createLlmApp({
-        store: await stores.makeStore(Date.now),
-        openai: model.client,
-        authenticate: byHeader,
-        tokensPerDay: 1000,
-      });
+      const { model, app, limiter } = await llmApp({ chunks: ['x'], total: 1500 }, 1000);
       try {
         expect(
           (await supertest(app).post('/v1/chat').set('x-user', 'carol').send(chat('a', 100))).status,
@@ -142,13 +142,7 @@ for (const stores of [memoryStores, redisStores]) {
     });
 
     it('a client that goes mid-stream pays for the prompt and what was streamed, and the model is stopped', async () => {
-      const model = fakeModel(() => ({ chunks: ['one', 'two', 'three'], hang: true }));
-      const { app, limiter } = createLlmApp({
-        store: await stores.makeStore(Date.now),
-        openai: model.client,
-        authenticate: byHeader,
-        tokensPerDay: 10_000,
-      });
+      const { model, app, limiter } = await llmApp({ chunks: ['one', 'two', 'three'], hang: true }, 10_000);
       const server = app.listen(0, '127.0.0.1');
       try {
         await new Promise((resolve) => server.once('listening', resolve));
@@ -191,13 +185,7 @@ for (const stores of [memoryStores, redisStores]) {
     });
 
     it('attacks: a forged usage in the body, a bad body, a huge or non-number max_tokens, no user, 21 requests a minute', async () => {
-      const model = fakeModel(() => ({ chunks: ['ok'], total: 50 }));
-      const { app, limiter } = createLlmApp({
-        store: await stores.makeStore(Date.now),
-        openai: model.client,
-        authenticate: byHeader,
-        tokensPerDay: 100_000,
-      });
+      const { model, app, limiter } = await llmApp({ chunks: ['ok'], total: 50 }, 100_000);
       try {
         const as = (body: unknown) =>
           supertest(app)
@@ -258,16 +246,22 @@ for (const stores of [memoryStores, redisStores]) {
       };
     }
 
-    it('runs 2 exports per user at once: the third is 429 with Retry-After 1; another user is not held', async () => {
-      const work = exports();
+    /** The recipe's app on a fresh store, running `work`'s exports, listening on a free port. */
+    async function exportServer(work: ReturnType<typeof exports>) {
       const { app, limiter } = createExportApp({
         store: await stores.makeStore(Date.now),
         authenticate: byHeader,
         runExport: work.runExport,
       });
       const server = app.listen(0, '127.0.0.1');
+      await new Promise((resolve) => server.once('listening', resolve));
+      return { limiter, server };
+    }
+
+    it('runs 2 exports per user at once: the third is 429 with Retry-After 1; another user is not held', async () => {
+      const work = exports();
+      const { limiter, server } = await exportServer(work);
       try {
-        await new Promise((resolve) => server.once('listening', resolve));
         const post = (user: string) => supertest(server).post('/exports').set('x-user', user);
         const first = post('alice').then((r) => r);
         const second = post('alice').then((r) => r);
@@ -298,14 +292,8 @@ for (const stores of [memoryStores, redisStores]) {
 
     it('attacks: clients that abort free nothing while their exports work; a failing export (500) frees its slot; the 11th in an hour is 429', async () => {
       const work = exports();
-      const { app, limiter } = createExportApp({
-        store: await stores.makeStore(Date.now),
-        authenticate: byHeader,
-        runExport: work.runExport,
-      });
-      const server = app.listen(0, '127.0.0.1');
+      const { limiter, server } = await exportServer(work);
       try {
-        await new Promise((resolve) => server.once('listening', resolve));
         const { port } = server.address() as AddressInfo;
         // Ten requests, each client gone at once: two exports run, the rest are refused or never start.
         const clients = Array.from({ length: 10 }, () => {
