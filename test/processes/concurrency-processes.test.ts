@@ -3,23 +3,15 @@
 // every client aborting 50 ms after its handler started (idle only); a SIGKILLed holder's slot back after its
 // lease and not before; a settled budget within its documented bound. Idle, then again while CPU-bound
 // processes oversubscribe the cores.
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { availableParallelism } from 'node:os';
-import { createInterface } from 'node:readline';
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
 import { createLimiter, MemoryStore, RedisStore } from '../../src/index.js';
-import {
-  abortingClients,
-  BUDGET_RULE,
-  HOLD_RULE,
-  KILL_RULE,
-  runHolders,
-  type Settled,
-} from '../fixtures/concurrency-worker.js';
+import { abortingClients, HOLD_RULE, KILL_RULE, runHolders } from '../fixtures/concurrency-worker.js';
+import { expectBudgetKept, startWorkers } from '../support/concurrency-workers.js';
 import { Burners } from '../support/pressure.js';
-import { exited, track } from '../support/processes.js';
+import { exited } from '../support/processes.js';
 import { getRedis, type RedisServer } from '../support/redis.js';
 import { PATIENT, until } from '../support/settle.js';
 
@@ -28,43 +20,8 @@ const HOLDERS = 200;
 const BUDGET_TASKS = 100;
 
 /** Worker processes of one mode on one prefix: started, told to go, their JSON lines read. */
-async function workers(server: RedisServer, prefix: string, mode: string, tasks: number, count = PROCESSES) {
-  const children = Array.from({ length: count }, () =>
-    track(
-      spawn(
-        process.execPath,
-        ['--import', 'tsx', 'test/fixtures/concurrency-worker.ts', server.url, prefix, mode, String(tasks)],
-        { stdio: ['pipe', 'pipe', 'inherit'] },
-      ),
-    ),
-  );
-  const lines = children.map((child) => createInterface({ input: child.stdout })[Symbol.asyncIterator]());
-  const next = async (i: number) => String((await (lines[i] as AsyncIterator<string>).next()).value);
-  expect(await Promise.all(children.map((_, i) => next(i)))).to.deep.equal(Array(count).fill('ready'));
-  for (const child of children) child.stdin.end('go\n');
-  return { children, next };
-}
-
-/**
- * The settled budget's bound: what the admitted requests cost in all is at most the limit plus, for the
- * last admission, what the requests in flight then cost above their estimates. Across processes the
- * order is known from the shared stamps: request j may have been in flight at admission k when it
- * started before k's check ended and settled after k's check began; the largest such sum over every k
- * bounds the one at the last admission.
- */
-function excessBound(requests: readonly Settled[]): number {
-  const admitted = requests.filter((r) => r.admitted);
-  let bound = 0;
-  for (const k of admitted) {
-    let sum = 0;
-    for (const j of admitted) {
-      if (j.beforeCheck < k.afterCheck && j.afterSettle > k.beforeCheck)
-        sum += Math.max(0, j.actual - j.estimate);
-    }
-    bound = Math.max(bound, sum);
-  }
-  return bound;
-}
+const workers = (server: RedisServer, prefix: string, mode: string, tasks: number, count = PROCESSES) =>
+  startWorkers('test/fixtures/concurrency-worker.ts', [server.url, prefix, mode, String(tasks)], count);
 
 function suite(loaded: boolean) {
   describe(`concurrency and settled costs across processes${loaded ? ', cores oversubscribed' : ''}`, function () {
@@ -226,26 +183,8 @@ function suite(loaded: boolean) {
 
     it(`a settled budget: ${PROCESSES} processes x ${BUDGET_TASKS} random estimates and actual costs stay within limit + the bound`, async () => {
       const p = prefix();
-      const { children, next } = await workers(server, p, 'budget', BUDGET_TASKS);
-      const requests = (
-        await Promise.all(children.map(async (_, i) => JSON.parse(await next(i)) as Settled[]))
-      ).flat();
-      await Promise.all(children.map(exited));
-      const admitted = requests.filter((r) => r.admitted);
-      const spent = admitted.reduce((sum, r) => sum + r.actual, 0);
-      const bound = excessBound(requests);
-      const limit = BUDGET_RULE.limit as number;
-      console.log(`      ${admitted.length} admitted, ${spent} spent of ${limit}, bound ${limit + bound}`);
-      expect(spent).to.be.at.most(limit + bound);
-      // The store counted exactly what was settled.
-      const limiter = createLimiter({
-        store: new RedisStore({ client: control, prefix: p }),
-        rules: [BUDGET_RULE],
-        ...PATIENT,
-      });
-      expect((await limiter.status('budget', 'shared')).count).to.equal(spent);
-      await limiter.close();
-      expect(admitted.length).to.be.lessThan(requests.length);
+      const budget = await workers(server, p, 'budget', BUDGET_TASKS);
+      await expectBudgetKept(budget, () => new RedisStore({ client: control, prefix: p }));
     });
   });
 }

@@ -3,20 +3,19 @@
 // processes oversubscribe the cores; a SIGKILLed holder's slot back after its lease (database clock) and not
 // before; a settled budget within its documented bound, and counted exactly; acquire calls waiting in 4
 // processes woken by releases in another.
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { availableParallelism } from 'node:os';
-import { createInterface } from 'node:readline';
 import { expect } from 'chai';
 import type pg from 'pg';
 import { createLimiter, PostgresStore } from '../../src/index.js';
 import { postgresNames } from '../../src/stores/postgres-sql.js';
 import { SLOT_RULE } from '../fixtures/acquire-rules.js';
-import { BUDGET_RULE, HOLD_RULE, KILL_RULE, type Settled } from '../fixtures/concurrency-worker.js';
-import { excessBound, runningTable, stampsSequence } from '../fixtures/postgres-concurrency-worker.js';
+import { HOLD_RULE, KILL_RULE } from '../fixtures/concurrency-worker.js';
+import { runningTable, stampsSequence } from '../fixtures/postgres-concurrency-worker.js';
+import { expectBudgetKept, startWorkers } from '../support/concurrency-workers.js';
 import { getPostgres, type PostgresServer } from '../support/postgres.js';
 import { Burners } from '../support/pressure.js';
-import { exited, track } from '../support/processes.js';
+import { exited } from '../support/processes.js';
 import { PATIENT, until } from '../support/settle.js';
 
 const PROCESSES = 4;
@@ -28,36 +27,13 @@ const HOLDERS = { idle: 50, loaded: 12 };
 /** Settled requests per process (idle only: the loaded round is the holders', to keep the file short). */
 const BUDGET_TASKS = 100;
 
-async function workers(
-  server: PostgresServer,
-  schema: string,
-  mode: string,
-  tasks: number,
-  count = PROCESSES,
-) {
-  const children = Array.from({ length: count }, () =>
-    track(
-      spawn(
-        process.execPath,
-        [
-          '--import',
-          'tsx',
-          'test/fixtures/postgres-concurrency-worker.ts',
-          server.url,
-          schema,
-          mode,
-          String(tasks),
-        ],
-        { stdio: ['pipe', 'pipe', 'inherit'] },
-      ),
-    ),
+/** Worker processes of one mode on one schema: started, told to go, their JSON lines read. */
+const workers = (server: PostgresServer, schema: string, mode: string, tasks: number, count = PROCESSES) =>
+  startWorkers(
+    'test/fixtures/postgres-concurrency-worker.ts',
+    [server.url, schema, mode, String(tasks)],
+    count,
   );
-  const lines = children.map((child) => createInterface({ input: child.stdout })[Symbol.asyncIterator]());
-  const next = async (i: number) => String((await (lines[i] as AsyncIterator<string>).next()).value);
-  expect(await Promise.all(children.map((_, i) => next(i)))).to.deep.equal(Array(count).fill('ready'));
-  for (const child of children) child.stdin.end('go\n');
-  return { children, next };
-}
 
 function suite(loaded: boolean) {
   describe(`concurrency on PostgreSQL across processes${loaded ? ', cores oversubscribed' : ''}`, function () {
@@ -108,23 +84,8 @@ function suite(loaded: boolean) {
     it(`a settled budget: ${PROCESSES} processes x random estimates and actual costs stay within limit + the bound, counted exactly`, async () => {
       const s = schema();
       await control.query(`CREATE SCHEMA "${s}"; CREATE SEQUENCE ${stampsSequence(s)}`);
-      const { children, next } = await workers(server, s, 'budget', BUDGET_TASKS);
-      const requests = (
-        await Promise.all(children.map(async (_, i) => JSON.parse(await next(i)) as Settled[]))
-      ).flat();
-      await Promise.all(children.map(exited));
-      const admitted = requests.filter((r) => r.admitted);
-      const spent = admitted.reduce((sum, r) => sum + r.actual, 0);
-      const bound = excessBound(requests);
-      const limit = BUDGET_RULE.limit as number;
-      console.log(`      ${admitted.length} admitted, ${spent} spent of ${limit}, bound ${limit + bound}`);
-      expect(spent).to.be.at.most(limit + bound);
-      // The store counted exactly what was settled.
-      const store = new PostgresStore({ pool: control, schema: s });
-      const limiter = createLimiter({ store, rules: [BUDGET_RULE], ...PATIENT });
-      expect((await limiter.status('budget', 'shared')).count).to.equal(spent);
-      await limiter.close();
-      expect(admitted.length).to.be.lessThan(requests.length);
+      const budget = await workers(server, s, 'budget', BUDGET_TASKS);
+      await expectBudgetKept(budget, () => new PostgresStore({ pool: control, schema: s }));
     });
 
     it('acquire: calls waiting in 4 processes are woken by releases in another, never more than 2 running', async function () {
