@@ -15,11 +15,50 @@ import {
 } from '../../src/index.js';
 import { operatorConsole } from '../../src/operators/console/index.js';
 import { EXPORTS } from '../fixtures/concurrency-ops-rules.js';
-import { runCliInProcess } from '../support/ops.js';
+import { type CliRun, runCliInProcess } from '../support/ops.js';
 import { getPostgres, type PostgresServer } from '../support/postgres.js';
 import { type RedisServer, startRedis } from '../support/redis.js';
 
 const req = (user: string) => ({ method: 'POST', path: '/exports', headers: { 'x-user': user } });
+
+/** The command line on one store, with the store's own options added. */
+type Cli = (...args: string[]) => Promise<CliRun>;
+type Status = { count: number; holders: Array<{ ageMs: number; leaseLeftMs: number }> };
+
+/**
+ * Takes 3 of EXPORTS's slots for u1 through `limiter`; the command line's status --json lists their holders,
+ * oldest first, and its text shows them in flight and held for. Answers the slots and the text.
+ */
+async function expectThreeHolders(limiter: Limiter, cli: Cli): Promise<{ held: Decision[]; text: string }> {
+  const held: Decision[] = [];
+  for (let i = 0; i < 3; i++) held.push(await limiter.check(req('u1')));
+  expect(held.map((d) => d.allowed)).to.deep.equal([true, true, true]);
+  const json = await cli('status', 'exports', 'u1', '--json');
+  expect(json.code, json.stderr).to.equal(0);
+  const status = JSON.parse(json.stdout) as Status;
+  expect(status.count).to.equal(3);
+  expect(status.holders).to.have.length(3);
+  for (const h of status.holders) {
+    expect(h.ageMs).to.be.at.least(0);
+    expect(h.leaseLeftMs).to.be.within(1, 30_000);
+  }
+  // Oldest first.
+  const ages = status.holders.map((h) => h.ageMs);
+  expect(ages).to.deep.equal([...ages].sort((a, b) => b - a));
+  const text = await cli('status', 'exports', 'u1');
+  expect(text.code, text.stderr).to.equal(0);
+  expect(text.stdout).to.include('in flight 3 of 5, 2 free');
+  expect(text.stdout).to.match(/held for {2}\d+(ms|s), \d+(ms|s), \d+(ms|s)\n/);
+  return { held, text: text.stdout };
+}
+
+/** Releases `first`: the command line's status --json lists the 2 holders left. */
+async function expectReleaseFreesOne(limiter: Limiter, first: Decision, cli: Cli): Promise<void> {
+  await limiter.release(first);
+  const after = JSON.parse((await cli('status', 'exports', 'u1', '--json')).stdout) as Status;
+  expect(after.count).to.equal(2);
+  expect(after.holders).to.have.length(2);
+}
 
 describe('operator views of a concurrency rule', function () {
   this.timeout(60_000);
@@ -71,37 +110,13 @@ describe('operator views of a concurrency rule', function () {
       const client = server.client();
       const limiter = createLimiter({ rules: [EXPORTS], store: new RedisStore({ client, prefix }) });
       open.push(limiter);
-      const held: Decision[] = [];
-      for (let i = 0; i < 3; i++) held.push(await limiter.check(req('u1')));
-      expect(held.map((d) => d.allowed)).to.deep.equal([true, true, true]);
-      const cli = (...args: string[]) =>
+      const cli: Cli = (...args) =>
         runCliInProcess([...args, '--prefix', prefix, '--rules', 'test/fixtures/concurrency-ops-rules.ts'], {
           REDIS_URL: server.url,
         });
-      const json = await cli('status', 'exports', 'u1', '--json');
-      expect(json.code, json.stderr).to.equal(0);
-      const status = JSON.parse(json.stdout) as {
-        count: number;
-        holders: Array<{ ageMs: number; leaseLeftMs: number }>;
-      };
-      expect(status.count).to.equal(3);
-      expect(status.holders).to.have.length(3);
-      for (const h of status.holders) {
-        expect(h.ageMs).to.be.at.least(0);
-        expect(h.leaseLeftMs).to.be.within(1, 30_000);
-      }
-      // Oldest first.
-      const ages = status.holders.map((h) => h.ageMs);
-      expect(ages).to.deep.equal([...ages].sort((a, b) => b - a));
-      const text = await cli('status', 'exports', 'u1');
-      expect(text.code, text.stderr).to.equal(0);
-      expect(text.stdout).to.include('in flight 3 of 5, 2 free');
-      expect(text.stdout).to.match(/held for {2}\d+(ms|s), \d+(ms|s), \d+(ms|s)\n/);
-      expect(text.stdout).not.to.include('back to full');
-      await limiter.release(held[0] as Decision);
-      const after = JSON.parse((await cli('status', 'exports', 'u1', '--json')).stdout) as typeof status;
-      expect(after.count).to.equal(2);
-      expect(after.holders).to.have.length(2);
+      const { held, text } = await expectThreeHolders(limiter, cli);
+      expect(text).not.to.include('back to full');
+      await expectReleaseFreesOne(limiter, held[0] as Decision, cli);
       client.disconnect();
     });
   });
@@ -117,10 +132,7 @@ describe('operator views of a concurrency rule', function () {
       const pool = server.pool({ max: 4 });
       const limiter = createLimiter({ rules: [EXPORTS], store: new PostgresStore({ pool, schema }) });
       open.push(limiter);
-      const held: Decision[] = [];
-      for (let i = 0; i < 3; i++) held.push(await limiter.check(req('u1')));
-      expect(held.map((d) => d.allowed)).to.deep.equal([true, true, true]);
-      const cli = (...args: string[]) =>
+      const cli: Cli = (...args) =>
         runCliInProcess([
           ...args,
           '--postgres',
@@ -130,26 +142,8 @@ describe('operator views of a concurrency rule', function () {
           '--rules',
           'test/fixtures/concurrency-ops-rules.ts',
         ]);
-      type Status = { count: number; holders: Array<{ ageMs: number; leaseLeftMs: number }> };
-      const json = await cli('status', 'exports', 'u1', '--json');
-      expect(json.code, json.stderr).to.equal(0);
-      const status = JSON.parse(json.stdout) as Status;
-      expect(status.count).to.equal(3);
-      expect(status.holders).to.have.length(3);
-      for (const h of status.holders) {
-        expect(h.ageMs).to.be.at.least(0);
-        expect(h.leaseLeftMs).to.be.within(1, 30_000);
-      }
-      const ages = status.holders.map((h) => h.ageMs);
-      expect(ages).to.deep.equal([...ages].sort((a, b) => b - a));
-      const text = await cli('status', 'exports', 'u1');
-      expect(text.code, text.stderr).to.equal(0);
-      expect(text.stdout).to.include('in flight 3 of 5, 2 free');
-      expect(text.stdout).to.match(/held for {2}\d+(ms|s), \d+(ms|s), \d+(ms|s)\n/);
-      await limiter.release(held[0] as Decision);
-      const after = JSON.parse((await cli('status', 'exports', 'u1', '--json')).stdout) as Status;
-      expect(after.count).to.equal(2);
-      expect(after.holders).to.have.length(2);
+      const { held } = await expectThreeHolders(limiter, cli);
+      await expectReleaseFreesOne(limiter, held[0] as Decision, cli);
       // unlock (a reset) frees every slot; a holder released after it frees nothing (the key keeps its last id).
       const reset = await cli('unlock', 'exports', 'u1');
       expect(reset.code, reset.stderr).to.equal(0);
