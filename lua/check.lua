@@ -216,6 +216,15 @@ local function uncreated(i, op, alg)
   results[i] = now
 end
 
+-- Phase 1 of decidePlain and decideGrouped for op i on its live state (nil: none), not created: its
+-- result (no lock level), kept with the state; a denial (not a dry run) denies the request.
+local function evaluated(i, op, alg, state)
+  local r = alg.evaluate(state, op, nowMs, false)
+  r.level = 0
+  if not r.allowed and not op.dryRun then denied = true end
+  states[i], results[i] = state, r
+end
+
 -- decide() for a request of a plain shape (see the header): `optimistic`, its count keys are distinct
 -- (and SET NX GET is there, for string states). Results in `results`, or created[i] for an op that
 -- created its key.
@@ -252,10 +261,7 @@ local function decidePlain(n, requestNowMs, optimistic)
     if state == true then
       created[i] = true
     else
-      local r = alg.evaluate(state, op, nowMs, false)
-      r.level = 0
-      if not r.allowed and not op.dryRun then denied = true end
-      states[i], results[i] = state, r
+      evaluated(i, op, alg, state)
     end
   end
   -- Phase 2: all consume, or none does (a created key is deleted: it was empty).
@@ -340,10 +346,7 @@ local function decideGrouped(n, requestNowMs, shape)
       -- Admitted on an empty state: its result is its fresh state's (no table made for it).
       created[i] = true
     else
-      local r = alg.evaluate(state, op, nowMs, false)
-      r.level = 0
-      if not r.allowed and not op.dryRun then denied = true end
-      states[i], results[i] = state, r
+      evaluated(i, op, alg, state)
     end
   end
   local writes = false
