@@ -141,6 +141,18 @@ local function lockIfExceeded(i, write)
   indexLock(i, untilMs, level)
 end
 
+-- Phase 2 for op i of a request that does not consume it (it denied, another rule did, or it costs
+-- nothing): its result reports its state as it is, nothing received.
+local function unconsumed(i, op, alg)
+  local r = results[i]
+  if r.allowed then
+    local now = alg.evaluate(states[i], withCost(op, 0), nowMs, false)
+    r.remaining, r.resetMs, r.count, r.receipt = now.remaining, now.resetMs, now.count, 0
+  else
+    r.receipt = 0
+  end
+end
+
 -- Decides the request whose n ops are in ops, countKeys and lockKeys, leaving its results in `results`.
 -- `reads`: false, or per op whether it reads its override (in overrideKeys).
 local function decide(n, requestMode, consumeNothing, requestNowMs, reads)
@@ -183,27 +195,12 @@ local function decide(n, requestMode, consumeNothing, requestNowMs, reads)
       local consume = mode == 'record' or (not denied and r.allowed)
       if consume and op.cost > 0 then
         alg.save(countKeys[i], alg.apply(states[i], op, nowMs), op, nowMs)
-      elseif r.allowed then
-        -- Admitted by its own rule but not consumed (another rule denied): report the state as it is.
-        local now = alg.evaluate(states[i], withCost(op, 0), nowMs, false)
-        r.remaining, r.resetMs, r.count, r.receipt = now.remaining, now.resetMs, now.count, 0
       else
-        r.receipt = 0
+        -- Not consumed (a rule denied, or it costs nothing): its state as it is.
+        unconsumed(i, op, alg)
       end
       if op.lockMs ~= 0 then lockIfExceeded(i, true) end
     end
-  end
-end
-
--- Phase 2 for op i of a request that does not consume it (it denied, another rule did, or it costs
--- nothing): its result reports its state as it is, nothing received.
-local function unconsumed(i, op, alg)
-  local r = results[i]
-  if r.allowed then
-    local now = alg.evaluate(states[i], withCost(op, 0), nowMs, false)
-    r.remaining, r.resetMs, r.count, r.receipt = now.remaining, now.resetMs, now.count, 0
-  else
-    r.receipt = 0
   end
 end
 
