@@ -9,7 +9,7 @@ import { expect } from 'chai';
 import type { Redis } from 'ioredis';
 import { createLimiter, MemoryStore, RedisStore } from '../../src/index.js';
 import { abortingClients, HOLD_RULE, KILL_RULE, runHolders } from '../fixtures/concurrency-worker.js';
-import { expectBudgetKept, startWorkers } from '../support/concurrency-workers.js';
+import { expectBudgetKept, startKillHolder, startWorkers } from '../support/concurrency-workers.js';
 import { Burners } from '../support/pressure.js';
 import { exited } from '../support/processes.js';
 import { getRedis, type RedisServer } from '../support/redis.js';
@@ -144,10 +144,7 @@ function suite(loaded: boolean) {
 
     it("a SIGKILLed holder's slot is held while it renews, and comes back after its lease, not before", async () => {
       const p = prefix();
-      const { children, next } = await workers(server, p, 'kill', 1, 1);
-      const holder = children[0] as (typeof children)[number];
-      const held = JSON.parse(await next(0)) as { allowed: boolean; slot: number };
-      expect(held.allowed).to.equal(true);
+      const { holder, held } = await startKillHolder(workers(server, p, 'kill', 1, 1));
       const key = `${p}:{shared}:single`;
       const leaseEnd = async () => Number(await control.zscore(key, String(held.slot)));
       const firstEnd = await leaseEnd();

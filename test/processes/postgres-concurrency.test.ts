@@ -12,7 +12,7 @@ import { postgresNames } from '../../src/stores/postgres-sql.js';
 import { SLOT_RULE } from '../fixtures/acquire-rules.js';
 import { HOLD_RULE, KILL_RULE } from '../fixtures/concurrency-worker.js';
 import { runningTable, stampsSequence } from '../fixtures/postgres-concurrency-worker.js';
-import { expectBudgetKept, startWorkers } from '../support/concurrency-workers.js';
+import { expectBudgetKept, startKillHolder, startWorkers } from '../support/concurrency-workers.js';
 import { getPostgres, type PostgresServer } from '../support/postgres.js';
 import { Burners } from '../support/pressure.js';
 import { exited } from '../support/processes.js';
@@ -123,10 +123,7 @@ function suite(loaded: boolean) {
 
     it("a SIGKILLed holder's slot is held while it renews, and comes back after its lease, not before", async () => {
       const s = schema();
-      const { children, next } = await workers(server, s, 'kill', 1, 1);
-      const holder = children[0] as (typeof children)[number];
-      const held = JSON.parse(await next(0)) as { allowed: boolean; slot: number };
-      expect(held.allowed).to.equal(true);
+      const { holder, held } = await startKillHolder(workers(server, s, 'kill', 1, 1));
       // The slot's lease end, read from its row (sql/concurrency.sql: xs holds slot id, lease end pairs).
       const keys = postgresNames(s, 'rk_').qualified('keys');
       const leaseEnd = async () => {

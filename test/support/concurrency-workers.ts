@@ -1,5 +1,6 @@
 // What the concurrency process tests on Redis and on PostgreSQL share: their worker processes started and
-// told to go (test/fixtures/concurrency-worker.ts's protocol), and the settled budget's bound and checks.
+// told to go (test/fixtures/concurrency-worker.ts's protocol), the killed holder's start, and the settled
+// budget's bound and checks.
 import { type ChildProcessByStdio, spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import type { Readable, Writable } from 'node:stream';
@@ -30,6 +31,18 @@ export async function startWorkers(script: string, args: readonly string[], coun
   expect(await Promise.all(children.map((_, i) => next(i)))).to.deep.equal(Array(count).fill('ready'));
   for (const child of children) child.stdin.end('go\n');
   return { children, next };
+}
+
+/**
+ * The 'kill' worker (holdUntilKilled) started alone: its process, and the slot it took (admitted, or the
+ * test fails here).
+ */
+export async function startKillHolder(start: Promise<Workers>) {
+  const { children, next } = await start;
+  const holder = children[0] as Workers['children'][number];
+  const held = JSON.parse(await next(0)) as { allowed: boolean; slot: number };
+  expect(held.allowed).to.equal(true);
+  return { holder, held };
 }
 
 /**
