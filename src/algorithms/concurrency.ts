@@ -59,20 +59,27 @@ export const concurrency: Algorithm<HolderState> = {
   kind: countingWindow('concurrency', ['lease']),
 
   evaluate(state, op, nowMs, add) {
-    const untils = liveUntils(state, nowMs);
-    const live = untils.length;
+    // The live holders and the soonest lease end, in one pass: sorted only for a denial that needs more.
+    let live = 0;
+    let first = Number.POSITIVE_INFINITY;
+    if (state !== undefined) {
+      for (const untilMs of state.holders.values()) {
+        if (untilMs <= nowMs) continue;
+        live++;
+        if (untilMs < first) first = untilMs;
+      }
+    }
     const { limit } = op;
     const total = live + op.cost;
     const allowed = total <= limit;
     const counted = allowed || add ? total : live;
     // Until the soonest lease ends: the latest a slot frees if its holder stops renewing (a release frees one sooner).
-    const first = untils[0];
-    const resetMs = first !== undefined ? first - nowMs : counted > 0 ? op.rule.sizeMs : 0;
+    const resetMs = live > 0 ? first - nowMs : counted > 0 ? op.rule.sizeMs : 0;
     let retryAfterMs = 0;
     if (!allowed && live > 0) {
       // Enough holders must lapse for this op to fit (all of them when it cannot fit at all).
       const k = Math.min(live, total - limit);
-      retryAfterMs = (untils[k - 1] as number) - nowMs;
+      retryAfterMs = (k === 1 ? first : (liveUntils(state, nowMs)[k - 1] as number)) - nowMs;
     }
     return verdict(
       allowed,
