@@ -3,7 +3,7 @@
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
 import { assembleScript } from '../../src/stores/redis-scripts.js';
-import { type RedisServer, startRedis } from '../support/redis.js';
+import { getRedis } from '../support/redis.js';
 
 /** Per number in ARGV: num's text, then the reference printf's. */
 const COMPARE = `local num = require('values').num
@@ -19,16 +19,11 @@ end
 return out`;
 
 describe('Lua num (lua/values.lua)', () => {
-  let server: RedisServer;
   let client: Redis;
   before(async () => {
-    server = await startRedis();
-    client = server.client();
+    client = (await getRedis()).client();
   });
-  after(async () => {
-    client.disconnect();
-    await server.stop();
-  });
+  after(() => client.disconnect());
 
   it("prints every number as '%.0f' (whole, below 2^53) or '%.17g' does, -0 included", async () => {
     const edges = [
