@@ -227,6 +227,8 @@ end
 -- Slots that are unknown, lapsed or released already are not there to remove; the seq ('#') stays, so
 -- no id is handed out twice.
 local function release(key, op, receiptText)
+  -- A cost of 0 held nothing (and ZREM takes at least one member).
+  if op.cost < 1 then return end
   if op.cost == 1 then
     redis.call('ZREM', key, receiptText)
     return

@@ -32,6 +32,8 @@ const ODD_WINDOWS: Record<string, Rule['window']> = {
   sliding: { type: 'sliding', size: 1000, buckets: 7 },
   'token-bucket': { type: 'token-bucket', size: '700ms', burst: 4 },
   gcra: { type: 'gcra', size: '900ms', burst: 2 },
+  // Slots taken, released (a quiet refund: one ZREM) and lapsed at an odd lease.
+  concurrency: { type: 'concurrency', lease: '1300ms' },
 };
 
 function compile(rules: Array<Omit<Rule, 'key'>>): CompiledRule[] {
@@ -93,7 +95,7 @@ describe('RedisStore', function () {
   after(() => server.stop());
 
   describe('computes exactly what the memory store computes', () => {
-    for (const type of Object.keys(WINDOWS)) {
+    for (const type of Object.keys(ODD_WINDOWS)) {
       it(`${type}: same results for 600 random steps of check, peek, record, refund, clear and reset`, async () => {
         const seed = Number(process.env.RK_SEED ?? Math.floor(Math.random() * 2 ** 31));
         const random = prng(seed);
@@ -104,7 +106,10 @@ describe('RedisStore', function () {
             name: 'b',
             limit: 3,
             window,
-            lockout: { duration: '700ms', escalate: 2, maxDuration: 2500, forgetAfter: 3000 },
+            // A slot is held until released: no lockout for a concurrency rule.
+            ...(type !== 'concurrency' && {
+              lockout: { duration: '700ms', escalate: 2, maxDuration: 2500, forgetAfter: 3000 },
+            }),
           },
           { name: 'c', limit: 2, window, mode: 'dry-run' },
         ]);
