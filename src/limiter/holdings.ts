@@ -162,17 +162,26 @@ export class Holdings {
     }
   }
 
-  async #free(held: Held): Promise<void> {
+  /** The release's promise with its outcome handled: no async function's own promise around it. */
+  #free(held: Held): Promise<void> {
+    let refunded: Promise<void>;
     try {
-      await this.#parts.call('release', held.store.refund(held.slots));
-      for (const { op } of held.slots) this.#parts.freed(op.rule.name, op.key);
+      refunded = this.#parts.call('release', held.store.refund(held.slots));
     } catch (error) {
-      this.#parts.failed(error, 'release');
-      if (!this.#closed) {
-        this.#unreleased.add(held);
-        this.#schedule();
-      }
+      refunded = Promise.reject(error);
     }
+    return refunded.then(
+      () => {
+        for (const { op } of held.slots) this.#parts.freed(op.rule.name, op.key);
+      },
+      (error: unknown) => {
+        this.#parts.failed(error, 'release');
+        if (!this.#closed) {
+          this.#unreleased.add(held);
+          this.#schedule();
+        }
+      },
+    );
   }
 
   #schedule(): void {
