@@ -325,22 +325,20 @@ export function responseClosed(
 }
 
 /**
- * Calls `done` once when the app has ended a Node response: its `end()` was called (the handler gave its
- * whole answer, whether or not the client is still there to read it) by the time the response closes, or,
- * when the client went first, when the handler calls `end()` then. A client that goes does not count: its
- * handler may still be working.
+ * Calls `done` once when the app has ended a Node response: its `end()` is called (the handler gave its
+ * whole answer, whether or not the client is still there to read it) or it finishes. A client that goes
+ * does not count: its handler may still be working.
  *
- * One `close` listener per response: Node emits `close` once the response has finished (on the tick after
- * `finish`, before the connection's next request is read) or once its connection is gone. A `prefinish`
- * listener beside it (`end()` itself) cost each request a second listener and closure for the few
- * milliseconds between `end()` and `finish`; `end()` is wrapped only for a response that closed without
- * having been ended.
+ * Node emits `prefinish` from `end()` itself, the client there or gone; it comes later only for a response
+ * queued behind another on the connection (pipelining), or never when the connection closed first and the
+ * response is then ended without Node finishing it. So `end()` is wrapped only once the response closed
+ * without having been ended: replacing a method of every response costs each request more than two listeners.
  */
 export function responseEnded(
   res: {
     end: (...args: never[]) => unknown;
     writableEnded?: boolean;
-    once(event: 'close', listener: () => void): unknown;
+    on(event: 'prefinish' | 'close', listener: () => void): unknown;
   },
   done: () => void,
 ): void {
@@ -348,14 +346,22 @@ export function responseEnded(
     done();
     return;
   }
-  res.once('close', () => {
-    // Ended (finished, or closed while it was written): the app is done with it.
-    if (res.writableEnded === true) return done();
+  let called = false;
+  const once = () => {
+    if (called) return;
+    called = true;
+    done();
+  };
+  res.on('prefinish', once);
+  res.on('close', () => {
+    if (called) return;
+    // Ended already (queued, or closed while it was written): the app is done with it.
+    if (res.writableEnded === true) return once();
     // The client went first: done when the handler ends the response, whatever Node makes of it then.
     const end = res.end;
     res.end = function (this: unknown, ...args: never[]) {
       res.end = end;
-      done();
+      once();
       return end.apply(this, args);
     };
   });
