@@ -39,6 +39,19 @@ local function nextSlotId(state, nowMs)
   return math.max(seq + 1, nowMs * SLOT_IDS_PER_MS + 1)
 end
 
+-- Ends `key` at atMs (atText: its text). On the server's clock as that time: PEXPIREAT is propagated as
+-- it is, where PEXPIRE is rewritten into it first (some 2,000 instructions of redis-server); an injected
+-- clock's time is not the server's, so there as a TTL from nowMs, the op's size as sent when it is that.
+local function expireAt(key, atMs, atText, op, nowMs)
+  if isServerMs(nowMs) then
+    redis.call('PEXPIREAT', key, atText)
+    return
+  end
+  local ttl = ttlMs(atMs, nowMs)
+  if ttl == op.sizeMs then ttl = op.sizeMsText else ttl = tostring(ttl) end
+  redis.call('PEXPIRE', key, ttl)
+end
+
 -- The k-th soonest live lease end (k >= 1).
 local function liveUntil(state, nowMs, k)
   if k == 1 and state.first ~= nil then return state.first end
@@ -61,11 +74,9 @@ local concurrency = {
     args[#args + 1] = num(id + op.cost - 1)
     args[#args + 1] = SEQ
     op.freshId, op.freshArgs = id, args
-    -- On the server's clock, the key's end as a time: PEXPIREAT is propagated as it is, where PEXPIRE
-    -- is rewritten into it first (some 2,000 instructions of redis-server). An injected clock's time is
-    -- not the server's: a TTL, as every other window writes.
+    -- As expireAt decides, made once per op and time: every empty key of a call gets the same.
     if isServerMs(nowMs) then
-      op.freshExpire, op.freshTtl = 'PEXPIREAT', num(nowMs + op.sizeMs)
+      op.freshExpire, op.freshTtl = 'PEXPIREAT', untilText
     else
       op.freshExpire, op.freshTtl = 'PEXPIRE', tostring(ttlMs(nowMs + op.sizeMs, nowMs))
     end
@@ -109,14 +120,8 @@ local concurrency = {
       args[#args + 1] = idText
       args[#args + 1] = SEQ
       redis.call('ZADD', key, unpack(args))
-      if isServerMs(nowMs) then
-        -- As create: the end as a time (the usual end is the lease end just written: its text is made).
-        redis.call('PEXPIREAT', key, untilText(state.expires))
-      else
-        local ttl = ttlMs(state.expires, nowMs)
-        if ttl == op.sizeMs then ttl = op.sizeMsText else ttl = tostring(ttl) end
-        redis.call('PEXPIRE', key, ttl)
-      end
+      -- The usual end is the lease end just written: its text is made already.
+      expireAt(key, state.expires, untilText(state.expires), op, nowMs)
     end
   end,
   evaluate = function(state, op, nowMs, add)
@@ -216,9 +221,7 @@ local function renew(key, op, nowMs, receipt)
     end
   end
   -- Every lease of the key ends by then, and its seq is older.
-  if held then
-    if isServerMs(nowMs) then redis.call('PEXPIREAT', key, untilMs) else redis.call('PEXPIRE', key, op.sizeMs) end
-  end
+  if held then expireAt(key, nowMs + op.sizeMs, untilMs, op, nowMs) end
   return held
 end
 
