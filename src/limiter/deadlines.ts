@@ -1,7 +1,7 @@
 // Store-call deadlines: one shared, unref'd ticker instead of a timer per call, and the rule that tells a
 // slow store from a failed one.
 import { performance } from 'node:perf_hooks';
-import type { StoreLiveness } from '../stores/store.js';
+import type { Settler, StoreLiveness } from '../stores/store.js';
 
 /** How often pending calls are checked: a call fails at most this long (plus event-loop lag) after its deadline. */
 export const DEADLINE_TICK_MS = 10;
@@ -33,13 +33,50 @@ const realClock: DeadlineClock = {
   },
 };
 
-/** A call in flight, linked into the pending list (oldest first). */
-interface TimedCall {
+/**
+ * A call in flight, linked into the pending list (oldest first), and what settles its promise: settled
+ * (by the store, or rejected by a check), it leaves the list. The first settle wins.
+ */
+interface Pending {
   readonly startMs: number;
-  readonly reject: (error: Error) => void;
-  prev: TimedCall | undefined;
-  next: TimedCall | undefined;
+  prev: Pending | undefined;
+  next: Pending | undefined;
   listed: boolean;
+  reject(error: unknown): void;
+}
+
+class TimedCall<T> implements Settler<T>, Pending {
+  readonly startMs: number;
+  prev: Pending | undefined;
+  next: Pending | undefined = undefined;
+  listed = true;
+  readonly #deadlines: Deadlines;
+  readonly #resolve: (value: T) => void;
+  readonly #reject: (error: unknown) => void;
+
+  constructor(
+    deadlines: Deadlines,
+    startMs: number,
+    prev: Pending | undefined,
+    resolve: (value: T) => void,
+    reject: (error: unknown) => void,
+  ) {
+    this.#deadlines = deadlines;
+    this.startMs = startMs;
+    this.prev = prev;
+    this.#resolve = resolve;
+    this.#reject = reject;
+  }
+
+  resolve(value: T): void {
+    if (this.listed) this.#deadlines.unlink(this);
+    this.#resolve(value);
+  }
+
+  reject(error: unknown): void {
+    if (this.listed) this.#deadlines.unlink(this);
+    this.#reject(error);
+  }
 }
 
 /** The errors a late call is rejected with. */
@@ -71,8 +108,8 @@ export class Deadlines {
   readonly #liveness: StoreLiveness | undefined;
   readonly #errors: LateErrors;
   readonly #clock: DeadlineClock;
-  #head: TimedCall | undefined;
-  #tail: TimedCall | undefined;
+  #head: Pending | undefined;
+  #tail: Pending | undefined;
   /** Stops the ticker; undefined while it is not running. */
   #stopTicker: (() => void) | undefined;
   #checkQueued = false;
@@ -99,33 +136,35 @@ export class Deadlines {
 
   /** Settles as `promise` does, or rejects once the store was silent, or this call waited, too long. */
   race<T>(promise: Promise<T>): Promise<T> {
-    return new Promise<T>((resolve, reject) => {
-      const call: TimedCall = {
-        startMs: this.#clock.now(),
-        reject,
-        prev: this.#tail,
-        next: undefined,
-        listed: true,
-      };
-      if (this.#tail === undefined) this.#head = call;
-      else this.#tail.next = call;
-      this.#tail = call;
-      if (this.#stopTicker === undefined) this.#stopTicker = this.#clock.every(this.#queueCheck);
+    return this.start<T>((call) => {
       promise.then(
-        (value) => {
-          this.#unlink(call);
-          resolve(value);
-        },
-        (error: unknown) => {
-          this.#unlink(call);
-          reject(error);
-        },
+        (value) => call.resolve(value),
+        (error: unknown) => call.reject(error),
       );
     });
   }
 
-  #unlink(call: TimedCall): void {
-    if (!call.listed) return;
+  /**
+   * A call that `send` makes, settling the settler it is given (a store's `evaluateInto`): settles as
+   * `send` settles it, or rejects as `race` does. One promise, this one; a throw from `send` rejects it.
+   */
+  start<T>(send: (into: Settler<T>) => void): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const call = new TimedCall<T>(this, this.#clock.now(), this.#tail, resolve, reject);
+      if (this.#tail === undefined) this.#head = call;
+      else this.#tail.next = call;
+      this.#tail = call;
+      if (this.#stopTicker === undefined) this.#stopTicker = this.#clock.every(this.#queueCheck);
+      try {
+        send(call);
+      } catch (error) {
+        call.reject(error);
+      }
+    });
+  }
+
+  /** Takes a settled (or given up) call out of the pending list; TimedCall's own. */
+  unlink(call: Pending): void {
     call.listed = false;
     if (call.prev === undefined) this.#head = call.next;
     else call.prev.next = call.next;
@@ -165,14 +204,14 @@ export class Deadlines {
     const liveness = this.#liveness;
     const silent = liveness === undefined || this.#silence(liveness, nowMs) >= this.#silentMs;
     const connecting = liveness?.connecting() !== undefined;
-    const late: Array<{ call: TimedCall; error: Error }> = [];
+    const late: Array<{ call: Pending; error: Error }> = [];
     for (let call = this.#head; call !== undefined; call = this.#head) {
       const waitedMs = nowMs - call.startMs;
       let error: Error;
       if (silent && waitedMs >= this.#silentMs) error = this.#errors.silent(this.#silentMs);
       else if (waitedMs >= this.#maxWaitMs) error = this.#errors.slow(this.#maxWaitMs, connecting);
       else break;
-      this.#unlink(call);
+      this.unlink(call);
       late.push({ call, error });
     }
     for (const { call, error } of late) call.reject(error);

@@ -117,6 +117,19 @@ export class FailurePolicy {
     return call;
   }
 
+  /**
+   * A decision's store call, `timed`: through the store's `evaluateInto` when it has one and its first
+   * connection is made, so that the deadlines' promise is the decision's only one.
+   */
+  timedEvaluate(ops: readonly StoreOp[], mode: EvalMode): Promise<EvalResult> {
+    const store = this.#store;
+    const deadlines = this.#deadlines;
+    const into = store.evaluateInto;
+    if (deadlines === undefined || into === undefined || store.liveness?.connecting() !== undefined)
+      return this.timed(() => store.evaluate(ops, mode));
+    return deadlines.start<EvalResult>((settler) => into.call(store, ops, mode, settler));
+  }
+
   /** Any other store call (`report`, `reset`, `status` ...): timed, its outcome kept in `health` and told to observers. */
   call<T>(operation: string, promise: Promise<T>): Promise<T> {
     // A local store (no deadlines): its own promise, not one more wrapped around it (a release per request).

@@ -8,7 +8,7 @@ import { hasLockout, type ScriptTime } from './redis-op-text.js';
 import { decodeCheckReply } from './redis-replies.js';
 import { type RedisScript, runScript } from './redis-scripts.js';
 import { SlotMap } from './redis-slot-map.js';
-import type { EvalMode, EvalResult, StoreOp } from './store.js';
+import type { EvalMode, EvalResult, Settler, StoreOp } from './store.js';
 
 /** A request waiting in a batch, and how to settle it. */
 interface QueuedRequest {
@@ -16,8 +16,7 @@ interface QueuedRequest {
   readonly mode: EvalMode;
   readonly time: ScriptTime;
   readonly slot: number;
-  resolve(result: EvalResult): void;
-  reject(error: unknown): void;
+  readonly into: Settler<EvalResult>;
 }
 
 /** Requests that go out together as one call of lua/check.lua. */
@@ -98,8 +97,17 @@ export class Batcher {
     this.#crossSlot = connection.cluster;
   }
 
-  /** Adds a request (all its keys in `slot`) to the batch of its slot, or of its slot's master. */
-  enqueue(slot: number, ops: readonly StoreOp[], mode: EvalMode, time: ScriptTime): Promise<EvalResult> {
+  /**
+   * Adds a request (all its keys in `slot`) to the batch of its slot, or of its slot's master; `into`
+   * is settled with its result.
+   */
+  enqueue(
+    slot: number,
+    ops: readonly StoreOp[],
+    mode: EvalMode,
+    time: ScriptTime,
+    into: Settler<EvalResult>,
+  ): void {
     const key = this.#batchKey(slot, ops);
     let batch = this.#open.get(key);
     if (batch === undefined) {
@@ -111,13 +119,12 @@ export class Batcher {
       }
     }
     if (slot !== batch.slot) batch.crossSlot = true;
-    const promise = queue(batch, ops, mode, time, slot);
+    batch.requests.push({ ops, mode, time, slot, into });
     batch.call.add(this.#space, ops, mode, false, time);
     if (batch.call.requests >= MAX_BATCH_REQUESTS || batch.call.ops >= MAX_BATCH_OPS) {
       this.#open.delete(key);
       this.#dispatch(key, batch);
     }
-    return promise;
   }
 
   /** One call for one request alone, sent now (a Cluster group): results in op order. */
@@ -208,9 +215,9 @@ export class Batcher {
           (r, results, serverMs) => {
             const request = requests[r] as QueuedRequest;
             if (!(results instanceof Error))
-              request.resolve({ nowMs: decidedAt(request.time, serverMs), results });
+              request.into.resolve({ nowMs: decidedAt(request.time, serverMs), results });
             else if (crossSlot && NOT_LOCAL.test(results.message)) this.#again(request);
-            else request.reject(results);
+            else request.into.reject(results);
           },
         );
       },
@@ -221,7 +228,7 @@ export class Batcher {
           for (const request of requests) this.#again(request);
           return;
         }
-        for (const request of requests) request.reject(error);
+        for (const request of requests) request.into.reject(error);
       },
     );
   }
@@ -253,6 +260,6 @@ function queue(
   slot: number,
 ): Promise<EvalResult> {
   return new Promise<EvalResult>((resolve, reject) => {
-    batch.requests.push({ ops, mode, time, slot, resolve, reject });
+    batch.requests.push({ ops, mode, time, slot, into: { resolve, reject } });
   });
 }

@@ -282,7 +282,8 @@ export async function runScriptThen(
   const followed = next?.();
   try {
     const reply = await call;
-    await followed;
+    // Awaiting undefined would still cost a turn of the microtask queue per call.
+    if (followed !== undefined) await followed;
     return reply;
   } catch (error) {
     const message = messageOf(error);

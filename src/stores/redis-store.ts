@@ -22,6 +22,7 @@ import type {
   EvalResult,
   HeldSlot,
   Refund,
+  Settler,
   Store,
   StoreLiveness,
   StoreOp,
@@ -120,19 +121,30 @@ export class RedisStore implements Store {
    * slots is decided group by group (SlotGroups): all-or-nothing overall.
    */
   evaluate(ops: readonly StoreOp[], mode: EvalMode): Promise<EvalResult> {
+    return new Promise((resolve, reject) => this.evaluateInto(ops, mode, { resolve, reject }));
+  }
+
+  /** `evaluate`, settling `into` (the failure policy's deadline call): one promise per decision, not two. */
+  evaluateInto(ops: readonly StoreOp[], mode: EvalMode, into: Settler<EvalResult>): void {
     try {
       // Refunds asked for before this decision go first: a slot released, then taken again.
       if (this.#refunds !== undefined) this.#sendRefunds();
-      if (ops.length === 0) return Promise.resolve({ nowMs: this.now(), results: [] });
+      if (ops.length === 0) {
+        into.resolve({ nowMs: this.now(), results: [] });
+        return;
+      }
       // An injected clock is read once, so every group of a Cluster request decides at the same time.
       const time = this.#clock.scriptTime();
       const slot = this.#groups.slotOf(ops);
-      return slot === undefined
-        ? this.#groups.evaluate(ops, mode, time)
-        : this.#batcher.enqueue(slot, ops, mode, time);
+      if (slot !== undefined) this.#batcher.enqueue(slot, ops, mode, time, into);
+      else
+        this.#groups.evaluate(ops, mode, time).then(
+          (result) => into.resolve(result),
+          (error: unknown) => into.reject(error),
+        );
     } catch (error) {
       // A fault is a rejection, never a throw, as from an async method.
-      return Promise.reject(error);
+      into.reject(error);
     }
   }
 

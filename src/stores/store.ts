@@ -51,6 +51,12 @@ export interface StoreLiveness {
   silentSinceMs(): number | undefined;
 }
 
+/** What settles a call made for someone else's promise: the first of `resolve` or `reject` wins. */
+export interface Settler<T> {
+  resolve(value: T): void;
+  reject(error: unknown): void;
+}
+
 export interface Store {
   /** True for stores inside this process (no deny cache or insurance needed in front of them). */
   readonly local: boolean;
@@ -65,6 +71,13 @@ export interface Store {
    * have it (its answer stands in for a failed call at once).
    */
   evaluateSync?(ops: readonly StoreOp[], mode: EvalMode): EvalResult;
+  /**
+   * Optional, a capability: `evaluate` settling `into` instead of returning a promise (a shared store
+   * that keeps its calls' settle functions anyway: the Redis store's batches). The limiter then makes
+   * one promise per decision, the deadlines' own, where it would make a second around the store's.
+   * Never throws: a fault is `into.reject`.
+   */
+  evaluateInto?(ops: readonly StoreOp[], mode: EvalMode, into: Settler<EvalResult>): void;
   /** Give reservations back (an outcome that does not count). Never goes below empty. */
   refund(refunds: readonly Refund[]): Promise<void>;
   /**
