@@ -33,9 +33,12 @@
 --             (protocol.lua memo)
 -- Reply: flat array of integers: the server's time (epoch ms; 0 when no request asked for it), then
 --   per request, per op: head = the sum of the Flag values that hold + LEVEL_UNIT x level; then, unless
---   Flag.FRESH, remaining (units), resetMs, count (units), receipt; then retryAfterMs (ms) when
---   Flag.RETRY_AFTER_FOLLOWS, lockedUntil (epoch ms) when Flag.LOCKED_UNTIL_FOLLOWS, the limit in force
---   (units) when Flag.OVERRIDDEN (an override decided it; else the op's limit did).
+--   Flag.FRESH, remaining (units) unless Flag.REMAINING_DERIVED, resetMs, count (units), receipt unless
+--   Flag.RECEIPT_DERIVED; then retryAfterMs (ms) when Flag.RETRY_AFTER_FOLLOWS, lockedUntil (epoch ms)
+--   when Flag.LOCKED_UNTIL_FOLLOWS, the limit in force (units) when Flag.OVERRIDDEN (an override decided
+--   it; else the op's limit did). A derived figure is left out because the client computes it exactly:
+--   remaining = max(0, limit in force - count), receipt = the request's time + resetMs (a window's end).
+--   Every integer a reply element holds costs the client more to read than these few comparisons here.
 --   Flag.FRESH alone: the op's key held no state, and the op was counted: its result is its
 --   algorithm's verdict on an empty state at the request's time (the TypeScript twin's, which the
 --   parity test holds equal), and nothing else follows.
@@ -69,14 +72,15 @@ local SET_NX_GET = algorithms.SET_NX_GET
 -- The bits of a reply head (Flag in src/stores/redis-replies.ts: the same names and values).
 local Flag = {
   ALLOWED = 1, LOCKED = 2, LOCKED_NOW = 4, RETRY_AFTER_FOLLOWS = 8, LOCKED_UNTIL_FOLLOWS = 16, OVERRIDDEN = 32,
-  FRESH = 64,
+  FRESH = 64, REMAINING_DERIVED = 128, RECEIPT_DERIVED = 256,
 }
 -- The level counts in multiples of this, above the flags.
-local LEVEL_UNIT = 128
+local LEVEL_UNIT = 512
 -- As locals: read for every result.
 local ALLOWED, LOCKED, LOCKED_NOW = Flag.ALLOWED, Flag.LOCKED, Flag.LOCKED_NOW
 local RETRY_AFTER_FOLLOWS, LOCKED_UNTIL_FOLLOWS = Flag.RETRY_AFTER_FOLLOWS, Flag.LOCKED_UNTIL_FOLLOWS
 local OVERRIDDEN, FRESH = Flag.OVERRIDDEN, Flag.FRESH
+local REMAINING_DERIVED, RECEIPT_DERIVED = Flag.REMAINING_DERIVED, Flag.RECEIPT_DERIVED
 
 -- The request being decided (upvalues of the helpers below): its ops are its shape's (a copy, in
 -- `decided`, when some read an override), its other tables are reused by the next request.
@@ -456,19 +460,38 @@ local function distinctKeys(n)
   return true
 end
 
--- Appends the result r of an op to the reply at b (see the header); returns the new end.
-local function put(reply, b, r, override)
+-- Appends the result r of an op whose limit was `limit` (an override's when it decided) at requestNowMs
+-- to the reply at b (see the header); returns the new end. A figure is derived only from integers: the
+-- reply carries integers, and the client must compute from what it reads exactly what was left out.
+local function put(reply, b, r, override, limit, requestNowMs)
   local retryAfterMs, lockedUntil = r.retryAfterMs, r.lockedUntil or 0
+  local remaining, resetMs, count, receipt = r.remaining, r.resetMs, r.count, r.receipt
   local head = LEVEL_UNIT * r.level
-  if override then head = head + OVERRIDDEN end
+  if override then
+    head = head + OVERRIDDEN
+    limit = override.limit
+  end
   if r.allowed then head = head + ALLOWED end
   if r.locked then head = head + LOCKED end
   if r.lockedNow then head = head + LOCKED_NOW end
   if retryAfterMs ~= 0 then head = head + RETRY_AFTER_FOLLOWS end
   if lockedUntil ~= 0 then head = head + LOCKED_UNTIL_FOLLOWS end
-  reply[b + 1], reply[b + 2], reply[b + 3], reply[b + 4], reply[b + 5] =
-    head, r.remaining, r.resetMs, r.count, r.receipt
-  b = b + 5
+  local derivedRemaining = count % 1 == 0 and remaining == math.max(0, limit - count)
+  local derivedReceipt = resetMs % 1 == 0 and receipt == requestNowMs + resetMs
+  if derivedRemaining then head = head + REMAINING_DERIVED end
+  if derivedReceipt then head = head + RECEIPT_DERIVED end
+  b = b + 1
+  reply[b] = head
+  if not derivedRemaining then
+    b = b + 1
+    reply[b] = remaining
+  end
+  reply[b + 1], reply[b + 2] = resetMs, count
+  b = b + 2
+  if not derivedReceipt then
+    b = b + 1
+    reply[b] = receipt
+  end
   if retryAfterMs ~= 0 then
     b = b + 1
     reply[b] = retryAfterMs
@@ -587,7 +610,7 @@ local function decideRequest(shape, requestNowMs, KEYS, keyAt, ARGV, at, reply, 
       b = b + 1
       reply[b] = FRESH
     else
-      b = put(reply, b, results[i], reads and overrides[i])
+      b = put(reply, b, results[i], reads and overrides[i], ops[i].limit, requestNowMs)
     end
   end
   return keyAt, at, b

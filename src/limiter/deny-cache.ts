@@ -67,6 +67,8 @@ export class DenyCache {
 
   /** The first cached denial among a request's ops; dry-run rules never deny, so they are not looked up. */
   find(ops: readonly RuleOp[], nowMs: number): RuleResult | undefined {
+    // Nothing denied lately (the usual case): no id to build per op.
+    if (this.#entries.size === 0) return undefined;
     for (const op of ops) {
       const cached = op.rule.dryRun ? undefined : this.get(op.rule.name, op.key, nowMs, op.cost, op.limit);
       if (cached !== undefined) return cached;

@@ -16,9 +16,13 @@ export const Flag = {
   OVERRIDDEN: 32,
   /** Alone: the key was empty and the op counted; its result is its algorithm's on an empty state. */
   FRESH: 64,
+  /** `remaining` was left out: it is max(0, the limit in force - count). */
+  REMAINING_DERIVED: 128,
+  /** `receipt` was left out: it is the request's time + resetMs (a window's end). */
+  RECEIPT_DERIVED: 256,
 } as const;
 /** The level counts in multiples of this, above the flags (LEVEL_UNIT in lua/check.lua). */
-export const LEVEL_UNIT = 128;
+export const LEVEL_UNIT = 512;
 
 /** The integers of a script reply (integer replies arrive as numbers). */
 export function integers(reply: unknown, expected: number, script: string): number[] {
@@ -113,22 +117,18 @@ function decodeResults(
       at++;
       continue;
     }
-    const remaining = reply[at + 1];
-    const resetMs = reply[at + 2];
-    const count = reply[at + 3];
-    const receipt = reply[at + 4];
-    if (
-      typeof head !== 'number' ||
-      typeof remaining !== 'number' ||
-      typeof resetMs !== 'number' ||
-      typeof count !== 'number' ||
-      typeof receipt !== 'number'
-    ) {
-      return -1;
-    }
-    at += 5;
+    if (typeof head !== 'number') return -1;
+    at++;
     // A remainder rather than &: it stays exact past 2^31.
     const flags = head % LEVEL_UNIT;
+    let remaining: unknown = 0;
+    if ((flags & Flag.REMAINING_DERIVED) === 0) remaining = reply[at++];
+    const resetMs = reply[at];
+    const count = reply[at + 1];
+    at += 2;
+    let receipt: unknown = 0;
+    if ((flags & Flag.RECEIPT_DERIVED) === 0) receipt = reply[at++];
+    else if (typeof resetMs === 'number') receipt = nowMs + resetMs;
     let retryAfterMs: unknown = 0;
     let lockedUntil: unknown = 0;
     const overridden = (flags & Flag.OVERRIDDEN) !== 0;
@@ -136,14 +136,23 @@ function decodeResults(
     if (flags & Flag.RETRY_AFTER_FOLLOWS) retryAfterMs = reply[at++];
     if (flags & Flag.LOCKED_UNTIL_FOLLOWS) lockedUntil = reply[at++];
     if (overridden) limit = reply[at++];
-    if (typeof retryAfterMs !== 'number' || typeof lockedUntil !== 'number' || typeof limit !== 'number') {
+    if (
+      typeof remaining !== 'number' ||
+      typeof resetMs !== 'number' ||
+      typeof count !== 'number' ||
+      typeof receipt !== 'number' ||
+      typeof retryAfterMs !== 'number' ||
+      typeof lockedUntil !== 'number' ||
+      typeof limit !== 'number'
+    ) {
       return -1;
     }
+    if ((flags & Flag.REMAINING_DERIVED) !== 0) remaining = Math.max(0, limit - count);
     results[k] = {
       allowed: (flags & Flag.ALLOWED) !== 0,
       limit,
       overridden,
-      remaining,
+      remaining: remaining as number,
       resetMs,
       retryAfterMs,
       locked: (flags & Flag.LOCKED) !== 0,
