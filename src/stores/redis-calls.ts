@@ -195,13 +195,29 @@ export function refundCall(
  * JSON, each rule and key once; undefined when they free none.
  */
 function freedSlots(refunds: ReadonlyArray<{ readonly op: StoreOp }>): string | undefined {
-  let freed: Map<string, readonly [string, string]> | undefined;
+  // [rule, key, rule, key, ...]; the releases of one call are mostly of one rule and key (a route's),
+  // told apart from the pair before without an id made for each.
+  let names: string[] | undefined;
+  let seen: Set<string> | undefined;
   for (const { op } of refunds) {
     if (op.rule.type !== 'concurrency') continue;
-    freed ??= new Map();
-    freed.set(`${op.rule.name}\u0000${op.key}`, [op.rule.name, op.key]);
+    const rule = op.rule.name;
+    const key = op.key;
+    if (names === undefined) {
+      names = [rule, key];
+      continue;
+    }
+    if (names[names.length - 2] === rule && names[names.length - 1] === key) continue;
+    if (seen === undefined) {
+      seen = new Set();
+      for (let i = 0; i < names.length; i += 2) seen.add(`${names[i]}\u0000${names[i + 1]}`);
+    }
+    const id = `${rule}\u0000${key}`;
+    if (seen.has(id)) continue;
+    seen.add(id);
+    names.push(rule, key);
   }
-  return freed === undefined ? undefined : JSON.stringify([...freed.values()].flat());
+  return names === undefined ? undefined : JSON.stringify(names);
 }
 
 /** KEYS and ARGV of one call of lua/renew.lua: the count keys of held concurrency slots, all in one slot. */
