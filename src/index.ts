@@ -65,6 +65,7 @@ export type {
   EvalResult,
   OpResult,
   Refund,
+  Settler,
   Store,
   StoreLiveness,
   StoreLockout,

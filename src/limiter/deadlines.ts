@@ -45,14 +45,19 @@ interface Pending {
   reject(error: unknown): void;
 }
 
+/** Told once how a call ended: `failed` and its error, or not. */
+export type AfterCall = (failed: boolean, error: unknown) => void;
+
 class TimedCall<T> implements Settler<T>, Pending {
   readonly startMs: number;
   prev: Pending | undefined;
   next: Pending | undefined = undefined;
   listed = true;
+  #settled = false;
   readonly #deadlines: Deadlines;
   readonly #resolve: (value: T) => void;
   readonly #reject: (error: unknown) => void;
+  readonly #after: AfterCall | undefined;
 
   constructor(
     deadlines: Deadlines,
@@ -60,21 +65,29 @@ class TimedCall<T> implements Settler<T>, Pending {
     prev: Pending | undefined,
     resolve: (value: T) => void,
     reject: (error: unknown) => void,
+    after: AfterCall | undefined,
   ) {
     this.#deadlines = deadlines;
     this.startMs = startMs;
     this.prev = prev;
     this.#resolve = resolve;
     this.#reject = reject;
+    this.#after = after;
   }
 
   resolve(value: T): void {
+    if (this.#settled) return;
+    this.#settled = true;
     if (this.listed) this.#deadlines.unlink(this);
+    this.#after?.(false, undefined);
     this.#resolve(value);
   }
 
   reject(error: unknown): void {
+    if (this.#settled) return;
+    this.#settled = true;
     if (this.listed) this.#deadlines.unlink(this);
+    this.#after?.(true, error);
     this.#reject(error);
   }
 }
@@ -147,10 +160,11 @@ export class Deadlines {
   /**
    * A call that `send` makes, settling the settler it is given (a store's `evaluateInto`): settles as
    * `send` settles it, or rejects as `race` does. One promise, this one; a throw from `send` rejects it.
+   * `after` is told how it ended, once, before the promise settles.
    */
-  start<T>(send: (into: Settler<T>) => void): Promise<T> {
+  start<T>(send: (into: Settler<T>) => void, after?: AfterCall): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      const call = new TimedCall<T>(this, this.#clock.now(), this.#tail, resolve, reject);
+      const call = new TimedCall<T>(this, this.#clock.now(), this.#tail, resolve, reject, after);
       if (this.#tail === undefined) this.#head = call;
       else this.#tail.next = call;
       this.#tail = call;

@@ -9,6 +9,7 @@ import {
   type EvalResult,
   isSyncStore,
   type OpResult,
+  type Settler,
   type Store,
   type StoreOp,
   type StoreRule,
@@ -129,6 +130,26 @@ export class FailurePolicy {
       return this.timed(() => store.evaluate(ops, mode));
     return deadlines.start<EvalResult>((settler) => into.call(store, ops, mode, settler));
   }
+
+  /**
+   * `call` for a store call that settles a settler (`refundInto`): the deadlines' promise is its only
+   * one; health and observers are told as `call` tells them.
+   */
+  callInto<T>(operation: string, send: (into: Settler<T>) => void): Promise<T> {
+    const deadlines = this.#deadlines;
+    if (deadlines === undefined) return new Promise<T>((resolve, reject) => send({ resolve, reject }));
+    if (!this.#observers.storeCalls) return deadlines.start(send, this.#keepHealth);
+    const startedMs = performance.now();
+    return deadlines.start(send, (failed, error) => {
+      this.#keepHealth(failed, error);
+      this.#observers.storeCall(operation, startedMs, failed ? error : undefined);
+    });
+  }
+
+  readonly #keepHealth = (failed: boolean, error: unknown): void => {
+    if (failed) this.health.failed(error);
+    else this.health.succeeded();
+  };
 
   /** Any other store call (`report`, `reset`, `status` ...): timed, its outcome kept in `health` and told to observers. */
   call<T>(operation: string, promise: Promise<T>): Promise<T> {

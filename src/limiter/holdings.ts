@@ -1,6 +1,6 @@
 // Held concurrency slots: each admitted decision's slots, renewed by this process while held, freed by `release`.
 
-import type { OpResult, Refund, Store } from '../stores/store.js';
+import type { OpResult, Refund, Settler, Store } from '../stores/store.js';
 import type { Decision, RuleResult } from '../types.js';
 import type { Observers, SlotEvent } from './observers.js';
 import type { RuleOp } from './op-builder.js';
@@ -16,6 +16,8 @@ interface Held {
 export interface HoldingsParts {
   /** Every store call goes through the failure policy (timed, health kept). */
   call<T>(operation: string, promise: Promise<T>): Promise<T>;
+  /** `call` for a store call that settles a settler (a store's `refundInto`). */
+  callInto<T>(operation: string, send: (into: Settler<T>) => void): Promise<T>;
   /** A store call that failed: the `storeError` event. */
   failed(error: unknown, operation: string): void;
   /** Slots of `rule` for `key` were freed in the store (calls waiting for one try again). */
@@ -164,9 +166,15 @@ export class Holdings {
 
   /** The release's promise with its outcome handled: no async function's own promise around it. */
   #free(held: Held): Promise<void> {
+    const store = held.store;
+    const into = store.refundInto;
     let refunded: Promise<void>;
     try {
-      refunded = this.#parts.call('release', held.store.refund(held.slots));
+      // A store that settles a settler: the deadlines' promise is the release's only one.
+      refunded =
+        into === undefined
+          ? this.#parts.call('release', store.refund(held.slots))
+          : this.#parts.callInto<void>('release', (settler) => into.call(store, held.slots, settler));
     } catch (error) {
       refunded = Promise.reject(error);
     }

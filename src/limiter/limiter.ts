@@ -9,7 +9,7 @@ import { PacedCalls } from '../calls/paced-calls.js';
 import { describe } from '../errors.js';
 import { identityOf } from '../keys/direct-key.js';
 import type { RuleFacts } from '../rules/facts.js';
-import type { EvalMode, Store } from '../stores/store.js';
+import type { EvalMode, Settler, Store } from '../stores/store.js';
 import type { Acquired, Decision, LockInfo, Outcome, RequestInfo, Rule, RuleStatus } from '../types.js';
 import { Decider } from './decider.js';
 import { DenyCache } from './deny-cache.js';
@@ -73,6 +73,8 @@ export class Limiter extends EventEmitter<LimiterEvents> {
     }
     this.#log = resolved.log;
     const call = <T>(operation: string, promise: Promise<T>) => this.#policy.call(operation, promise);
+    const callInto = <T>(operation: string, send: (into: Settler<T>) => void) =>
+      this.#policy.callInto(operation, send);
     const failed = (error: unknown, operation: string) =>
       emitStoreError(this, this.#log, error, operation, 'none');
     const leases = resolved.rules.filter((r) => r.store.type === 'concurrency').map((r) => r.store.sizeMs);
@@ -83,6 +85,7 @@ export class Limiter extends EventEmitter<LimiterEvents> {
         ? undefined
         : new Holdings(Math.floor(Math.min(...leases) / 3), {
             call,
+            callInto,
             failed,
             freed,
             observers: this.#observers,

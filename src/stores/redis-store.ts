@@ -155,26 +155,38 @@ export class RedisStore implements Store {
    * in the order they were asked for. No figures are read back: a release is one ZREM.
    */
   refund(refunds: readonly Refund[]): Promise<void> {
-    if (refunds.length === 0) return Promise.resolve();
-    // Decisions asked for before go first; refunds waiting already stay, to go with this one.
-    this.#batcher.flush();
-    const time = this.#clock.scriptTime();
-    let pending = this.#refunds;
-    if (pending !== undefined && pending.time !== time) {
-      this.#sendRefunds();
-      pending = undefined;
+    return new Promise((resolve, reject) => this.refundInto(refunds, { resolve, reject }));
+  }
+
+  /** `refund`, settling `into` (a release under the failure policy's deadlines): no promise of its own. */
+  refundInto(refunds: readonly Refund[], into: Settler<void>): void {
+    if (refunds.length === 0) {
+      into.resolve();
+      return;
     }
-    if (pending === undefined) {
-      pending = { refunds: [], time, waiters: [] };
-      this.#refunds = pending;
-      setImmediate(() => {
-        if (this.#refunds === pending) this.#sendRefunds();
-      });
+    try {
+      // Decisions asked for before go first; refunds waiting already stay, to go with this one.
+      this.#batcher.flush();
+      const time = this.#clock.scriptTime();
+      let pending = this.#refunds;
+      if (pending !== undefined && pending.time !== time) {
+        this.#sendRefunds();
+        pending = undefined;
+      }
+      if (pending === undefined) {
+        const created: PendingRefunds = { refunds: [], time, waiters: [] };
+        pending = created;
+        this.#refunds = created;
+        setImmediate(() => {
+          if (this.#refunds === created) this.#sendRefunds();
+        });
+      }
+      for (let i = 0; i < refunds.length; i++) pending.refunds.push(refunds[i] as Refund);
+      pending.waiters.push(into);
+      if (pending.refunds.length >= MAX_REFUNDS_PER_CALL) this.#sendRefunds();
+    } catch (error) {
+      into.reject(error);
     }
-    pending.refunds.push(...refunds);
-    const done = new Promise<void>((resolve, reject) => pending.waiters.push({ resolve, reject }));
-    if (pending.refunds.length >= MAX_REFUNDS_PER_CALL) this.#sendRefunds();
-    return done;
   }
 
   /** Sends the refunds waiting for the end of the turn. */

@@ -81,6 +81,12 @@ export interface Store {
   /** Give reservations back (an outcome that does not count). Never goes below empty. */
   refund(refunds: readonly Refund[]): Promise<void>;
   /**
+   * Optional, a capability: `refund` settling `into` instead of returning a promise (a store that keeps
+   * its callers' settle functions anyway: the Redis store's batched refunds). A concurrency slot's
+   * release then makes one promise, the deadlines' own. Never throws: a fault is `into.reject`.
+   */
+  refundInto?(refunds: readonly Refund[], into: Settler<void>): void;
+  /**
    * Renews held concurrency slots (each an op of a concurrency rule and the receipt its check returned,
    * the first of its `cost` slots): their leases end `op.rule.sizeMs` from now, store clock. Resolves, per
    * slot, whether every unit of it was still held; one released, lapsed or reset is not taken again.
