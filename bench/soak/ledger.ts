@@ -2,7 +2,15 @@
 // wall-clock bracket around it, and each call the library made to Redis (through a wrapper on the store).
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { createWriteStream, type WriteStream } from 'node:fs';
-import type { EvalMode, EvalResult, Refund, Store, StoreOp, StoreRule } from '../../src/stores/store.js';
+import type {
+  EvalMode,
+  EvalResult,
+  Refund,
+  Settler,
+  Store,
+  StoreOp,
+  StoreRule,
+} from '../../src/stores/store.js';
 
 /** Which Redis a record is about: the Cluster or the standalone server. */
 export type StoreName = 'cluster' | 'standalone';
@@ -159,16 +167,32 @@ export function recordingStore(
       throw error;
     }
   };
+  const refund = (refunds: readonly Refund[]) =>
+    settle(
+      'R',
+      refunds.map((r) => opRecord(r.op)),
+      store.refund(refunds),
+    );
   const overrides: Partial<Store> = {
     evaluate,
-    refund: (refunds: readonly Refund[]) =>
-      settle(
-        'R',
-        refunds.map((r) => opRecord(r.op)),
-        store.refund(refunds),
-      ),
+    refund,
     clear: (rule: StoreRule, key: string) => settle('C', [[rule.name, key, 0]], store.clear(rule, key)),
   };
+  // The settler forms the limiter prefers where a store has them (the Redis store) are recorded too.
+  if (store.evaluateInto !== undefined)
+    overrides.evaluateInto = (ops: readonly StoreOp[], mode: EvalMode, into: Settler<EvalResult>) => {
+      evaluate(ops, mode).then(
+        (result) => into.resolve(result),
+        (error: unknown) => into.reject(error),
+      );
+    };
+  if (store.refundInto !== undefined)
+    overrides.refundInto = (refunds: readonly Refund[], into: Settler<void>) => {
+      refund(refunds).then(
+        () => into.resolve(),
+        (error: unknown) => into.reject(error),
+      );
+    };
   return new Proxy(store, {
     get(target, prop) {
       if (prop in overrides) return overrides[prop as keyof Store];
