@@ -74,14 +74,20 @@ export function slowDown(rulesOrLimiter: Rule[] | Limiter, options: ExpressSlowD
 
 /** The request sequence on Express, for `rateLimit`'s setup or `slowDown`'s; limiter errors go to `next(err)`. */
 function middleware(setup: Setup<Request>, handler: ExpressRateLimitOptions['handler']): RequestHandler {
-  return async function rateLimitMiddleware(req: Request, res: Response, next: NextFunction): Promise<void> {
+  // Not an async function: the exchange's promise is the only one, and the router is handed none to watch.
+  return function rateLimitMiddleware(req: Request, res: Response, next: NextFunction): void {
     const handle = handler && ((decision: Decision) => handler(req, res, next, decision));
-    let exchanged: Exchanged;
-    try {
-      exchanged = await exchange(setup, new ExpressExchange(req, res, handle), req);
-    } catch (error) {
-      return next(error);
-    }
-    if (exchanged === 'next') next();
+    exchange(setup, new ExpressExchange(req, res, handle), req).then(
+      (exchanged: Exchanged) => {
+        if (exchanged !== 'next') return;
+        try {
+          next();
+        } catch (error) {
+          // Express catches what a later handler throws; anything else still reaches the error handlers.
+          next(error);
+        }
+      },
+      (error: unknown) => next(error),
+    );
   };
 }

@@ -96,7 +96,8 @@ export class FailurePolicy {
 
   /** False while decisions skip the store: it failed less than `storeRetryInterval` ago. */
   get storeUsable(): boolean {
-    return Date.now() >= this.#skipUntil;
+    // A store that has never failed reads no clock.
+    return this.#skipUntil === 0 || Date.now() >= this.#skipUntil;
   }
 
   /**
