@@ -98,6 +98,8 @@ export interface Setup<Req> {
   warnSpoofable: (detail: string) => void;
   /** The warning was emitted: adapters stop checking the proxy settings. */
   warned: boolean;
+  /** Requests since the proxy settings were last read for the spoofable-IP warning, modulo SPOOF_CHECK_EVERY (0: read them now). */
+  spoofChecks: number;
   /**
    * slowDown's answer to a request over a limit, a wait instead of a denial (adapters/slow-down.ts): the
    * sequence then records every request (`recordRequest`) and paces it; undefined for rateLimit.
@@ -236,6 +238,7 @@ export function createSetup<Req>(
       );
     },
     warned: false,
+    spoofChecks: 0,
     pacing,
   };
   return result;

@@ -1,6 +1,6 @@
 // The request sequence every HTTP adapter runs, written once; an adapter maps its framework to `HttpExchange`.
 import { RateLimitRequestError } from '../src/errors.js';
-import { appendsField } from '../src/headers.js';
+import { appendsField, type HeaderField } from '../src/headers.js';
 import type { Decision, Limiter, RequestInfo } from '../src/index.js';
 import { type ClientSocket, clientGone, type Setup } from './common.js';
 import type { TrustSetting, WiringCheck } from './wiring.js';
@@ -39,6 +39,13 @@ export interface HttpExchange {
   sent(): boolean;
   /** Sets one rate-limit header; `list`: added to a value an earlier limiter set, as a list. */
   header(name: string, value: string, list: boolean): void;
+  /**
+   * Sets the rate-limit header fields (`Retry-After` left out when `withoutRetryAfter`) unless the
+   * response's headers are out already, without asking first: where present, `sent` and `header` are not
+   * used for them. Express's: on Express 5 every request's response object has a shape of its own, so
+   * each property read on it costs a lookup in V8's runtime; `headersSent` would be one more per request.
+   */
+  headers?(fields: readonly HeaderField[], withoutRetryAfter: boolean): void;
   /** The app's own denial (the adapter's `handler` option), or undefined for the default one. */
   readonly handle: ((decision: Decision) => unknown) | undefined;
   /** Sends the default denial: `status`, and `body` as text (a string) or JSON (anything else). */
@@ -83,6 +90,9 @@ export interface ExchangeSettings {
  */
 export type Exchanged = 'next' | 'answered' | 'gone';
 
+/** How often a middleware looks at the framework's proxy settings for the spoofable-IP warning (1: its first request). */
+export const SPOOF_CHECK_EVERY = 256;
+
 /**
  * The request sequence: client gone? skip? the proxy warnings, the request info, the decision, headers,
  * the denial or the pass, and the outcome when the response finishes. `request` is what the options'
@@ -95,9 +105,14 @@ export async function exchange<Req>(setup: Setup<Req>, http: HttpExchange, reque
   // Reset after writing the request: nothing to answer, nothing to run.
   if (clientGone(http.socket())) return 'gone';
   if (setup.skip !== undefined && (await setup.skip(request))) return 'next';
+  // The proxy settings on a middleware's first request and every SPOOF_CHECK_EVERY-th after (a setting
+  // changed while the app runs is still found): reading them costs a lookup in V8's runtime per request.
   if (!setup.warned) {
-    const setting = http.spoofable();
-    if (setting !== undefined) setup.warnSpoofable(setting);
+    if (setup.spoofChecks === 0) {
+      const setting = http.spoofable();
+      if (setting !== undefined) setup.warnSpoofable(setting);
+    }
+    setup.spoofChecks = (setup.spoofChecks + 1) % SPOOF_CHECK_EVERY;
   }
   // Only Hono's may be a promise (it reads a body); awaiting a plain value would cost a turn of the
   // microtask queue on every request.
@@ -133,11 +148,12 @@ export async function exchange<Req>(setup: Setup<Req>, http: HttpExchange, reque
   // Paced (slowDown): the wait this request earns, undefined when its key may hold no more waits (refused).
   const waitMs = pacing === undefined || decision.allowed ? 0 : pacing.plan(decision);
   const refused = pacing === undefined ? !decision.allowed : waitMs === undefined;
-  if (!http.sent()) {
+  // A request that waits is not refused: it is told no time to retry after.
+  const withoutRetryAfter = !refused && pacing !== undefined;
+  if (http.headers !== undefined) http.headers(setup.headerFields(decision), withoutRetryAfter);
+  else if (!http.sent()) {
     for (const [name, value] of setup.headerFields(decision)) {
-      // A request that waits is not refused: it is told no time to retry after.
-      if (refused || pacing === undefined || name !== 'Retry-After')
-        http.header(name, value, appendsField(name, value));
+      if (!withoutRetryAfter || name !== 'Retry-After') http.header(name, value, appendsField(name, value));
     }
   }
   if (refused || decision.dryRun) setup.onLimited?.(decision, request);

@@ -1,5 +1,6 @@
 // Express's request as the core sees it, and its request and response as the request sequence maps them.
 import type { Request, Response } from 'express';
+import { appendsField, type HeaderField } from '../src/headers.js';
 import type { Decision, RequestInfo } from '../src/index.js';
 import { pathOf, responseClosed, responseEnded } from './common.js';
 import type { BadRequestBody, ExchangeSettings, HttpExchange } from './exchange.js';
@@ -154,6 +155,21 @@ export class ExpressExchange implements HttpExchange {
 
   sent(): boolean {
     return this.#res.headersSent;
+  }
+
+  headers(fields: readonly HeaderField[], withoutRetryAfter: boolean): void {
+    const res = this.#res;
+    try {
+      for (let i = 0; i < fields.length; i++) {
+        const [name, value] = fields[i] as HeaderField;
+        if (withoutRetryAfter && name === 'Retry-After') continue;
+        if (appendsField(name, value)) res.append(name, value);
+        else res.setHeader(name, value);
+      }
+    } catch (error) {
+      // Out already (an earlier middleware began the response): the first field threw, none was set.
+      if (!res.headersSent) throw error;
+    }
   }
 
   header(name: string, value: string, list: boolean): void {
