@@ -101,6 +101,11 @@ export interface Setup<Req> {
   /** Requests since the proxy settings were last read for the spoofable-IP warning, modulo SPOOF_CHECK_EVERY (0: read them now). */
   spoofChecks: number;
   /**
+   * Some rule's `match` names a path, so a limiter attached to a route may need the route-relative path
+   * (adapters/exchange.ts routeRelative); without one, whether it is attached is not asked.
+   */
+  pathRules: boolean;
+  /**
    * slowDown's answer to a request over a limit, a wait instead of a denial (adapters/slow-down.ts): the
    * sequence then records every request (`recordRequest`) and paces it; undefined for rateLimit.
    */
@@ -239,6 +244,9 @@ export function createSetup<Req>(
     },
     warned: false,
     spoofChecks: 0,
+    // A limiter-like object without facts (or without this one) is asked as before.
+    pathRules:
+      limiter.ruleFacts === undefined || limiter.ruleFacts.some((facts) => facts.matchesPath !== false),
     pacing,
   };
   return result;

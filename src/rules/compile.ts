@@ -159,6 +159,7 @@ function compileRule(input: unknown, index: number, options: CompileOptions): Co
       { countOn, resetOnSuccess },
       lockout !== undefined,
       settle,
+      matcher?.prefixes !== undefined,
     ),
     store: {
       name,

@@ -28,6 +28,8 @@ export interface RuleFacts {
   readonly holdsSlots: boolean;
   /** `settle: true`: its cost is an estimate, replaced by the actual cost with `limiter.settle`. */
   readonly settles: boolean;
+  /** Its `match` names a path: whether it applies to a request depends on the request's path. */
+  readonly matchesPath: boolean;
 }
 
 /** The facts of a rule the compiler has validated, from its normalized parts. */
@@ -38,6 +40,7 @@ export function ruleFacts(
   counting: { countOn: 'all' | 'failure' | 'success'; resetOnSuccess: boolean },
   hasLockout: boolean,
   settles = false,
+  matchesPath = false,
 ): RuleFacts {
   const kind = windowKind(type);
   const reads = keyReads(rule.key);
@@ -53,5 +56,6 @@ export function ruleFacts(
     hasLockout,
     holdsSlots: kind.fields.includes('lease'),
     settles,
+    matchesPath,
   });
 }

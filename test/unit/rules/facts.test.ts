@@ -119,6 +119,44 @@ describe('rule facts', () => {
     return more.close();
   });
 
+  it('say whose match names a path (a method alone, or no match, does not)', () => {
+    const more = createLimiter({
+      rules: [
+        { name: 'all', key: 'ip', limit: 5, window: { type: 'fixed', size: '1m' } },
+        {
+          name: 'posts',
+          match: { method: 'POST' },
+          key: 'ip',
+          limit: 5,
+          window: { type: 'fixed', size: '1m' },
+        },
+        {
+          name: 'methods',
+          match: { method: ['GET', 'PUT'] },
+          key: 'ip',
+          limit: 5,
+          window: { type: 'fixed', size: '1m' },
+        },
+        { name: 'login', match: 'POST /login', key: 'ip', limit: 5, window: { type: 'fixed', size: '1m' } },
+        {
+          name: 'items',
+          match: { path: ['/items/:id', '/things'] },
+          key: 'ip',
+          limit: 5,
+          window: { type: 'fixed', size: '1m' },
+        },
+      ],
+    });
+    expect(more.ruleFacts.map((f) => [f.name, f.matchesPath])).to.deep.equal([
+      ['all', false],
+      ['posts', false],
+      ['methods', false],
+      ['login', true],
+      ['items', true],
+    ]);
+    return more.close();
+  });
+
   it("give each window's type (an alias resolved), its name and its capacity at a limit", () => {
     expect(facts.meter).to.include({ type: 'gcra', windowTitle: 'GCRA', bucket: true });
     expect(facts.meter?.capacity(25)).to.equal(25);
