@@ -162,9 +162,7 @@ export class ExpressExchange implements HttpExchange {
     try {
       for (let i = 0; i < fields.length; i++) {
         const [name, value] = fields[i] as HeaderField;
-        if (withoutRetryAfter && name === 'Retry-After') continue;
-        if (appendsField(name, value)) res.append(name, value);
-        else res.setHeader(name, value);
+        if (!withoutRetryAfter || name !== 'Retry-After') this.header(name, value, appendsField(name, value));
       }
     } catch (error) {
       // Out already (an earlier middleware began the response): the first field threw, none was set.

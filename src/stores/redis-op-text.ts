@@ -56,12 +56,8 @@ interface RuleText {
 }
 
 const ruleTexts = new WeakMap<StoreRule, RuleText>();
-/** The last rule asked for and its text: most requests of an app decide the same rule as the one before. */
-let lastRule: StoreRule | undefined;
-let lastText: RuleText | undefined;
 
 function textOf(rule: StoreRule): RuleText {
-  if (rule === lastRule) return lastText as RuleText;
   let text = ruleTexts.get(rule);
   if (text === undefined) {
     const lockout = rule.lockout;
@@ -80,8 +76,6 @@ function textOf(rule: StoreRule): RuleText {
     };
     ruleTexts.set(rule, text);
   }
-  lastRule = rule;
-  lastText = text;
   return text;
 }
 
