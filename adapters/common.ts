@@ -335,24 +335,24 @@ export function responseClosed(
   return () => res.off('close', cancel);
 }
 
+/** A Node response as `responseEnded` needs it. */
+export interface ResponseToEnd {
+  end: (...args: never[]) => unknown;
+  readonly writableEnded?: boolean;
+  on(event: 'finish' | 'close', listener: () => void): unknown;
+}
+
 /**
- * Calls `done` once when the app has ended a Node response: its `end()` is called (the handler gave its
- * whole answer, whether or not the client is still there to read it) or it finishes. A client that goes
- * does not count: its handler may still be working.
+ * Calls `done` once when the app has ended a Node response and Node has handed it whole to the connection
+ * (`finish`), or when the connection closed after the app ended it. A client that goes first does not count:
+ * its handler may still be working, so `end()` is wrapped then, and `done` comes when the handler calls it.
  *
- * Node emits `prefinish` from `end()` itself, the client there or gone; it comes later only for a response
- * queued behind another on the connection (pipelining), or never when the connection closed first and the
- * response is then ended without Node finishing it. So `end()` is wrapped only once the response closed
- * without having been ended: replacing a method of every response costs each request more than two listeners.
+ * `finish` comes later than `end()` for a response queued behind another on the connection (pipelining),
+ * and for one larger than the connection's buffers while the client reads it. `end()` is wrapped only once
+ * the response closed without having been ended: replacing a method of every response costs each request
+ * more than two listeners.
  */
-export function responseEnded(
-  res: {
-    end: (...args: never[]) => unknown;
-    writableEnded?: boolean;
-    on(event: 'prefinish' | 'close', listener: () => void): unknown;
-  },
-  done: () => void,
-): void {
+export function responseEnded(res: ResponseToEnd, done: () => void): void {
   if (res.writableEnded === true) {
     done();
     return;
@@ -363,19 +363,28 @@ export function responseEnded(
     called = true;
     done();
   };
-  res.on('prefinish', once);
+  res.on('finish', once);
   res.on('close', () => {
-    if (called) return;
-    // Ended already (queued, or closed while it was written): the app is done with it.
-    if (res.writableEnded === true) return once();
-    // The client went first: done when the handler ends the response, whatever Node makes of it then.
-    const end = res.end;
-    res.end = function (this: unknown, ...args: never[]) {
-      res.end = end;
-      once();
-      return end.apply(this, args);
-    };
+    if (!called) responseClosedUnfinished(res, once);
   });
+}
+
+/**
+ * Calls `done` once the app has ended a Node response whose connection closed before Node finished it: at
+ * once when it was ended (queued, or closed while it was written), else when the handler ends it,
+ * whatever Node makes of it then.
+ */
+export function responseClosedUnfinished(res: ResponseToEnd, done: () => void): void {
+  if (res.writableEnded === true) {
+    done();
+    return;
+  }
+  const end = res.end;
+  res.end = function (this: unknown, ...args: never[]) {
+    res.end = end;
+    done();
+    return end.apply(this, args);
+  };
 }
 
 /** The quota unit of each rule counting something else than requests: concurrency rules count requests in flight. */

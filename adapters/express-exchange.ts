@@ -2,9 +2,10 @@
 import type { Request, Response } from 'express';
 import { appendsField, type HeaderField } from '../src/headers.js';
 import type { Decision, RequestInfo } from '../src/index.js';
-import { pathOf, responseClosed, responseEnded } from './common.js';
+import { pathOf, responseClosed } from './common.js';
 import type { BadRequestBody, ExchangeSettings, HttpExchange } from './exchange.js';
 import { onUnixSocket, type Trust, unixSocketClient } from './proxy-trust.js';
+import { whenEnded } from './response-ends.js';
 import { SPOOFABLE_FIXES, type TrustSetting, type WiringCheck } from './wiring.js';
 
 /**
@@ -87,6 +88,9 @@ export class ExpressExchange implements HttpExchange {
   readonly #trustSetting: TrustSetting;
   /** Given by Nest's guard for a route's own `@RateLimit`; else whether Express is running a route's handlers. */
   readonly #attached: boolean | undefined;
+  #socket: Request['socket'] | undefined;
+  /** Whether `headers` set a field (the response had not begun, so it was not ended). */
+  #headersSet = false;
 
   /** `handle`: the app's own denial, or undefined for the default JSON or text body. */
   constructor(
@@ -108,8 +112,10 @@ export class ExpressExchange implements HttpExchange {
     return this.#attached ?? this.#req.route !== undefined;
   }
 
+  /** Read once: each property read on Express 5's request is a lookup in V8's runtime. */
   socket() {
-    return this.#req.socket;
+    this.#socket ??= this.#req.socket;
+    return this.#socket;
   }
 
   spoofable(): string | undefined {
@@ -162,7 +168,10 @@ export class ExpressExchange implements HttpExchange {
     try {
       for (let i = 0; i < fields.length; i++) {
         const [name, value] = fields[i] as HeaderField;
-        if (!withoutRetryAfter || name !== 'Retry-After') this.header(name, value, appendsField(name, value));
+        if (!withoutRetryAfter || name !== 'Retry-After') {
+          this.header(name, value, appendsField(name, value));
+          this.#headersSet = true;
+        }
       }
     } catch (error) {
       // Out already (an earlier middleware began the response): the first field threw, none was set.
@@ -190,7 +199,7 @@ export class ExpressExchange implements HttpExchange {
     res.once('finish', () => done(res.statusCode));
   }
 
-  handled(done: () => void): void {
-    responseEnded(this.#res, done);
+  handled(done: () => void, untouched: boolean): void {
+    whenEnded(this.#res, this.socket(), untouched && this.#headersSet, done);
   }
 }

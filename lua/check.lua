@@ -38,6 +38,8 @@
 --   when Flag.LOCKED_UNTIL_FOLLOWS, the limit in force (units) when Flag.OVERRIDDEN (an override decided
 --   it; else the op's limit did). A derived figure is left out because the client computes it exactly:
 --   remaining = max(0, limit in force - count), receipt = the request's time + resetMs (a window's end).
+--   A concurrency op's receipt that is sent, when not 0 and the request's time is a whole ms, is its
+--   slot id less the request's time x 1024 (SLOT_IDS_PER_MS): a few digits rather than 16.
 --   Every integer a reply element holds costs the client more to read than these few comparisons here.
 --   Flag.FRESH alone: the op's key held no state, and the op was counted: its result is its
 --   algorithm's verdict on an empty state at the request's time (the TypeScript twin's, which the
@@ -76,6 +78,8 @@ local Flag = {
 }
 -- The level counts in multiples of this, above the flags.
 local LEVEL_UNIT = 512
+-- Slot ids per ms (concurrency.lua, src/algorithms/concurrency.ts).
+local SLOT_IDS_PER_MS = 1024
 -- As locals: read for every result.
 local ALLOWED, LOCKED, LOCKED_NOW = Flag.ALLOWED, Flag.LOCKED, Flag.LOCKED_NOW
 local RETRY_AFTER_FOLLOWS, LOCKED_UNTIL_FOLLOWS = Flag.RETRY_AFTER_FOLLOWS, Flag.LOCKED_UNTIL_FOLLOWS
@@ -463,7 +467,7 @@ end
 -- Appends the result r of an op whose limit was `limit` (an override's when it decided) at requestNowMs
 -- to the reply at b (see the header); returns the new end. A figure is derived only from integers: the
 -- reply carries integers, and the client must compute from what it reads exactly what was left out.
-local function put(reply, b, r, override, limit, requestNowMs)
+local function put(reply, b, r, override, limit, requestNowMs, slotIds)
   local retryAfterMs, lockedUntil = r.retryAfterMs, r.lockedUntil or 0
   local remaining, resetMs, count, receipt = r.remaining, r.resetMs, r.count, r.receipt
   local head = LEVEL_UNIT * r.level
@@ -489,6 +493,8 @@ local function put(reply, b, r, override, limit, requestNowMs)
   reply[b + 1], reply[b + 2] = resetMs, count
   b = b + 2
   if not derivedReceipt then
+    -- A slot id (nowMs x 1024 + n, 16 digits) as its distance from the request's first id: a few digits.
+    if slotIds and receipt ~= 0 and requestNowMs % 1 == 0 then receipt = receipt - requestNowMs * SLOT_IDS_PER_MS end
     b = b + 1
     reply[b] = receipt
   end
@@ -610,7 +616,8 @@ local function decideRequest(shape, requestNowMs, KEYS, keyAt, ARGV, at, reply, 
       b = b + 1
       reply[b] = FRESH
     else
-      b = put(reply, b, results[i], reads and overrides[i], ops[i].limit, requestNowMs)
+      local op = ops[i]
+      b = put(reply, b, results[i], reads and overrides[i], op.limit, requestNowMs, op.type == 'concurrency')
     end
   end
   return keyAt, at, b

@@ -1,6 +1,7 @@
 // Script replies read back: the flags of a lua/check.lua reply and its decoding, request by request (a
 // fresh key's result is its algorithm's verdict on an empty state, computed here), and the checks of
 // the other scripts' integer replies.
+import { SLOT_IDS_PER_MS } from '../algorithms/concurrency.js';
 import { algorithms } from '../algorithms/index.js';
 import { type ScriptTime, SERVER_TIME } from './redis-op-text.js';
 import type { OpResult, StoreOp } from './store.js';
@@ -127,8 +128,17 @@ function decodeResults(
     const count = reply[at + 1];
     at += 2;
     let receipt: unknown = 0;
-    if ((flags & Flag.RECEIPT_DERIVED) === 0) receipt = reply[at++];
-    else if (typeof resetMs === 'number') receipt = nowMs + resetMs;
+    if ((flags & Flag.RECEIPT_DERIVED) === 0) {
+      receipt = reply[at++];
+      // A slot id comes as its distance from the request's first (lua/check.lua put).
+      if (
+        receipt !== 0 &&
+        typeof receipt === 'number' &&
+        (ops[k] as StoreOp).rule.type === 'concurrency' &&
+        Number.isInteger(nowMs)
+      )
+        receipt += nowMs * SLOT_IDS_PER_MS;
+    } else if (typeof resetMs === 'number') receipt = nowMs + resetMs;
     let retryAfterMs: unknown = 0;
     let lockedUntil: unknown = 0;
     const overridden = (flags & Flag.OVERRIDDEN) !== 0;

@@ -106,4 +106,27 @@ describe('Redis check script: the reply leaves out derived figures', () => {
       expect(result.receipt, rule.name).to.be.greaterThan(0);
     }
   });
+
+  it("sends a concurrency slot id as its distance from the request's first id, decoded back to the id", async () => {
+    const prefix = `rkr${randomBytes(4).toString('hex')}`;
+    const o = op(rules[2], 'carol');
+    const first = await call(prefix, o, NOW);
+    // A fresh key: nothing sent but the flag; the id is the first of its ms.
+    expect(first.result.receipt).to.equal(NOW * 1024 + 1);
+    // Two more in the same ms: ids 2 and 3 of that ms, sent as 2 and 3.
+    const second = await call(prefix, o, NOW);
+    const third = await call(prefix, o, NOW);
+    expect([second.reply[4], third.reply[4]]).to.deep.equal([2, 3]);
+    expect([second.result.receipt, third.result.receipt]).to.deep.equal([NOW * 1024 + 2, NOW * 1024 + 3]);
+    // Denied at the limit: no slot, a receipt of 0.
+    const denied = await call(prefix, o, NOW + 5);
+    expect(denied.result.allowed).to.equal(false);
+    expect(denied.result.receipt).to.equal(0);
+    // An id handed out ahead of the clock (the clock went back): its distance is still exact.
+    const other = op(rules[2], 'dave');
+    await call(prefix, other, NOW + 1000);
+    const behind = await call(prefix, other, NOW);
+    expect(behind.reply[4]).to.equal(1000 * 1024 + 2);
+    expect(behind.result.receipt).to.equal((NOW + 1000) * 1024 + 2);
+  });
 });

@@ -1,0 +1,274 @@
+// Express: a concurrency rule's slot freed when the app has ended the response, told by Node's HTTP server
+// (the `http.server.response.finish` channel) and the connection's `close` rather than by listeners on each
+// response; and the responses that path cannot vouch for (ended before the limiter ran, no header set, a
+// mock socket) listened to as before. Every case ends with the slots freed, read from the limiter.
+import { once } from 'node:events';
+import { Agent, createServer, IncomingMessage, request, type Server, ServerResponse } from 'node:http';
+import { type AddressInfo, connect } from 'node:net';
+import { Writable } from 'node:stream';
+import { expect } from 'chai';
+import express, { type Express, type Response } from 'express';
+import { rateLimit } from '../../adapters/express.js';
+import { createLimiter, type Limiter, type Rule } from '../../src/index.js';
+import { until } from '../support/settle.js';
+
+const perIp = (name: string, limit: number): Rule =>
+  ({ name, key: 'ip', limit, window: { type: 'concurrency' } }) as Rule;
+
+/** The listeners a response carries for its end, seen from its handler. */
+const endListeners = (res: Response) => res.listenerCount('finish') + res.listenerCount('close');
+
+async function listen(app: Express): Promise<Server> {
+  const server = createServer(app);
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  return server;
+}
+
+function stop(server: Server): void {
+  server.closeAllConnections();
+  server.close();
+}
+
+/** A GET on `agent`'s connections: the status and body. */
+function get(
+  server: Server,
+  path: string,
+  agent: Agent | false = false,
+): Promise<{ status: number; body: string }> {
+  const { port } = server.address() as AddressInfo;
+  return new Promise((resolve, reject) => {
+    const req = request({ port, host: '127.0.0.1', path, agent }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => {
+        body += chunk;
+      });
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.once('error', reject);
+    req.end();
+  });
+}
+
+describe('Express: slots freed when the response ends, told by the server', () => {
+  let limiter: Limiter;
+  let server: Server | undefined;
+  const held = async (rule = 'one') => (await limiter.status(rule, '127.0.0.1')).count;
+  /** The end listeners Node itself puts on a response, seen from a handler without a limiter. */
+  let nodeListeners = -1;
+
+  before(async () => {
+    // Node's server has announced a finished response in this process: from then on it is relied upon.
+    const app = express();
+    app.get('/', (_req, res) => {
+      nodeListeners = endListeners(res);
+      res.send('ok');
+    });
+    const warm = await listen(app);
+    try {
+      await get(warm, '/');
+    } finally {
+      stop(warm);
+    }
+  });
+  afterEach(async () => {
+    if (server !== undefined) stop(server);
+    server = undefined;
+    await limiter.close();
+  });
+
+  it('frees each slot of a keep-alive connection as its response ends, with no listener on the response', async () => {
+    limiter = createLimiter({ rules: [perIp('one', 1)] });
+    const app = express();
+    app.use(rateLimit(limiter));
+    let listeners = -1;
+    app.get('/', (_req, res) => {
+      listeners = endListeners(res);
+      res.send('done');
+    });
+    server = await listen(app);
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    try {
+      for (let i = 0; i < 5; i++) {
+        // Limit 1 on one connection: each request is admitted only once the one before freed its slot.
+        expect(await get(server, '/', agent)).to.deep.equal({ status: 200, body: 'done' });
+        await until('the slot is freed', async () => (await held()) === 0);
+      }
+      expect(listeners).to.equal(nodeListeners);
+    } finally {
+      agent.destroy();
+    }
+  });
+
+  it('frees the slots of pipelined requests, the second answered while the first still works', async () => {
+    limiter = createLimiter({ rules: [perIp('one', 2)] });
+    const app = express();
+    app.use(rateLimit(limiter));
+    let letFirstEnd = () => {};
+    const firstWorks = new Promise<void>((resolve) => {
+      letFirstEnd = resolve;
+    });
+    let secondAnswered = () => {};
+    const secondDone = new Promise<void>((resolve) => {
+      secondAnswered = resolve;
+    });
+    app.get('/first', async (_req, res) => {
+      await firstWorks;
+      res.send('first');
+    });
+    app.get('/second', (_req, res) => {
+      res.send('second');
+      secondAnswered();
+    });
+    server = await listen(app);
+    const socket = connect((server.address() as AddressInfo).port, '127.0.0.1');
+    let received = '';
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk: string) => {
+      received += chunk;
+    });
+    socket.write('GET /first HTTP/1.1\r\nHost: x\r\n\r\nGET /second HTTP/1.1\r\nHost: x\r\n\r\n');
+    try {
+      await secondDone;
+      // The second's response waits behind the first's on the connection: both slots are held.
+      expect(await held()).to.equal(2);
+      letFirstEnd();
+      await until('both responses arrived', () => received.includes('second'));
+      await until('both slots are freed', async () => (await held()) === 0);
+    } finally {
+      socket.destroy();
+    }
+  });
+
+  it('a client that goes frees nothing while its handler works; the handler ending frees it', async () => {
+    limiter = createLimiter({ rules: [perIp('one', 1)] });
+    const app = express();
+    app.use(rateLimit(limiter));
+    let entered = () => {};
+    const started = new Promise<void>((resolve) => {
+      entered = resolve;
+    });
+    let letEnd = () => {};
+    const works = new Promise<void>((resolve) => {
+      letEnd = resolve;
+    });
+    let ended = () => {};
+    const handlerEnded = new Promise<void>((resolve) => {
+      ended = resolve;
+    });
+    let closedBeforeEnd = false;
+    app.get('/', async (req, res) => {
+      entered();
+      await works;
+      closedBeforeEnd = req.socket.destroyed;
+      res.send('late');
+      ended();
+    });
+    server = await listen(app);
+    const socket = connect((server.address() as AddressInfo).port, '127.0.0.1');
+    socket.write('GET / HTTP/1.1\r\nHost: x\r\n\r\n');
+    await started;
+    socket.destroy();
+    await until(
+      'the server saw the connection close',
+      () => new Promise<boolean>((resolve) => server?.getConnections((_e, n) => resolve(n === 0))),
+    );
+    expect((await get(server, '/')).status).to.equal(429);
+    expect(await held()).to.equal(1);
+    letEnd();
+    await handlerEnded;
+    expect(closedBeforeEnd).to.equal(true);
+    await until('the slot is freed', async () => (await held()) === 0);
+  });
+
+  it('frees the slots of two limiters on one response', async () => {
+    limiter = createLimiter({ rules: [perIp('one', 1)] });
+    const other = createLimiter({ rules: [perIp('two', 1)] });
+    try {
+      const app = express();
+      app.use(rateLimit(limiter), rateLimit(other));
+      app.get('/', (_req, res) => void res.send('done'));
+      server = await listen(app);
+      const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+      try {
+        for (let i = 0; i < 3; i++) {
+          expect((await get(server, '/', agent)).status).to.equal(200);
+          await until('both slots are freed', async () => {
+            const [one, two] = await Promise.all([held('one'), other.status('two', '127.0.0.1')]);
+            return one === 0 && two.count === 0;
+          });
+        }
+      } finally {
+        agent.destroy();
+      }
+    } finally {
+      await other.close();
+    }
+  });
+
+  it('frees the slot of a response an earlier middleware ended, the connection kept open', async () => {
+    limiter = createLimiter({ rules: [perIp('one', 1)] });
+    const app = express();
+    app.use((_req, res, next) => {
+      res.end('early');
+      next();
+    });
+    app.use(rateLimit(limiter));
+    app.use((_req, _res, next) => next());
+    server = await listen(app);
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    try {
+      for (let i = 0; i < 3; i++) {
+        expect(await get(server, '/', agent)).to.deep.equal({ status: 200, body: 'early' });
+        await until('the slot is freed', async () => (await held()) === 0);
+      }
+    } finally {
+      agent.destroy();
+    }
+  });
+
+  it('frees the slot of a response that sets no rate-limit header (headers: false)', async () => {
+    limiter = createLimiter({ rules: [perIp('one', 1)] });
+    const app = express();
+    app.use(rateLimit(limiter, { headers: false }));
+    app.get('/', (_req, res) => void res.send('done'));
+    server = await listen(app);
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    try {
+      for (let i = 0; i < 3; i++) {
+        expect((await get(server, '/', agent)).status).to.equal(200);
+        await until('the slot is freed', async () => (await held()) === 0);
+      }
+    } finally {
+      agent.destroy();
+    }
+  });
+
+  it('frees the slot of a request handed to the app on a socket of its own (a serverless bridge)', async () => {
+    limiter = createLimiter({ rules: [perIp('one', 1)] });
+    const app = express();
+    app.set('trust proxy', false);
+    app.use(rateLimit(limiter));
+    app.get('/', (_req, res) => void res.send('done'));
+    for (let i = 0; i < 3; i++) {
+      // As serverless-http builds them: no net.Socket, no server to announce the response's end.
+      const socket = Object.assign(new Writable({ write: (_chunk, _encoding, next) => next() }), {
+        remoteAddress: '127.0.0.1',
+        encrypted: false,
+      });
+      const req = new IncomingMessage(socket as never);
+      req.method = 'GET';
+      req.url = '/';
+      req.headers = { host: 'localhost' };
+      req.push(null);
+      const res = new ServerResponse(req);
+      res.assignSocket(socket as never);
+      const finished = once(res, 'finish');
+      app(req as never, res as never);
+      await finished;
+      expect(res.statusCode).to.equal(200);
+      await until('the slot is freed', async () => (await held()) === 0);
+    }
+  });
+});
