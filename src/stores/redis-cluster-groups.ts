@@ -89,20 +89,29 @@ export class SlotGroups {
     return { nowMs: decidedAt(time, serverMs), results };
   }
 
-  /** Gives reservations back (releases slots), no figures read: one call per slot group. */
-  async refund(refunds: readonly Refund[], time: ScriptTime): Promise<void> {
-    const ops = refunds.map((r) => r.op);
-    await Promise.all(
-      this.#groups(ops).map(async (group) => {
-        const { keys, args } = refundCall(
-          this.#space,
+  /**
+   * Gives reservations back (releases slots), no figures read: one call per slot group; one call and its
+   * own promise alone on a single server (a release per request: no group made, no promise around it).
+   */
+  refund(refunds: readonly Refund[], time: ScriptTime): Promise<void> {
+    if (!this.#connection.cluster) return this.#releaseGroup(refunds, time);
+    const groups = this.#groups(refunds.map((r) => r.op));
+    return Promise.all(
+      groups.map((group) =>
+        this.#releaseGroup(
           group.map((i) => refunds[i] as Refund),
           time,
-          true,
-        );
-        integers(await runScript(this.#connection, this.#refundScript, keys, args), 0, 'refund');
-      }),
-    );
+        ),
+      ),
+    ).then(() => undefined);
+  }
+
+  /** One call of lua/refund.lua for refunds whose keys share a slot, no figures read. */
+  #releaseGroup(refunds: readonly Refund[], time: ScriptTime): Promise<void> {
+    const { keys, args } = refundCall(this.#space, refunds, time, true);
+    return runScript(this.#connection, this.#refundScript, keys, args).then((reply) => {
+      integers(reply, 0, 'refund');
+    });
   }
 
   /** Renews held concurrency slots: one call per slot group; per slot, whether it was still held. */
