@@ -33,6 +33,8 @@ let subscribed = false;
 let heard = false;
 
 function onFinish(message: unknown): void {
+  // Anything in the process may publish on the channel: only Node's messages are read.
+  if (typeof message !== 'object' || message === null) return;
   heard = true;
   const { response, socket } = message as FinishMessage;
   const first = waiting.get(socket);
