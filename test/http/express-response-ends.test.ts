@@ -2,6 +2,7 @@
 // (the `http.server.response.finish` channel) and the connection's `close` rather than by listeners on each
 // response; and the responses that path cannot vouch for (ended before the limiter ran, no header set, a
 // mock socket) listened to as before. Every case ends with the slots freed, read from the limiter.
+import { channel } from 'node:diagnostics_channel';
 import { once } from 'node:events';
 import { Agent, createServer, IncomingMessage, request, type Server, ServerResponse } from 'node:http';
 import { type AddressInfo, connect } from 'node:net';
@@ -96,6 +97,26 @@ describe('Express: slots freed when the response ends, told by the server', () =
         await until('the slot is freed', async () => (await held()) === 0);
       }
       expect(listeners).to.equal(nodeListeners);
+    } finally {
+      agent.destroy();
+    }
+  });
+
+  it('ignores what else is published on the channel, and still frees each slot', async () => {
+    limiter = createLimiter({ rules: [perIp('one', 1)] });
+    const app = express();
+    app.use(rateLimit(limiter));
+    app.get('/', (_req, res) => void res.send('done'));
+    server = await listen(app);
+    const finish = channel('http.server.response.finish');
+    for (const message of [null, undefined, 'finish', 42, {}, { socket: null, response: null }])
+      finish.publish(message);
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    try {
+      for (let i = 0; i < 2; i++) {
+        expect((await get(server, '/', agent)).status).to.equal(200);
+        await until('the slot is freed', async () => (await held()) === 0);
+      }
     } finally {
       agent.destroy();
     }
