@@ -52,12 +52,43 @@ function get(
   });
 }
 
+/** A promise and what settles it: a handler tells the test it got somewhere, or waits for the test. */
+function signal(): { done: Promise<void>; fire(): void } {
+  let fire = () => {};
+  const done = new Promise<void>((resolve) => {
+    fire = resolve;
+  });
+  return { done, fire: () => fire() };
+}
+
 describe('Express: slots freed when the response ends, told by the server', () => {
   let limiter: Limiter;
   let server: Server | undefined;
   const held = async (rule = 'one') => (await limiter.status(rule, '127.0.0.1')).count;
   /** The end listeners Node itself puts on a response, seen from a handler without a limiter. */
   let nodeListeners = -1;
+
+  /**
+   * `times` requests one after another on one keep-alive connection: each answered `expected`, and its
+   * slots freed (`freed`) before the next is sent.
+   */
+  async function inTurn(
+    times: number,
+    expected: { status: number; body?: string },
+    freed: () => Promise<boolean> = async () => (await held()) === 0,
+  ): Promise<void> {
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    try {
+      for (let i = 0; i < times; i++) {
+        const answer = await get(server as Server, '/', agent);
+        expect(answer.status).to.equal(expected.status);
+        if (expected.body !== undefined) expect(answer.body).to.equal(expected.body);
+        await until('the slots are freed', freed);
+      }
+    } finally {
+      agent.destroy();
+    }
+  }
 
   before(async () => {
     // Node's server has announced a finished response in this process: from then on it is relied upon.
@@ -89,17 +120,9 @@ describe('Express: slots freed when the response ends, told by the server', () =
       res.send('done');
     });
     server = await listen(app);
-    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
-    try {
-      for (let i = 0; i < 5; i++) {
-        // Limit 1 on one connection: each request is admitted only once the one before freed its slot.
-        expect(await get(server, '/', agent)).to.deep.equal({ status: 200, body: 'done' });
-        await until('the slot is freed', async () => (await held()) === 0);
-      }
-      expect(listeners).to.equal(nodeListeners);
-    } finally {
-      agent.destroy();
-    }
+    // Limit 1 on one connection: each request is admitted only once the one before freed its slot.
+    await inTurn(5, { status: 200, body: 'done' });
+    expect(listeners).to.equal(nodeListeners);
   });
 
   it('ignores what else is published on the channel, and still frees each slot', async () => {
@@ -111,36 +134,22 @@ describe('Express: slots freed when the response ends, told by the server', () =
     const finish = channel('http.server.response.finish');
     for (const message of [null, undefined, 'finish', 42, {}, { socket: null, response: null }])
       finish.publish(message);
-    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
-    try {
-      for (let i = 0; i < 2; i++) {
-        expect((await get(server, '/', agent)).status).to.equal(200);
-        await until('the slot is freed', async () => (await held()) === 0);
-      }
-    } finally {
-      agent.destroy();
-    }
+    await inTurn(2, { status: 200 });
   });
 
   it('frees the slots of pipelined requests, the second answered while the first still works', async () => {
     limiter = createLimiter({ rules: [perIp('one', 2)] });
     const app = express();
     app.use(rateLimit(limiter));
-    let letFirstEnd = () => {};
-    const firstWorks = new Promise<void>((resolve) => {
-      letFirstEnd = resolve;
-    });
-    let secondAnswered = () => {};
-    const secondDone = new Promise<void>((resolve) => {
-      secondAnswered = resolve;
-    });
+    const firstMayEnd = signal();
+    const secondAnswered = signal();
     app.get('/first', async (_req, res) => {
-      await firstWorks;
+      await firstMayEnd.done;
       res.send('first');
     });
     app.get('/second', (_req, res) => {
       res.send('second');
-      secondAnswered();
+      secondAnswered.fire();
     });
     server = await listen(app);
     const socket = connect((server.address() as AddressInfo).port, '127.0.0.1');
@@ -151,10 +160,10 @@ describe('Express: slots freed when the response ends, told by the server', () =
     });
     socket.write('GET /first HTTP/1.1\r\nHost: x\r\n\r\nGET /second HTTP/1.1\r\nHost: x\r\n\r\n');
     try {
-      await secondDone;
+      await secondAnswered.done;
       // The second's response waits behind the first's on the connection: both slots are held.
       expect(await held()).to.equal(2);
-      letFirstEnd();
+      firstMayEnd.fire();
       await until('both responses arrived', () => received.includes('second'));
       await until('both slots are freed', async () => (await held()) === 0);
     } finally {
@@ -166,30 +175,21 @@ describe('Express: slots freed when the response ends, told by the server', () =
     limiter = createLimiter({ rules: [perIp('one', 1)] });
     const app = express();
     app.use(rateLimit(limiter));
-    let entered = () => {};
-    const started = new Promise<void>((resolve) => {
-      entered = resolve;
-    });
-    let letEnd = () => {};
-    const works = new Promise<void>((resolve) => {
-      letEnd = resolve;
-    });
-    let ended = () => {};
-    const handlerEnded = new Promise<void>((resolve) => {
-      ended = resolve;
-    });
+    const started = signal();
+    const mayEnd = signal();
+    const ended = signal();
     let closedBeforeEnd = false;
     app.get('/', async (req, res) => {
-      entered();
-      await works;
+      started.fire();
+      await mayEnd.done;
       closedBeforeEnd = req.socket.destroyed;
       res.send('late');
-      ended();
+      ended.fire();
     });
     server = await listen(app);
     const socket = connect((server.address() as AddressInfo).port, '127.0.0.1');
     socket.write('GET / HTTP/1.1\r\nHost: x\r\n\r\n');
-    await started;
+    await started.done;
     socket.destroy();
     await until(
       'the server saw the connection close',
@@ -197,8 +197,8 @@ describe('Express: slots freed when the response ends, told by the server', () =
     );
     expect((await get(server, '/')).status).to.equal(429);
     expect(await held()).to.equal(1);
-    letEnd();
-    await handlerEnded;
+    mayEnd.fire();
+    await ended.done;
     expect(closedBeforeEnd).to.equal(true);
     await until('the slot is freed', async () => (await held()) === 0);
   });
@@ -211,18 +211,10 @@ describe('Express: slots freed when the response ends, told by the server', () =
       app.use(rateLimit(limiter), rateLimit(other));
       app.get('/', (_req, res) => void res.send('done'));
       server = await listen(app);
-      const agent = new Agent({ keepAlive: true, maxSockets: 1 });
-      try {
-        for (let i = 0; i < 3; i++) {
-          expect((await get(server, '/', agent)).status).to.equal(200);
-          await until('both slots are freed', async () => {
-            const [one, two] = await Promise.all([held('one'), other.status('two', '127.0.0.1')]);
-            return one === 0 && two.count === 0;
-          });
-        }
-      } finally {
-        agent.destroy();
-      }
+      await inTurn(3, { status: 200 }, async () => {
+        const [one, two] = await Promise.all([held('one'), other.status('two', '127.0.0.1')]);
+        return one === 0 && two.count === 0;
+      });
     } finally {
       await other.close();
     }
@@ -238,15 +230,7 @@ describe('Express: slots freed when the response ends, told by the server', () =
     app.use(rateLimit(limiter));
     app.use((_req, _res, next) => next());
     server = await listen(app);
-    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
-    try {
-      for (let i = 0; i < 3; i++) {
-        expect(await get(server, '/', agent)).to.deep.equal({ status: 200, body: 'early' });
-        await until('the slot is freed', async () => (await held()) === 0);
-      }
-    } finally {
-      agent.destroy();
-    }
+    await inTurn(3, { status: 200, body: 'early' });
   });
 
   it('frees the slot of a response that sets no rate-limit header (headers: false)', async () => {
@@ -255,15 +239,7 @@ describe('Express: slots freed when the response ends, told by the server', () =
     app.use(rateLimit(limiter, { headers: false }));
     app.get('/', (_req, res) => void res.send('done'));
     server = await listen(app);
-    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
-    try {
-      for (let i = 0; i < 3; i++) {
-        expect((await get(server, '/', agent)).status).to.equal(200);
-        await until('the slot is freed', async () => (await held()) === 0);
-      }
-    } finally {
-      agent.destroy();
-    }
+    await inTurn(3, { status: 200 });
   });
 
   it('frees the slot of a request handed to the app on a socket of its own (a serverless bridge)', async () => {
