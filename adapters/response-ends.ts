@@ -35,8 +35,8 @@ let heard = false;
 function onFinish(message: unknown): void {
   // Anything in the process may publish on the channel: only Node's messages are read.
   if (typeof message !== 'object' || message === null) return;
-  heard = true;
   const { response, socket } = message as FinishMessage;
+  if (socket instanceof Socket) heard = true;
   const first = waiting.get(socket);
   if (first == null) return;
   // Most connections have one response at a time; a response limited twice (two limiters) waits twice.

@@ -4,8 +4,11 @@
 // mock socket) listened to as before. Every case ends with the slots freed, read from the limiter.
 import { channel } from 'node:diagnostics_channel';
 import { once } from 'node:events';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { Agent, createServer, IncomingMessage, request, type Server, ServerResponse } from 'node:http';
 import { type AddressInfo, connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { expect } from 'chai';
 import express, { type Express, type Response } from 'express';
@@ -240,6 +243,40 @@ describe('Express: slots freed when the response ends, told by the server', () =
     app.get('/', (_req, res) => void res.send('done'));
     server = await listen(app);
     await inTurn(3, { status: 200 });
+  });
+
+  it('frees each slot of a keep-alive connection on a Unix domain socket', async () => {
+    limiter = createLimiter({
+      rules: [{ name: 'one', key: () => 'unix', limit: 1, window: { type: 'concurrency' } } as Rule],
+    });
+    const app = express();
+    app.use(rateLimit(limiter));
+    app.get('/', (_req, res) => void res.send('done'));
+    const dir = mkdtempSync(join(tmpdir(), 'rk-unix-'));
+    const path = join(dir, 'app.sock');
+    const unix = createServer(app);
+    unix.listen(path);
+    await once(unix, 'listening');
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    const ask = () =>
+      new Promise<number>((resolve, reject) => {
+        const req = request({ socketPath: path, path: '/', agent }, (res) => {
+          res.resume();
+          res.on('end', () => resolve(res.statusCode ?? 0));
+        });
+        req.once('error', reject);
+        req.end();
+      });
+    try {
+      for (let i = 0; i < 3; i++) {
+        expect(await ask()).to.equal(200);
+        await until('the slot is freed', async () => (await limiter.status('one', 'unix')).count === 0);
+      }
+    } finally {
+      agent.destroy();
+      stop(unix);
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('frees the slot of a request handed to the app on a socket of its own (a serverless bridge)', async () => {
