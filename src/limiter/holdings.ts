@@ -35,6 +35,57 @@ function holds(held: Held, rule: string, key: string, slot: number): boolean {
 }
 
 /**
+ * The releases of one turn to a store that batches its refunds per turn (`refundInto`): one promise and
+ * one deadline for them all, not one per release. Each release is handed to the store at once (its own
+ * batch is sent when the turn ends, or earlier ahead of a decision); the batch is each such call's
+ * settler, so it settles its deadline once the store has answered every one of them, and rejects it when
+ * one failed.
+ */
+class ReleaseBatch implements Settler<void> {
+  readonly store: Store;
+  readonly helds: Held[] = [];
+  /** Settles when every release of the batch was answered (never rejects: failures are handled). */
+  done!: Promise<void>;
+  /** Takes releases until its turn ends or it settled (a store that failed at once). */
+  open = true;
+  readonly #into: NonNullable<Store['refundInto']>;
+  /** The deadline's settler, given at once by `callInto`. */
+  #settler: Settler<void> | undefined;
+  /** Store calls made and not answered yet. */
+  #waiting = 0;
+  #failure: { error: unknown } | undefined;
+
+  constructor(store: Store, into: NonNullable<Store['refundInto']>) {
+    this.store = store;
+    this.#into = into;
+  }
+
+  start(settler: Settler<void>): void {
+    this.#settler = settler;
+  }
+
+  add(held: Held): Promise<void> {
+    this.helds.push(held);
+    this.#waiting++;
+    this.#into.call(this.store, held.slots, this);
+    return this.done;
+  }
+
+  resolve(): void {
+    if (--this.#waiting > 0) return;
+    this.open = false;
+    const settler = this.#settler as Settler<void>;
+    if (this.#failure === undefined) settler.resolve();
+    else settler.reject(this.#failure.error);
+  }
+
+  reject(error: unknown): void {
+    this.#failure ??= { error };
+    this.resolve();
+  }
+}
+
+/**
  * A slot is held from the decision that took it until `release` (found by the `slot` of its rule
  * results, so a copy of the decision releases it too); the process renews every slot it holds in one
  * call per store every `renewEveryMs` (a third of the shortest lease), so that only a holder whose
@@ -52,6 +103,8 @@ export class Holdings {
   readonly #held = new Set<Held>();
   /** Releases that failed, tried again at the next renewals. */
   readonly #unreleased = new Set<Held>();
+  /** The release batches of this turn, one per store that batches refunds (usually one store). */
+  readonly #batches: ReleaseBatch[] = [];
   readonly #renewEveryMs: number;
   readonly #parts: HoldingsParts;
   #timer: NodeJS.Timeout | undefined;
@@ -98,7 +151,11 @@ export class Holdings {
     this.#schedule();
   }
 
-  /** Frees the slots a decision holds, once: undefined when it holds none (never did, or released already). */
+  /**
+   * Frees the slots a decision holds, once: undefined when it holds none (never did, or released already).
+   * On a store that batches its refunds per turn (`refundInto`), the releases of one turn share one
+   * promise and one deadline (see ReleaseBatch): a release per request makes none of its own.
+   */
   release(decision: Decision): Promise<void> | undefined {
     // One decision's slots are one Held (see hold): found once, one promise and no Promise.all for it.
     let first: Promise<void> | undefined;
@@ -111,8 +168,10 @@ export class Holdings {
       this.#tell(held, 'released');
       const freeing = this.#free(held);
       if (first === undefined) first = freeing;
-      else if (work === undefined) work = [first, freeing];
-      else work.push(freeing);
+      else if (first !== freeing) {
+        if (work === undefined) work = [first, freeing];
+        else if (!work.includes(freeing)) work.push(freeing);
+      }
     }
     // The renewal timer is not cleared here: the next tick stops it when nothing is held by then. An app
     // whose requests do not overlap would otherwise clear it and arm it again on every request.
@@ -164,32 +223,66 @@ export class Holdings {
     }
   }
 
-  /** The release's promise with its outcome handled: no async function's own promise around it. */
+  /** Frees a held's slots in its store: the release's promise, its outcome handled (it never rejects). */
   #free(held: Held): Promise<void> {
     const store = held.store;
     const into = store.refundInto;
+    if (into !== undefined) return this.#batchOf(store, into).add(held);
     let refunded: Promise<void>;
     try {
-      // A store that settles a settler: the deadlines' promise is the release's only one.
-      refunded =
-        into === undefined
-          ? this.#parts.call('release', store.refund(held.slots))
-          : this.#parts.callInto<void>('release', (settler) => into.call(store, held.slots, settler));
+      refunded = this.#parts.call('release', store.refund(held.slots));
     } catch (error) {
       refunded = Promise.reject(error);
     }
     return refunded.then(
-      () => {
-        for (const { op } of held.slots) this.#parts.freed(op.rule.name, op.key);
-      },
-      (error: unknown) => {
-        this.#parts.failed(error, 'release');
-        if (!this.#closed) {
-          this.#unreleased.add(held);
-          this.#schedule();
-        }
-      },
+      () => this.#freed(held),
+      (error: unknown) => this.#retry(held, error),
     );
+  }
+
+  /** This turn's release batch for `store`, made on its first release. */
+  #batchOf(store: Store, into: NonNullable<Store['refundInto']>): ReleaseBatch {
+    const batches = this.#batches;
+    for (const batch of batches) if (batch.store === store && batch.open) return batch;
+    const batch = new ReleaseBatch(store, into);
+    batches.push(batch);
+    // Closed once the turn's I/O is done, before the store's own batch of refunds is sent (its
+    // setImmediate is queued by the batch's first refundInto, after this one).
+    setImmediate(() => {
+      batch.open = false;
+      batches.splice(batches.indexOf(batch), 1);
+    });
+    batch.done = this.#parts
+      .callInto<void>('release', (settler) => batch.start(settler))
+      .then(
+        () => {
+          for (const held of batch.helds) this.#freed(held);
+        },
+        (error: unknown) => {
+          // One report for the batch; every release in it is tried again (a slot already freed by a
+          // store call of the batch that succeeded is freed again: nothing, by its id).
+          this.#parts.failed(error, 'release');
+          for (const held of batch.helds) this.#unrelease(held);
+        },
+      );
+    return batch;
+  }
+
+  /** Slots freed in the store: calls waiting for one of them try again. */
+  #freed(held: Held): void {
+    for (const { op } of held.slots) this.#parts.freed(op.rule.name, op.key);
+  }
+
+  /** A release that failed: reported, tried again at the next renewals. */
+  #retry(held: Held, error: unknown): void {
+    this.#parts.failed(error, 'release');
+    this.#unrelease(held);
+  }
+
+  #unrelease(held: Held): void {
+    if (this.#closed) return;
+    this.#unreleased.add(held);
+    this.#schedule();
   }
 
   #schedule(): void {

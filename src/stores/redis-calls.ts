@@ -174,10 +174,22 @@ export function refundCall(
   const overrideKeys: string[] = [];
   const ops = new OpTable();
   const body = [timeArgument(time), luaNumber(refunds.length)];
+  // The refunds of one call are mostly of one rule and identity (a route's releases): its keys made once.
+  let rule: StoreRule | undefined;
+  let identity: string | undefined;
+  let state = '';
+  let count = '';
+  let reads = false;
   for (const { op, receipt } of refunds) {
-    const { tag, count } = opKeys(space.prefix, op.rule.name, op.key);
-    const reads = readsOverride(space, op.rule);
-    keys.push(stateKey(space.prefix, tag, count, op.rule));
+    if (op.rule !== rule || op.key !== identity) {
+      rule = op.rule;
+      identity = op.key;
+      const made = opKeys(space.prefix, rule.name, identity);
+      count = made.count;
+      state = stateKey(space.prefix, made.tag, count, rule);
+      reads = readsOverride(space, rule);
+    }
+    keys.push(state);
     if (reads) overrideKeys.push(overrideKey(count));
     body.push(ops.index(op, reads), luaNumber(receipt));
   }

@@ -82,8 +82,9 @@ export interface Store {
   refund(refunds: readonly Refund[]): Promise<void>;
   /**
    * Optional, a capability: `refund` settling `into` instead of returning a promise (a store that keeps
-   * its callers' settle functions anyway: the Redis store's batched refunds). A concurrency slot's
-   * release then makes one promise, the deadlines' own. Never throws: a fault is `into.reject`.
+   * its callers' settle functions anyway: the Redis store's refunds, batched per turn of the event loop).
+   * The releases of concurrency slots in one turn then share one promise and one deadline (holdings.ts
+   * ReleaseBatch), each handed over at once. Never throws: a fault is `into.reject`.
    */
   refundInto?(refunds: readonly Refund[], into: Settler<void>): void;
   /**
