@@ -147,37 +147,14 @@ function makeOpText(op: StoreOp, text: RuleText, readsOverride: boolean): string
   );
 }
 
-/** Whether two ops have one text (opText): the same rule, limit, cost and period ends. */
-function sameText(a: StoreOp, b: StoreOp): boolean {
-  return (
-    a.rule === b.rule &&
-    a.limit === b.limit &&
-    a.cost === b.cost &&
-    a.periodEndMs === b.periodEndMs &&
-    a.nextPeriodEndMs === b.nextPeriodEndMs
-  );
-}
-
 /** The distinct ops of one call of lua/refund.lua, each sent once as its text; every use is then its index. */
 export class OpTable {
   readonly #indexes = new Map<string, string>();
   /** m, then the text of each distinct op. */
   readonly #texts: string[] = ['0'];
 
-  /** The op added last and its index: the ops of one call are mostly one route's, alike. */
-  #last: { op: StoreOp; readsOverride: boolean; index: string } | undefined;
-
   /** The op's index, as text; the op is added on its first use. `readsOverride`: see OverrideReads. */
   index(op: StoreOp, readsOverride = false): string {
-    const last = this.#last;
-    if (last !== undefined && last.readsOverride === readsOverride && sameText(last.op, op))
-      return last.index;
-    const index = this.#indexOf(op, readsOverride);
-    this.#last = { op, readsOverride, index };
-    return index;
-  }
-
-  #indexOf(op: StoreOp, readsOverride: boolean): string {
     const text = opText(op, readsOverride);
     let index = this.#indexes.get(text);
     if (index === undefined) {
