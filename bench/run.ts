@@ -45,10 +45,11 @@ commands: ${commands.join(', ')} (default: all; node-cost and postgres run only 
   --out     where to write the Markdown results; or BENCH_OUT
             default: bench/RESULTS.md for a full 'all' run, else bench/.bench-tmp/RESULTS-<command>.md
 env: BENCH_QUICK=1 for a short smoke run; BENCH_REPS=n repetitions (default 3, quick 1);
-     REDIS_SERVER_BIN for another redis-server binary`;
+     REDIS_SERVER_BIN for another redis-server binary;
+     BENCH_WATCHDOG_MIN=n gives up after n minutes (default 20; node-cost with several long runs needs more)`;
 
-/** Whole-run watchdog: every scenario is bounded, this catches what is not. */
-const watchdogMs = 20 * 60_000;
+/** Whole-run watchdog: every scenario is bounded, this catches what is not (BENCH_WATCHDOG_MIN, default 20). */
+const watchdogMs = Number(process.env.BENCH_WATCHDOG_MIN ?? 20) * 60_000;
 
 function log(line: string): void {
   process.stdout.write(`${line}\n`);

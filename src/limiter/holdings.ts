@@ -11,6 +11,18 @@ interface Held {
   readonly slots: Refund[];
   /** Renewal ticks a release that failed has been tried again (see #tick). */
   tries: number;
+  /** Whether it is in the list of slots held; its neighbours there (see Holdings #first). */
+  listed: boolean;
+  prev: Held | undefined;
+  next: Held | undefined;
+}
+
+/**
+ * The key of a slot id in Holdings' index: the id's low 30 bits, a small integer (ids are about 2^50,
+ * numbers V8 keeps on the heap and hashes in its runtime). Ids that share a key are told apart by `holds`.
+ */
+function slotKey(slot: number): number {
+  return slot % 1073741824;
 }
 
 export interface HoldingsParts {
@@ -95,12 +107,17 @@ class ReleaseBatch implements Settler<void> {
  */
 export class Holdings {
   /**
-   * Held slots by the id of their first slot: ids are unique per rule and key only (fresh keys taken in
-   * the same millisecond share one), so an entry is one Held or the few that share the number. A number
-   * keys the map without a string made and hashed per request.
+   * Held slots by the key (slotKey) of the id of their first slot: ids are unique per rule and key only
+   * (fresh keys taken in the same millisecond share one), so an entry is one Held or the few that share
+   * the key. A number keys the map without a string made and hashed per request.
    */
   readonly #bySlot = new Map<number, Held | Held[]>();
-  readonly #held = new Set<Held>();
+  /**
+   * The slots held, a list linked through each Held (newest first): added and taken out without a
+   * collection's hashing per request.
+   */
+  #first: Held | undefined;
+  #heldCount = 0;
   /** Releases that failed, tried again at the next renewals. */
   readonly #unreleased = new Set<Held>();
   /** The release batches of this turn, one per store that batches refunds (usually one store). */
@@ -118,7 +135,9 @@ export class Holdings {
   /** Slots held now by this process (for tests and metrics). */
   get size(): number {
     let slots = 0;
-    for (const held of this.#held) for (const slot of held.slots) slots += slot.op.cost;
+    for (let held = this.#first; held !== undefined; held = held.next) {
+      for (const slot of held.slots) slots += slot.op.cost;
+    }
     return slots;
   }
 
@@ -140,13 +159,13 @@ export class Holdings {
       const r = results[i] as OpResult;
       if (op.rule.type !== 'concurrency' || op.cost === 0 || r.receipt === 0 || !(r.allowed || added))
         continue;
-      held ??= { store, slots: [], tries: 0 };
+      held ??= { store, slots: [], tries: 0, listed: false, prev: undefined, next: undefined };
       held.slots.push({ op, receipt: r.receipt });
       this.#index(r.receipt, held);
       (decision.rules[i] as RuleResult).slot = r.receipt;
     }
     if (held === undefined) return;
-    this.#held.add(held);
+    this.#list(held);
     this.#tell(held, 'held');
     this.#schedule();
   }
@@ -181,8 +200,12 @@ export class Holdings {
   /** Stops renewing: held slots lapse a lease after their last renewal. */
   close(): void {
     this.#closed = true;
-    for (const held of this.#held) this.#tell(held, 'lapsed');
-    this.#held.clear();
+    for (let held = this.#first; held !== undefined; held = held.next) {
+      held.listed = false;
+      this.#tell(held, 'lapsed');
+    }
+    this.#first = undefined;
+    this.#heldCount = 0;
     this.#bySlot.clear();
     this.#unreleased.clear();
     this.#unschedule();
@@ -194,16 +217,39 @@ export class Holdings {
     for (const { op } of held.slots) observers.slot(op.rule.name, op.cost, change);
   }
 
+  #list(held: Held): void {
+    const first = this.#first;
+    held.next = first;
+    held.prev = undefined;
+    if (first !== undefined) first.prev = held;
+    this.#first = held;
+    held.listed = true;
+    this.#heldCount++;
+  }
+
+  #unlist(held: Held): void {
+    if (!held.listed) return;
+    const { prev, next } = held;
+    if (prev === undefined) this.#first = next;
+    else prev.next = next;
+    if (next !== undefined) next.prev = prev;
+    held.prev = undefined;
+    held.next = undefined;
+    held.listed = false;
+    this.#heldCount--;
+  }
+
   #index(slot: number, held: Held): void {
-    const found = this.#bySlot.get(slot);
-    if (found === undefined) this.#bySlot.set(slot, held);
+    const at = slotKey(slot);
+    const found = this.#bySlot.get(at);
+    if (found === undefined) this.#bySlot.set(at, held);
     else if (Array.isArray(found)) {
       if (!found.includes(held)) found.push(held);
-    } else if (found !== held) this.#bySlot.set(slot, [found, held]);
+    } else if (found !== held) this.#bySlot.set(at, [found, held]);
   }
 
   #find(rule: string, key: string, slot: number): Held | undefined {
-    const found = this.#bySlot.get(slot);
+    const found = this.#bySlot.get(slotKey(slot));
     if (found === undefined || !Array.isArray(found)) {
       return found !== undefined && holds(found, rule, key, slot) ? found : undefined;
     }
@@ -211,14 +257,15 @@ export class Holdings {
   }
 
   #forget(held: Held): void {
-    this.#held.delete(held);
+    this.#unlist(held);
     for (const { receipt } of held.slots) {
-      const found = this.#bySlot.get(receipt);
-      if (found === held) this.#bySlot.delete(receipt);
+      const at = slotKey(receipt);
+      const found = this.#bySlot.get(at);
+      if (found === held) this.#bySlot.delete(at);
       else if (Array.isArray(found)) {
         const rest = found.filter((other) => other !== held);
-        if (rest.length === 0) this.#bySlot.delete(receipt);
-        else this.#bySlot.set(receipt, rest.length === 1 ? (rest[0] as Held) : rest);
+        if (rest.length === 0) this.#bySlot.delete(at);
+        else this.#bySlot.set(at, rest.length === 1 ? (rest[0] as Held) : rest);
       }
     }
   }
@@ -292,7 +339,7 @@ export class Holdings {
   }
 
   #unschedule(): void {
-    if (this.#held.size > 0 || this.#unreleased.size > 0 || this.#timer === undefined) return;
+    if (this.#heldCount > 0 || this.#unreleased.size > 0 || this.#timer === undefined) return;
     clearInterval(this.#timer);
     this.#timer = undefined;
   }
@@ -300,7 +347,7 @@ export class Holdings {
   /** One renewal: every slot held, one call per store; and the failed releases tried again. */
   async #tick(): Promise<void> {
     const byStore = new Map<Store, Held[]>();
-    for (const held of this.#held) {
+    for (let held = this.#first; held !== undefined; held = held.next) {
       const list = byStore.get(held.store);
       if (list === undefined) byStore.set(held.store, [held]);
       else list.push(held);
@@ -331,7 +378,7 @@ export class Holdings {
       for (let k = 0; k < held.slots.length; k++) if (stillHeld[at + k] === true) any = true;
       at += held.slots.length;
       // Lapsed (this process stalled longer than a lease) or reset by an operator: nothing left to renew.
-      if (!any && this.#held.has(held)) {
+      if (!any && held.listed) {
         this.#forget(held);
         this.#tell(held, 'lapsed');
       }

@@ -202,6 +202,9 @@ export function refundCall(
   return { keys: keys.concat(overrideKeys), args: ops.fields().concat(body) };
 }
 
+/** The announcement made last for the frees of one rule and key (freedSlots). */
+let lastFreed: { readonly rule: string; readonly key: string; readonly text: string } | undefined;
+
 /**
  * The announcement of the concurrency slots these refunds free (redis-frees.ts): `[rule, key, ...]` as
  * JSON, each rule and key once; undefined when they free none.
@@ -229,7 +232,15 @@ function freedSlots(refunds: ReadonlyArray<{ readonly op: StoreOp }>): string | 
     seen.add(id);
     names.push(rule, key);
   }
-  return names === undefined ? undefined : JSON.stringify(names);
+  if (names === undefined) return undefined;
+  if (names.length > 2) return JSON.stringify(names);
+  // One rule and key, as a route's releases are: the text of the last such call, when it is the same.
+  const [rule, key] = names as [string, string];
+  const last = lastFreed;
+  if (last !== undefined && last.rule === rule && last.key === key) return last.text;
+  const text = JSON.stringify(names);
+  lastFreed = { rule, key, text };
+  return text;
 }
 
 /** KEYS and ARGV of one call of lua/renew.lua: the count keys of held concurrency slots, all in one slot. */
