@@ -117,7 +117,12 @@ class IoredisConnection implements RedisConnection {
   #call(client: IoredisClient, command: string, args: readonly string[]): Promise<unknown> {
     if (!SCRIPT_CALLS.has(command)) return client.call(command, args as string[]);
     const Command = this.#commandClass();
-    if (Command === undefined || client.sendCommand === undefined)
+    // A Cluster's node (eachMaster) has options of its own: its calls are looked at too.
+    if (
+      Command === undefined ||
+      client.sendCommand === undefined ||
+      (client !== this.#client && !plainCalls(client))
+    )
       return client.call(command, args as string[]);
     // As `call` makes it: the stack of the caller kept when the client was asked to.
     const made = new Command(command, [], {
