@@ -38,7 +38,8 @@ export type RequestErrorCode =
   | 'ERR_LIMIT'
   | 'ERR_QUEUE_FULL'
   | 'ERR_DELAY'
-  | 'ERR_CONTEXT';
+  | 'ERR_CONTEXT'
+  | 'ERR_REQUEST';
 
 /**
  * Thrown at request time when a request cannot be decided (a bad cost or limit, a key function that threw,
@@ -48,7 +49,10 @@ export type RequestErrorCode =
 export class RateLimitRequestError extends Error {
   override readonly name = 'RateLimitRequestError';
   readonly code: RequestErrorCode;
-  /** `ERR_KEY_VALUE`: the key form whose value was refused (`'body.username'`, `'query.user'`, `'key function'`). */
+  /**
+   * `ERR_KEY_VALUE`: the key form whose value was refused (`'body.username'`, `'query.user'`, `'key
+   * function'`); `ERR_REQUEST`: the request field that is missing (`'method'`, `'path'`).
+   */
   readonly field?: string;
 
   constructor(code: RequestErrorCode, message: string, options?: { cause?: unknown; field?: string }) {

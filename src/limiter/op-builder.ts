@@ -159,6 +159,8 @@ export class OpBuilder {
   }
 
   #collect(req: RequestInfo, ops: Array<RuleOp | Promise<RuleOp>>): void {
+    // The adapters always give both; a caller of check, peek or recordRequest from JavaScript may not.
+    if (typeof req?.method !== 'string' || typeof req.path !== 'string') throw requestRefused(req);
     for (const rule of this.#index.candidates(req.method, req)) {
       let view = req;
       if (rule.matcher !== undefined) {
@@ -223,6 +225,22 @@ function assertRequestCost(cost: unknown, rule: string): asserts cost is number 
  * A concurrency rule's cost is the number of slots the op takes, each a holder the store writes: more than
  * the limit in force is never admitted, and `record` (which counts past the limit) would make that many.
  */
+/** A request without a string `method` and `path`: `ERR_REQUEST`, naming the first missing. */
+function requestRefused(req: unknown): RateLimitRequestError {
+  if (typeof req !== 'object' || req === null) {
+    return new RateLimitRequestError(
+      'ERR_REQUEST',
+      `ratekeeper: a request must be an object with a string method and path, got ${describe(req)}`,
+    );
+  }
+  const field = typeof (req as { method?: unknown }).method !== 'string' ? 'method' : 'path';
+  return new RateLimitRequestError(
+    'ERR_REQUEST',
+    `ratekeeper: the request's ${field} must be a string (e.g. ${field === 'method' ? "'POST'" : "'/login'"}), got ${describe((req as Record<string, unknown>)[field])}`,
+    { field },
+  );
+}
+
 function slotCostRefused(rule: string, cost: number, limit: number): RateLimitRequestError {
   return new RateLimitRequestError(
     'ERR_COST',
