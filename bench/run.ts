@@ -49,7 +49,13 @@ env: BENCH_QUICK=1 for a short smoke run; BENCH_REPS=n repetitions (default 3, q
      BENCH_WATCHDOG_MIN=n gives up after n minutes (default 20; node-cost with several long runs needs more)`;
 
 /** Whole-run watchdog: every scenario is bounded, this catches what is not (BENCH_WATCHDOG_MIN, default 20). */
-const watchdogMs = Number(process.env.BENCH_WATCHDOG_MIN ?? 20) * 60_000;
+const watchdogMinutes = Number(process.env.BENCH_WATCHDOG_MIN ?? 20);
+if (!(watchdogMinutes > 0)) {
+  throw new Error(
+    `BENCH_WATCHDOG_MIN must be a positive number of minutes, got '${process.env.BENCH_WATCHDOG_MIN}'`,
+  );
+}
+const watchdogMs = watchdogMinutes * 60_000;
 
 function log(line: string): void {
   process.stdout.write(`${line}\n`);

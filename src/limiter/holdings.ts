@@ -117,7 +117,6 @@ export class Holdings {
    * collection's hashing per request.
    */
   #first: Held | undefined;
-  #heldCount = 0;
   /** Releases that failed, tried again at the next renewals. */
   readonly #unreleased = new Set<Held>();
   /** The release batches of this turn, one per store that batches refunds (usually one store). */
@@ -205,7 +204,6 @@ export class Holdings {
       this.#tell(held, 'lapsed');
     }
     this.#first = undefined;
-    this.#heldCount = 0;
     this.#bySlot.clear();
     this.#unreleased.clear();
     this.#unschedule();
@@ -224,7 +222,6 @@ export class Holdings {
     if (first !== undefined) first.prev = held;
     this.#first = held;
     held.listed = true;
-    this.#heldCount++;
   }
 
   #unlist(held: Held): void {
@@ -236,7 +233,6 @@ export class Holdings {
     held.prev = undefined;
     held.next = undefined;
     held.listed = false;
-    this.#heldCount--;
   }
 
   #index(slot: number, held: Held): void {
@@ -339,7 +335,7 @@ export class Holdings {
   }
 
   #unschedule(): void {
-    if (this.#heldCount > 0 || this.#unreleased.size > 0 || this.#timer === undefined) return;
+    if (this.#first !== undefined || this.#unreleased.size > 0 || this.#timer === undefined) return;
     clearInterval(this.#timer);
     this.#timer = undefined;
   }

@@ -221,10 +221,6 @@ function assertRequestCost(cost: unknown, rule: string): asserts cost is number 
   }
 }
 
-/**
- * A concurrency rule's cost is the number of slots the op takes, each a holder the store writes: more than
- * the limit in force is never admitted, and `record` (which counts past the limit) would make that many.
- */
 /** A request without a string `method` and `path`: `ERR_REQUEST`, naming the first missing. */
 function requestRefused(req: unknown): RateLimitRequestError {
   if (typeof req !== 'object' || req === null) {
@@ -241,6 +237,10 @@ function requestRefused(req: unknown): RateLimitRequestError {
   );
 }
 
+/**
+ * A concurrency rule's cost is the number of slots the op takes, each a holder the store writes: more than
+ * the limit in force is never admitted, and `record` (which counts past the limit) would make that many.
+ */
 function slotCostRefused(rule: string, cost: number, limit: number): RateLimitRequestError {
   return new RateLimitRequestError(
     'ERR_COST',
