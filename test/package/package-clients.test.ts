@@ -54,6 +54,22 @@ await nodeRedis.close();
 console.log(JSON.stringify(result));
 `;
 
+/** True when release `a` (`major.minor.patch`) is newer than `b`, compared number by number. */
+function newer(a: string, b: string): boolean {
+  const x = a.split('.').map(Number);
+  const y = b.split('.').map(Number);
+  for (let i = 0; i < 3; i++) if ((x[i] ?? 0) !== (y[i] ?? 0)) return (x[i] ?? 0) > (y[i] ?? 0);
+  return false;
+}
+
+describe('newer (release order, not publication order)', () => {
+  it('puts 6.4.0 after 5.12.4 and 6.10.0 after 6.9.1', () => {
+    expect(['6.3.1', '6.4.0', '5.12.4'].reduce((a, b) => (newer(b, a) ? b : a))).to.equal('6.4.0');
+    expect(newer('6.10.0', '6.9.1')).to.equal(true);
+    expect(newer('5.12.4', '6.4.0')).to.equal(false);
+  });
+});
+
 describe('the packed package beside the newest Redis clients', function () {
   this.timeout(300_000);
   let app: string;
@@ -102,7 +118,8 @@ describe('the packed package beside the newest Redis clients', function () {
       const versions = JSON.parse(execFileSync('npm', view, { cwd: app, encoding: 'utf8' })) as
         | string
         | string[];
-      const newest = Array.isArray(versions) ? versions[versions.length - 1] : versions;
+      // The registry lists versions in publication order (a 5.x patch may follow 6.x): compared as versions.
+      const newest = (Array.isArray(versions) ? versions : [versions]).reduce((a, b) => (newer(b, a) ? b : a));
       expect(version, `${name}: the newest of ${manifest.peerDependencies[name]}`).to.equal(newest);
     }
   });
