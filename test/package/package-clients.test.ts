@@ -119,7 +119,9 @@ describe('the packed package beside the newest Redis clients', function () {
         | string
         | string[];
       // The registry lists versions in publication order (a 5.x patch may follow 6.x): compared as versions.
-      const newest = (Array.isArray(versions) ? versions : [versions]).reduce((a, b) => (newer(b, a) ? b : a));
+      const newest = (Array.isArray(versions) ? versions : [versions]).reduce((a, b) =>
+        newer(b, a) ? b : a,
+      );
       expect(version, `${name}: the newest of ${manifest.peerDependencies[name]}`).to.equal(newest);
     }
   });
