@@ -6,7 +6,7 @@ import { assertKnownFields, fieldsOf } from '../src/config/known-fields.js';
 import { mustBe, refuse } from '../src/config/refuse.js';
 import { ADAPTER_DEFAULTS } from '../src/defaults.js';
 import { describe as describeValue } from '../src/errors.js';
-import { createHeaderFormatter, HEADERS_MODES, type QuotaUnit } from '../src/headers.js';
+import { createHeaderFormatter, createRetryAfter, HEADERS_MODES, type QuotaUnit } from '../src/headers.js';
 import {
   createLimiter,
   type Decision,
@@ -82,7 +82,7 @@ export interface Setup<Req> {
   reports: boolean;
   /** The `message` option for a denial: its value, or what its function gives; undefined when there is none. */
   message: (decision: Decision) => unknown;
-  /** The body of a denial: `message`'s, else the default `{ error, retryAfter }`. */
+  /** The body of a denial: `message`'s, else the default `{ error, retryAfter }`, `retryAfter` the `Retry-After` seconds. */
   body: (decision: Decision) => unknown;
   /**
    * Reports an admitted decision's outcome from the response's final status, after the response: by
@@ -199,16 +199,20 @@ export function createSetup<Req>(
   const warnRedirect = warnOnce(REDIRECT_OUTCOME_WARNING);
   const given = options.message;
   const message = (decision: Decision): unknown => (typeof given === 'function' ? given(decision) : given);
+  const units = quotaUnits(limiter);
+  // The default body's retryAfter is Retry-After's own figure (a concurrency denial's too, not its lease).
+  const retryAfter = createRetryAfter(units);
   const result: Setup<Req> = {
     limiter,
     owned,
     statusCode,
     onLimited: options.onLimited,
     skip: options.skip,
-    headerFields: createHeaderFormatter({ headers: mode, reset, clock, windows, units: quotaUnits(limiter) }),
+    headerFields: createHeaderFormatter({ headers: mode, reset, clock, windows, units }),
     reports: limiter.needsOutcomes,
     message,
-    body: (decision) => (given === undefined ? ADAPTER_DEFAULTS.message(decision) : message(decision)),
+    body: (decision) =>
+      given === undefined ? ADAPTER_DEFAULTS.message(retryAfter(decision)) : message(decision),
     report: (decision, status) => {
       let failed: boolean;
       if (judge !== undefined) {

@@ -126,7 +126,8 @@ export async function exchange<Req>(setup: Setup<Req>, http: HttpExchange, reque
   try {
     decision = await (pacing === undefined ? setup.limiter.check(info) : setup.limiter.recordRequest(info));
   } catch (error) {
-    // An object or array where a rule reads a key: the client's error, answered 400; nothing was consumed.
+    // An object or array where a rule reads a key, or no key for a rule with missing: 'refuse': answered 400;
+    // nothing was consumed.
     const body = badRequest(error);
     if (body === undefined) throw error;
     if (http.refuse !== undefined) await http.refuse(body);
@@ -188,26 +189,33 @@ function holdsSlots(decision: Decision): boolean {
 export interface BadRequestBody {
   statusCode: 400;
   error: 'Bad Request';
-  /** What was wrong, naming the field: `'body.username must be a string, a number or a boolean'`. */
+  /**
+   * What was wrong, naming the field: `'body.username must be a string, a number or a boolean'`, or for a
+   * missing key `'user is required: the rate limiter keys on it'`.
+   */
   message: string;
-  /** The key form whose value was refused (`'body.username'`, `'query.user'`); absent for a key function. */
+  /**
+   * The key form whose value was refused or missing (`'body.username'`, `'user'`, `'header:x-api-key'`;
+   * a composite key's parts joined by `, `); absent for a key function.
+   */
   field?: string;
 }
 
 /**
  * The 400's body when `error` is the limiter refusing a request's key (`ERR_KEY_VALUE`: an object or an
- * array where a rule reads one), else undefined: any other error is the app's, thrown to the framework.
+ * array where a rule reads one; `ERR_KEY_MISSING`: no key at all for a rule with `missing: 'refuse'`), else
+ * undefined: any other error is the app's, thrown to the framework.
  */
 export function badRequest(error: unknown): BadRequestBody | undefined {
-  if (!(error instanceof RateLimitRequestError) || error.code !== 'ERR_KEY_VALUE') return undefined;
+  if (!(error instanceof RateLimitRequestError)) return undefined;
   const field = error.field;
-  const what = field === undefined ? 'a value the rate limiter keys on' : field;
-  return {
-    statusCode: 400,
-    error: 'Bad Request',
-    message: `${what} must be a string, a number or a boolean`,
-    ...(field === undefined ? {} : { field }),
-  };
+  let message: string;
+  if (error.code === 'ERR_KEY_VALUE')
+    message = `${field ?? 'a value the rate limiter keys on'} must be a string, a number or a boolean`;
+  else if (error.code === 'ERR_KEY_MISSING')
+    message = `${field ?? 'a value the rate limiter keys on'} is required: the rate limiter keys on it`;
+  else return undefined;
+  return { statusCode: 400, error: 'Bad Request', message, ...(field === undefined ? {} : { field }) };
 }
 
 /**

@@ -1,6 +1,5 @@
 // Every default of the library in one place: rules, the limiter, the stores and the HTTP adapters read them here.
 // (The recipes' figures are their own public constants, LOGIN_DEFAULTS and VERIFICATION_CODE_DEFAULTS.)
-import type { Decision } from './types.js';
 
 /** Defaults of a rule's optional fields (see `Rule`), filled in by rules/compile.ts. */
 export const RULE_DEFAULTS = {
@@ -9,6 +8,8 @@ export const RULE_DEFAULTS = {
   mode: 'enforce',
   resetOnSuccess: false,
   settle: false,
+  /** A request without the rule's key passes it uncounted (with a one-time warning unless the rule says so). */
+  missing: 'skip',
   /** Calendar windows' time zone. */
   timezone: 'UTC',
   slidingBuckets: 10,
@@ -100,10 +101,10 @@ export const ADAPTER_DEFAULTS = {
   headers: 'legacy',
   reset: 'epoch-seconds',
   statusCode: 429,
-  /** The body of a denial: JSON with the Retry-After seconds. */
-  message: (decision: Decision): unknown => ({
+  /** The body of a denial: JSON with the seconds its `Retry-After` field gives (src/headers.ts createRetryAfter). */
+  message: (retryAfterSeconds: number): unknown => ({
     error: 'Too Many Requests',
-    retryAfter: Math.max(1, Math.ceil((decision.retryAfterMs ?? 0) / 1000)),
+    retryAfter: retryAfterSeconds,
   }),
   /** The `message` of Nest's denial, `{ statusCode: 429, message }`, Nest's own convention for HTTP errors. */
   nestMessage: 'Too Many Requests',

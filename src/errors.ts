@@ -35,6 +35,7 @@ export type RequestErrorCode =
   | 'ERR_KEY_FUNCTION'
   | 'ERR_KEY'
   | 'ERR_KEY_VALUE'
+  | 'ERR_KEY_MISSING'
   | 'ERR_LIMIT'
   | 'ERR_QUEUE_FULL'
   | 'ERR_DELAY'
@@ -43,15 +44,17 @@ export type RequestErrorCode =
 
 /**
  * Thrown at request time when a request cannot be decided (a bad cost or limit, a key function that threw,
- * an object or array where a rule reads a key: `ERR_KEY_VALUE`, which the HTTP adapters answer with 400).
- * Nothing is consumed.
+ * an object or array where a rule reads a key: `ERR_KEY_VALUE`; no key at all for a rule with
+ * `missing: 'refuse'`: `ERR_KEY_MISSING`; the HTTP adapters answer both with 400). Nothing is consumed.
  */
 export class RateLimitRequestError extends Error {
   override readonly name = 'RateLimitRequestError';
   readonly code: RequestErrorCode;
   /**
-   * `ERR_KEY_VALUE`: the key form whose value was refused (`'body.username'`, `'query.user'`, `'key
-   * function'`); `ERR_REQUEST`: the request field that is missing (`'method'`, `'path'`).
+   * `ERR_KEY_VALUE`: the key form whose value was refused (`'body.username'`, `'query.user'`);
+   * `ERR_KEY_MISSING`: the key form that found nothing (`'user'`, `'header:x-api-key'`, `'user, param.org'`
+   * for a composite key); absent for a key function. `ERR_REQUEST`: the request field that is missing
+   * (`'method'`, `'path'`).
    */
   readonly field?: string;
 

@@ -135,6 +135,25 @@ export function createHeaderFormatter(
 }
 
 /**
+ * The seconds of a denial's `Retry-After`, as `formatHeaders` and `createHeaderFormatter` write it with the
+ * same `units`: at least 1, the longest wait among the denying rules, a concurrency rule that denies (not
+ * locked) counting `CONCURRENCY_RETRY_SECONDS` rather than its lease. The adapters' default denial body
+ * takes its `retryAfter` from here, so the body and the field never disagree.
+ *
+ * @example
+ * const retryAfter = createRetryAfter({ exports: 'concurrent-requests' });
+ * retryAfter(decision); // 1 for a denial by 'exports', whatever its lease
+ */
+export function createRetryAfter(
+  units?: Readonly<Record<string, QuotaUnit>>,
+): (decision: Decision) => number {
+  const concurrent = concurrentUnits(units);
+  const isConcurrent =
+    concurrent === undefined ? undefined : (rule: string) => concurrent[rule] === 'concurrent-requests';
+  return (decision) => retryAfterSeconds(decision, isConcurrent);
+}
+
+/**
  * The text of the last few figures a formatter wrote, by field: a limit, an epoch-seconds reset and a
  * reset in seconds repeat from one response to the next (a reset changes once a second at most), and a
  * number over 2^30 (epoch seconds) is a heap number whose text is made anew on every `String()`.

@@ -107,6 +107,17 @@ export interface Rule {
    * e-mail addresses); a function does its own. IP keys are always canonical. @default false
    */
   normalize?: boolean | ((value: string) => string);
+  /**
+   * What a request in which the rule's key finds nothing gets (no user, no such header, query parameter,
+   * route param or body field; a key function that returned nothing; every part of a composite key absent):
+   * `'skip'` lets it pass this rule uncounted; `'refuse'` refuses the request (`check` rejects with
+   * `RateLimitRequestError` `ERR_KEY_MISSING` naming the key form, the HTTP adapters answer 400, and nothing
+   * is consumed for any rule), so that a budget cannot vanish with the middleware that sets its key. Left
+   * out, it is `'skip'`, and the first such request draws the one-time warning `RATEKEEPER_KEY_MISSING`
+   * naming the rule and the key form; an explicit `'skip'` says that such requests are meant to pass, and
+   * draws none. @default 'skip'
+   */
+  missing?: 'skip' | 'refuse';
 }
 
 export interface RuleResult {

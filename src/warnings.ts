@@ -17,6 +17,11 @@ export const UNPARSED_BODY_WARNING = 'RATEKEEPER_UNPARSED_BODY';
  * (rules match the full original URL), or the URL or method was rewritten (method-override) around it.
  */
 export const UNMATCHED_ROUTE_WARNING = 'RATEKEEPER_UNMATCHED_ROUTE';
+/**
+ * A rule whose `missing` is left out met a request in which its key finds nothing (no user: the
+ * authentication middleware runs after the limiter, or not at all), and let it pass uncounted. Once per rule.
+ */
+export const KEY_MISSING_WARNING = 'RATEKEEPER_KEY_MISSING';
 /** A rule that counts outcomes met a redirect (3xx): neither success nor failure, so nothing was reported. */
 export const REDIRECT_OUTCOME_WARNING = 'RATEKEEPER_REDIRECT_OUTCOME';
 /** The memory store grew past `maxKeys`: every key it could evict still denies. */

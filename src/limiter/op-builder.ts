@@ -183,7 +183,11 @@ export class OpBuilder {
           { cause: error },
         );
       }
-      if (key === undefined) continue;
+      if (key === undefined) {
+        // The rule does not apply; a rule with missing: 'refuse' throws here, before anything is consumed.
+        rule.missing();
+        continue;
+      }
       let cost = rule.cost;
       if (typeof cost === 'function') {
         try {

@@ -7,6 +7,7 @@ import { type FieldRefusal, mustBe, refusalIn, refuse } from '../config/refuse.j
 import { RULE_DEFAULTS } from '../defaults.js';
 import { describe } from '../errors.js';
 import { createExtractor, type Extractor, normalizeIdentity } from '../keys/extractors.js';
+import { type OnMissingKey, onMissingKey } from '../keys/missing-key.js';
 import type { StoreRule } from '../stores/store-ops.js';
 import type { LimitFunction, MatchSpec, RequestInfo, Rule } from '../types.js';
 import type { PeriodFn } from './calendar.js';
@@ -23,6 +24,11 @@ export interface CompiledRule {
   readonly index: number;
   readonly matcher: Matcher | undefined;
   readonly extract: Extractor;
+  /**
+   * Called when `extract` found no key: the rule's `missing` (throws `ERR_KEY_MISSING` for `'refuse'`, warns
+   * once when it was left out).
+   */
+  readonly missing: OnMissingKey;
   /** The rule's number, or a function read per request (see rules/limits.ts). */
   readonly limit: number | LimitFunction;
   /** A fixed cost, or a function validated on each call. */
@@ -53,6 +59,7 @@ const RULE_FIELDS = fieldsOf<Rule>({
   mode: true,
   normalize: true,
   settle: true,
+  missing: true,
 });
 
 export interface CompileOptions {
@@ -139,12 +146,16 @@ function compileRule(input: unknown, index: number, options: CompileOptions): Co
       );
   } else if (settle) assertSettles(rule, where);
   const extract = compileKey(rule, where, fail, options);
+  const missing = rule.missing;
+  if (missing !== undefined && missing !== 'skip' && missing !== 'refuse')
+    fail('ERR_OPTION', 'missing', `'skip' (the rule does not apply) or 'refuse' (HTTP 400)`, missing);
   const matcher = compileMatch(rule.match, where, fail);
   return {
     name,
     index,
     matcher,
     extract,
+    missing: onMissingKey(name, rule.key, missing ?? RULE_DEFAULTS.missing, missing !== undefined),
     limit,
     cost,
     countOn,
