@@ -342,19 +342,22 @@ export function responseClosed(
 /** A Node response as `responseEnded` needs it. */
 export interface ResponseToEnd {
   end: (...args: never[]) => unknown;
+  write: (...args: never[]) => unknown;
+  writeHead: (...args: never[]) => unknown;
   readonly writableEnded?: boolean;
+  /** Whether its status line and headers were written: the app has begun its answer. */
+  readonly headersSent?: boolean;
   on(event: 'finish' | 'close', listener: () => void): unknown;
+  once(event: 'pipe', listener: () => void): unknown;
+  off(event: 'pipe', listener: () => void): unknown;
 }
 
 /**
- * Calls `done` once when the app has ended a Node response and Node has handed it whole to the connection
- * (`finish`), or when the connection closed after the app ended it. A client that goes first does not count:
- * its handler may still be working, so `end()` is wrapped then, and `done` comes when the handler calls it.
+ * Calls `done` once when the app is done with a Node response: Node has handed it whole to the connection
+ * (`finish`), or the connection closed and nothing more can be written (see `responseClosedUnfinished`).
  *
  * `finish` comes later than `end()` for a response queued behind another on the connection (pipelining),
- * and for one larger than the connection's buffers while the client reads it. `end()` is wrapped only once
- * the response closed without having been ended: replacing a method of every response costs each request
- * more than two listeners.
+ * and for one larger than the connection's buffers while the client reads it.
  */
 export function responseEnded(res: ResponseToEnd, done: () => void): void {
   if (res.writableEnded === true) {
@@ -374,21 +377,68 @@ export function responseEnded(res: ResponseToEnd, done: () => void): void {
 }
 
 /**
- * Calls `done` once the app has ended a Node response whose connection closed before Node finished it: at
- * once when it was ended (queued, or closed while it was written), else when the handler ends it,
- * whatever Node makes of it then.
+ * Calls `done` once the app is done with a Node response whose connection closed before Node finished it.
+ * - Ended (queued, or closed while it was written), or begun (its headers out: a stream torn down mid-way,
+ *   by `pipe`, `pipeline`, `sendFile`, Fastify's `send(stream)`, Nest's `StreamableFile`): at once, since
+ *   nothing more can be written and nothing will end it.
+ * - Not begun: the client went while the handler works, and the slot stays its own until the handler
+ *   answers: ends the response, writes to it, writes its head, or pipes a stream into it. Any of these is
+ *   its last step, whatever Node makes of it then (a write to a closed response is dropped).
+ * The methods are replaced only on a response that closed unanswered: replacing them on every response
+ * would cost each request more than two listeners.
  */
 export function responseClosedUnfinished(res: ResponseToEnd, done: () => void): void {
-  if (res.writableEnded === true) {
+  if (res.writableEnded === true || res.headersSent === true) {
     done();
     return;
   }
-  const end = res.end;
-  res.end = function (this: unknown, ...args: never[]) {
+  const { end, write, writeHead } = res;
+  const answered = () => {
     res.end = end;
+    res.write = write;
+    res.writeHead = writeHead;
+    res.off('pipe', answered);
     done();
+  };
+  res.end = function (this: unknown, ...args: never[]) {
+    answered();
     return end.apply(this, args);
   };
+  res.write = function (this: unknown, ...args: never[]) {
+    answered();
+    return write.apply(this, args);
+  };
+  res.writeHead = function (this: unknown, ...args: never[]) {
+    answered();
+    return writeHead.apply(this, args);
+  };
+  res.once('pipe', answered);
+}
+
+/**
+ * Calls `done` once a Node response the app has handed over (the rest of the app ran: Koa, Hono) is all
+ * written (`finish`), or at once when its connection is closed, or when it closes mid-stream: no more of
+ * it can be written then.
+ */
+export function responseWritten(
+  res: {
+    readonly destroyed?: boolean;
+    once(event: 'finish' | 'close', listener: () => void): unknown;
+  },
+  done: () => void,
+): void {
+  if (res.destroyed === true) {
+    done();
+    return;
+  }
+  let called = false;
+  const once = () => {
+    if (called) return;
+    called = true;
+    done();
+  };
+  res.once('close', once);
+  res.once('finish', once);
 }
 
 /** The quota unit of each rule counting something else than requests: concurrency rules count requests in flight. */

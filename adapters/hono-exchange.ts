@@ -4,7 +4,7 @@ import type { Context, Next } from 'hono';
 import type { GetConnInfo } from 'hono/conninfo';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import type { Decision, RequestInfo } from '../src/index.js';
-import { signalAborted } from './common.js';
+import { responseWritten, signalAborted } from './common.js';
 import type { HttpExchange } from './exchange.js';
 import { clientAddress, onUnixSocket, type Trust, unixSocketClient } from './proxy-trust.js';
 import { SPOOFABLE_FIXES, type TrustSetting, type WiringCheck } from './wiring.js';
@@ -42,6 +42,41 @@ interface NodeSocket {
 }
 interface NodeRequest {
   socket?: NodeSocket;
+}
+
+/** The Node response under `@hono/node-server`, if any. */
+function nodeResponse(c: Context): Parameters<typeof responseWritten>[0] | undefined {
+  const env = c.env as { server?: { outgoing?: NodeResponse }; outgoing?: NodeResponse } | undefined;
+  return env?.server?.outgoing ?? env?.outgoing;
+}
+type NodeResponse = Parameters<typeof responseWritten>[0];
+
+/**
+ * `body` as a stream that calls `done` once it was read to its end, failed, or was cancelled (the runtime
+ * gave up writing it: its client went).
+ */
+export function watchedBody(body: ReadableStream<Uint8Array>, done: () => void): ReadableStream<Uint8Array> {
+  const reader = body.getReader();
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      let chunk: Awaited<ReturnType<typeof reader.read>>;
+      try {
+        chunk = await reader.read();
+      } catch (error) {
+        done();
+        controller.error(error);
+        return;
+      }
+      if (chunk.done) {
+        done();
+        controller.close();
+      } else controller.enqueue(chunk.value);
+    },
+    cancel(reason) {
+      done();
+      return reader.cancel(reason);
+    },
+  });
 }
 
 export class HonoRequestInfo implements RequestInfo {
@@ -213,13 +248,45 @@ export class HonoExchange implements HttpExchange {
 
   /** Runs the rest of the app, then judges the outcome by the response, an error `app.onError` made. */
   async pass(next: Next): Promise<void> {
+    const handled = this.#handled;
     try {
       await next();
-    } finally {
-      // The handler returned its response (or threw): it is done with the request.
-      this.#handled?.();
+    } catch (error) {
+      // Nothing will be written for a request whose middleware chain threw past Hono's error handling.
+      handled?.();
+      throw error;
     }
+    if (handled !== undefined) this.#whenWritten(handled);
     this.#done?.(this.#c.res.status);
+  }
+
+  /**
+   * The handler returned its response, whose body may still be streaming: `done` once it is all written or
+   * can no longer be (its client went). On Node, told by the server's response; elsewhere by the body
+   * stream read to its end or cancelled, or the request's signal aborting.
+   */
+  #whenWritten(done: () => void): void {
+    const c = this.#c;
+    const outgoing = nodeResponse(c);
+    if (outgoing !== undefined) {
+      responseWritten(outgoing, done);
+      return;
+    }
+    const body = c.res.body;
+    if (body === null) {
+      done();
+      return;
+    }
+    let called = false;
+    let unlisten = () => {};
+    const once = () => {
+      if (called) return;
+      called = true;
+      unlisten();
+      done();
+    };
+    unlisten = signalAborted(c.req.raw.signal, once);
+    if (!called) c.res = new Response(watchedBody(body, once), c.res);
   }
 
   handled(done: () => void): void {

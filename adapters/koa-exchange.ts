@@ -1,7 +1,7 @@
 // Koa's context as the core sees it, and as the request sequence maps it.
 import type { Context, Next } from 'koa';
 import type { Decision, RequestInfo } from '../src/index.js';
-import { errorStatus, pathOf, responseClosed } from './common.js';
+import { errorStatus, pathOf, responseClosed, responseWritten } from './common.js';
 import type { HttpExchange } from './exchange.js';
 import { SPOOFABLE_FIXES, type TrustSetting, type WiringCheck } from './wiring.js';
 
@@ -158,31 +158,11 @@ export class KoaExchange implements HttpExchange {
       throw error;
     } finally {
       done?.(status);
-      if (handled !== undefined) this.#whenSent(handled);
+      if (handled !== undefined) responseWritten(this.#ctx.res, handled);
     }
   }
 
   handled(done: () => void): void {
     this.#handled = done;
-  }
-
-  /**
-   * After the rest of the app ran: once Koa has ended the response (a streamed body: once it is all
-   * written), or at once when the client is gone (Koa then writes nothing), or when it goes mid-stream.
-   */
-  #whenSent(done: () => void): void {
-    const res = this.#ctx.res;
-    if (res.destroyed) {
-      done();
-      return;
-    }
-    let called = false;
-    const once = () => {
-      if (called) return;
-      called = true;
-      done();
-    };
-    res.once('close', once);
-    res.once('finish', once);
   }
 }
