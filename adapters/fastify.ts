@@ -1,6 +1,7 @@
 // Fastify plugin: a hook on every route of the instance runs the request sequence (adapters/exchange.ts), the
 // outcome judged when the response finishes.
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import { rulesFromPeerOptions } from '../src/config/hints.js';
 import { assertKnownFields, fieldsOf } from '../src/config/known-fields.js';
 import { mustBe, refuse } from '../src/config/refuse.js';
 import type { Decision, Limiter, Rule } from '../src/index.js';
@@ -78,6 +79,15 @@ const FASTIFY_FIELDS = fieldsOf<Omit<FastifyRateLimitOptions, keyof RateLimitOpt
  * app.post('/login', { config: { rateLimit: loginRules() } }, login);
  */
 const ratekeeperPlugin: FastifyPluginAsync<FastifyRateLimitOptions> = async (fastify, options) => {
+  // @fastify/rate-limit's options (`{ max, timeWindow }`) would be refused as unknown fields: say the rule instead.
+  const peer =
+    options.rules === undefined && options.limiter === undefined ? rulesFromPeerOptions(options) : undefined;
+  if (peer !== undefined)
+    refuse(
+      'ERR_OPTION',
+      'ratekeeper/fastify',
+      `options in another rate limiter's shape (${peer.fields.join(', ')}); ratekeeper takes rules, and the same limit is app.register(rateLimit, { rules: ${peer.rules} })`,
+    );
   assertKnownFields(options, [...RATE_LIMIT_OPTION_FIELDS, ...FASTIFY_FIELDS], 'ratekeeper/fastify');
   const { rules, limiter, hook = 'preValidation', handler, ...common } = options;
   if (!HOOKS.includes(hook))

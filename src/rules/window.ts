@@ -46,7 +46,12 @@ export function compileWindow(
   fail: FieldRefusal,
 ): CompiledWindow {
   if (window === null || typeof window !== 'object')
-    fail('ERR_WINDOW', 'window', 'an object with a type', window);
+    fail(
+      'ERR_WINDOW',
+      'window',
+      `an object with a type (one of ${WINDOW_NAMES.map((t) => `'${t}'`).join(', ')}), such as ${windowFor(window)}`,
+      window,
+    );
   const w = window as Record<string, unknown>;
   const type = windowTypeOf(w.type);
   const fields = type === undefined ? undefined : windowKind(type).fields;
@@ -101,6 +106,23 @@ export function compileWindow(
       ? Math.max(1, Math.ceil(sizeMs / 1000))
       : (UNIT_SECONDS[w.unit as string] ?? 0);
   return { type, sizeMs, buckets, burst, periods, windowSeconds };
+}
+
+/**
+ * The window a rule probably meant by a value that is not one: a length (`'1m'`, `60000`) as a fixed window of
+ * it, a type's name (`'gcra'`) as a window of that type with the fields it needs, else a fixed minute.
+ */
+function windowFor(value: unknown): string {
+  const type = windowTypeOf(value);
+  if (type !== undefined) {
+    const fields = windowKind(type).fields;
+    if (fields.includes('size')) return `{ type: '${value as string}', size: '1m' }`;
+    if (fields.includes('unit')) return `{ type: '${value as string}', unit: 'day' }`;
+    return `{ type: '${value as string}' }`;
+  }
+  const size =
+    parsePeriod(value) === undefined ? "'1m'" : typeof value === 'string' ? `'${value}'` : String(value);
+  return `{ type: 'fixed', size: ${size} }`;
 }
 
 /** A concurrency window's lease in ms: at least 1 s, so that its renewals (every third of it) keep up on a busy process. */

@@ -26,7 +26,7 @@ Commands:
 
 Options:
   --redis <url>      Redis URL (redis://[user:password@]host:port[/db], rediss:// for TLS); default $REDIS_URL
-  --prefix <p>       key prefix the app's RedisStore uses; default rk
+  --prefix <p>       key prefix the app's RedisStore uses; default $RATEKEEPER_PREFIX, else rk
   --postgres <url>   PostgreSQL URL of the app's PostgresStore instead of Redis
                      (postgres://[user[:password]@]host[:port]/database); default $RATEKEEPER_POSTGRES_URL
   --rules <module>   the app's module (ESM or CommonJS) exporting \`rules\`, a default rule array, or
@@ -50,9 +50,12 @@ export type Command = 'status' | 'locked' | 'unlock' | 'override' | 'rules' | 'w
 export interface CliArgs {
   command: Command | 'help' | 'version';
   positionals: string[];
+  /** The arguments as typed, for messages that show the command to run again. */
+  typed: readonly string[];
   redis: string | undefined;
   /** The PostgreSQL URL when the rules are decided on a PostgresStore (then `redis` is undefined). */
   postgres: string | undefined;
+  /** The RedisStore's key prefix: `--prefix`, else $RATEKEEPER_PREFIX, else the store's default. */
   prefix: string;
   rulesModule: string | undefined;
   json: boolean;
@@ -95,9 +98,13 @@ export function parseCli(argv: string[], env: NodeJS.ProcessEnv): CliArgs {
   const [first, ...rest] = positionals;
   const command = v.help ? 'help' : v.version ? 'version' : first;
   if (command === undefined) throw new UsageError('no command given');
+  const store = chooseStore(v, env, command);
+  // The variable is the Redis store's: on PostgreSQL it is not read, so one shell can serve both stores.
+  const envPrefix = store.postgres === undefined ? env.RATEKEEPER_PREFIX || undefined : undefined;
   const base = {
-    ...chooseStore(v, env, command),
-    prefix: v.prefix ?? REDIS_STORE_DEFAULTS.prefix,
+    ...store,
+    typed: argv,
+    prefix: v.prefix ?? envPrefix ?? REDIS_STORE_DEFAULTS.prefix,
     rulesModule: v.rules ?? (env.RATEKEEPER_RULES || undefined),
     json: v.json ?? false,
     all: v.all ?? false,
@@ -135,7 +142,8 @@ export function parseCli(argv: string[], env: NodeJS.ProcessEnv): CliArgs {
     throw new UsageError(`${named} goes with --postgres (or the sql command)`);
   }
   if (base.prefix === '' || /[{}]/.test(base.prefix)) {
-    throw new UsageError(`--prefix must be non-empty and without '{' or '}', got '${base.prefix}'`);
+    const from = v.prefix === undefined ? 'RATEKEEPER_PREFIX' : '--prefix';
+    throw new UsageError(`${from} must be non-empty and without '{' or '}', got '${base.prefix}'`);
   }
   if (v.escaped) {
     if (command !== 'status' && command !== 'unlock' && command !== 'override')

@@ -4,7 +4,7 @@ import { extname, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { Limiter } from '../../limiter/limiter.js';
 import type { Rule } from '../../types.js';
-import { OperatorError } from './connect.js';
+import { OperatorError, redactUrl } from './connect.js';
 
 /** What a module brings: rule arrays (decided on the command line's own store) and ready limiters. */
 export interface RulesModule {
@@ -14,8 +14,18 @@ export interface RulesModule {
   limiters: Array<{ from: string; limiter: Limiter }>;
 }
 
-/** Imports the module and collects `rules`, a default rule array, and every exported limiter. */
-export async function loadRulesModule(specifier: string, cwd: string): Promise<RulesModule> {
+/** Node's codes for a TypeScript module it cannot run itself (Node 20: any; later Nodes: beyond erasable types). */
+const TYPESCRIPT_REFUSED = new Set(['ERR_UNKNOWN_FILE_EXTENSION', 'ERR_UNSUPPORTED_TYPESCRIPT_SYNTAX']);
+
+/**
+ * Imports the module and collects `rules`, a default rule array, and every exported limiter.
+ * @param typed the command line's arguments, to show the command that loads a TypeScript module under tsx
+ */
+export async function loadRulesModule(
+  specifier: string,
+  cwd: string,
+  typed: readonly string[] = ['--rules', specifier],
+): Promise<RulesModule> {
   const path = resolve(cwd, specifier);
   if (!existsSync(path)) {
     throw new OperatorError(`--rules ${specifier}: no such file (looked for ${path})`);
@@ -25,12 +35,15 @@ export async function loadRulesModule(specifier: string, cwd: string): Promise<R
     exports = (await import(pathToFileURL(path).href)) as Record<string, unknown>;
   } catch (error) {
     const ts = ['.ts', '.mts', '.cts'].includes(extname(path));
-    const hint = ts
-      ? ' (Node cannot import TypeScript: point --rules at the built .js, or run under tsx)'
-      : '';
-    throw new OperatorError(
-      `--rules ${specifier}: the module failed to load${hint}: ${(error as Error).message}`,
-    );
+    if (ts && TYPESCRIPT_REFUSED.has((error as { code?: string }).code ?? '')) {
+      throw new OperatorError(
+        `--rules ${specifier}: Node ${process.versions.node} cannot import this TypeScript module. ` +
+          'Run the command under tsx (npm install -D tsx), as:\n' +
+          `  NODE_OPTIONS="--import tsx" npx ratekeeper ${typed.map(shellWord).join(' ')}\n` +
+          `or point --rules at the built .js. (${(error as Error).message})`,
+      );
+    }
+    throw new OperatorError(`--rules ${specifier}: the module failed to load: ${(error as Error).message}`);
   }
   const found: RulesModule = { ruleSets: [], limiters: [] };
   const seen = new Set<unknown>();
@@ -77,4 +90,10 @@ function isRuleArray(value: unknown): value is Rule[] {
     value.length > 0 &&
     value.every((r) => r !== null && typeof r === 'object' && typeof (r as Rule).name === 'string')
   );
+}
+
+/** An argument as a POSIX shell reads it back: bare when plain, else single-quoted; a URL's password hidden. */
+function shellWord(arg: string): string {
+  const shown = arg.replace(/[a-z][a-z0-9+.-]*:\/\/\S*/gi, (url) => redactUrl(url));
+  return /^[\w@%+=:,./-]+$/.test(shown) ? shown : `'${shown.replace(/'/g, `'\\''`)}'`;
 }

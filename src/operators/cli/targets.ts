@@ -44,7 +44,8 @@ export async function openTargets(
     await pool?.end();
   };
   try {
-    const module = args.rulesModule === undefined ? undefined : await loadRulesModule(args.rulesModule, cwd);
+    const module =
+      args.rulesModule === undefined ? undefined : await loadRulesModule(args.rulesModule, cwd, args.typed);
     for (const { from, limiter } of module?.limiters ?? []) {
       for (const name of limiter.ruleNames) {
         if (byRule.has(name))
