@@ -2,6 +2,7 @@
 // protections every adapter applies (a client already gone, redirects as unknown outcomes, wiring warnings).
 // The request sequence that uses them is adapters/exchange.ts.
 
+import { notRulesHint } from '../src/config/hints.js';
 import { assertKnownFields, fieldsOf } from '../src/config/known-fields.js';
 import { mustBe, refuse } from '../src/config/refuse.js';
 import { ADAPTER_DEFAULTS } from '../src/defaults.js';
@@ -156,7 +157,7 @@ export function limiterOf(
     refuse(
       'ERR_OPTION',
       who,
-      `expects an array of rules or a limiter from createLimiter, got ${describeValue(rulesOrLimiter)}`,
+      `expects an array of rules or a limiter from createLimiter, got ${describeValue(rulesOrLimiter)}${notRulesHint(rulesOrLimiter)}`,
     );
   const limiter = createLimiter({ rules: rulesOrLimiter });
   try {
