@@ -59,6 +59,12 @@ for (const platform of ['express', 'fastify'] as const) unixSocketSuite(nestSock
 const { nestConcurrencySuite, nestWsConcurrencySuite } = await import('./suites/nest-concurrency.js');
 for (const platform of ['express', 'fastify'] as const) nestConcurrencySuite(platform);
 
+// Streamed responses (StreamableFile) abandoned mid-way free their slots.
+const { nestStreamsSuite } = await import('./suites/nest-streams.js');
+for (const platform of ['express', 'fastify'] as const) {
+  for (const stores of [memoryStores, redisStores]) nestStreamsSuite(platform, stores);
+}
+
 // GraphQL resolvers and WebSocket gateways, on NestJS 12 (the GraphQL and WebSocket packages are those of 12).
 if (NEST_MAJOR === 12) {
   const { nestContextSuite } = await import('./suites/nest-contexts.js');
