@@ -14,7 +14,14 @@ import { rateLimit as fastifyRateLimit } from '../../adapters/fastify.js';
 import { rateLimit as honoRateLimit } from '../../adapters/hono.js';
 import { rateLimit as koaRateLimit } from '../../adapters/koa.js';
 import type { HeadersMode } from '../../src/headers.js';
-import { createLimiter, type Limiter, MemoryStore, type RequestInfo, type Rule } from '../../src/index.js';
+import {
+  createLimiter,
+  type Decision,
+  type Limiter,
+  MemoryStore,
+  type RequestInfo,
+  type Rule,
+} from '../../src/index.js';
 
 const NOW = Date.parse('2026-03-02T00:00:00.250Z');
 const CLIENT = 'c1';
@@ -119,7 +126,7 @@ describe("a denial's default body and its Retry-After field", () => {
     it("a custom message is the app's own: its retryAfter is left as the app wrote it", async () => {
       const limiter = await filled([rule('concurrency', { type: 'concurrency', lease: '30s' })]);
       const app = express();
-      app.use(expressRateLimit(limiter, { message: (d) => ({ wait: d.retryAfterMs }) }));
+      app.use(expressRateLimit(limiter, { message: (d: Decision) => ({ wait: d.retryAfterMs }) }));
       app.get('/work', (_req, res) => res.json({ ok: true }));
       const res = await request(app).get('/work').set('x-client', CLIENT);
       expect([res.status, res.headers['retry-after'], res.body]).to.deep.equal([429, '1', { wait: 30_000 }]);
