@@ -226,20 +226,34 @@ local function renew(key, op, nowMs, receipt)
 end
 
 -- A release whose figures no one reads (refund.lua without a reply): the op.cost slots taken from
--- `receipt` (its text as sent, the first slot's member) on leave the key, one command whatever it holds.
--- Slots that are unknown, lapsed or released already are not there to remove; the seq ('#') stays, so
--- no id is handed out twice.
-local function release(key, op, receiptText)
+-- `receipt` (its text as sent, the first slot's member) on leave the key. Returns whether every one was
+-- still held (its lease not ended at nowMs), as renew answers: the releasing process counts it lapsed
+-- otherwise. Slots that are unknown or released already are not there to remove; the seq ('#') stays,
+-- so no id is handed out twice.
+local function release(key, op, nowMs, receiptText)
   -- A cost of 0 held nothing (and ZREM takes at least one member).
-  if op.cost < 1 then return end
+  if op.cost < 1 then return true end
   if op.cost == 1 then
+    local score = redis.call('ZSCORE', key, receiptText)
+    if not score then return false end
     redis.call('ZREM', key, receiptText)
-    return
+    return tonumber(score) > nowMs
   end
   local receipt = receiptText + 0
   local members = {}
-  for id = receipt, receipt + op.cost - 1 do members[#members + 1] = num(id) end
-  redis.call('ZREM', key, unpack(members))
+  local held = true
+  for id = receipt, receipt + op.cost - 1 do
+    local member = num(id)
+    local score = redis.call('ZSCORE', key, member)
+    if score then
+      members[#members + 1] = member
+      if tonumber(score) <= nowMs then held = false end
+    else
+      held = false
+    end
+  end
+  if #members > 0 then redis.call('ZREM', key, unpack(members)) end
+  return held
 end
 
 return { concurrency = concurrency, renew = renew, release = release }

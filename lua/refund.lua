@@ -12,8 +12,10 @@
 --            after it, when the refunds free concurrency slots, the free channel (redis-keys.ts
 --            freeChannel) and the announcement to publish there once they are freed (redis-frees.ts)
 -- Reply: flat array of integers, 3 per refund: remaining (units), resetMs, count (units): the state
---   after the refund as an op of cost 0 reads it; quiet: an empty array, and a concurrency op's release
---   is one ZREM of its slots (concurrency.lua release), its state not read.
+--   after the refund as an op of cost 0 reads it; quiet: one per refund, 1 when what it gave back was
+--   still held, 0 for a concurrency op's slots not all held any more (released, lapsed or reset: the
+--   release counts as lapsed), and a concurrency op's release only removes its slots (concurrency.lua
+--   release), its state not read.
 
 local protocol, algorithms = require('protocol'), require('algorithms')
 local algOf, drop, loadLive, withCost = algorithms.algOf, algorithms.drop, algorithms.loadLive, algorithms.withCost
@@ -38,7 +40,7 @@ return function(KEYS, ARGV)
     if quiet and op.type == 'concurrency' then
       -- A release frees slots whatever the limit: its override is not read.
       if op.readsOverride then overrideAt = overrideAt + 1 end
-      release(key, op, receiptText)
+      if release(key, op, nowMs, receiptText) then reply[i] = 1 else reply[i] = 0 end
     else
       local receipt = receiptText + 0
       -- Given back at the limit in force, as the memory store does.
@@ -54,7 +56,9 @@ return function(KEYS, ARGV)
         state = alg.refund(state, op, nowMs, receipt)
         if state == nil then drop(alg, key, op, nowMs) else alg.save(key, state, op, nowMs) end
       end
-      if not quiet then
+      if quiet then
+        reply[i] = 1
+      else
         local now = alg.evaluate(state, withCost(op, 0), nowMs, false)
         reply[#reply + 1] = now.remaining
         reply[#reply + 1] = now.resetMs

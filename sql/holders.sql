@@ -1,5 +1,6 @@
 -- Calls on concurrency slots (src/stores/postgres-store.ts renew and holders; lua/renew.lua and
--- src/stores/redis-holders.ts on Redis). now_arg: epoch ms, or NULL for the server's clock.
+-- src/stores/redis-holders.ts on Redis), and whether a released slot was still held (refund.sql give_back).
+-- now_arg: epoch ms, or NULL for the server's clock.
 
 -- Renews held slots: each an op (rules, keys, nums as check.sql's) and its receipt (the id of its first
 -- slot), renewed until now + lease. Rows are locked in the order check.sql locks them. Returns, per slot,
@@ -32,6 +33,15 @@ BEGIN
   END LOOP;
   RETURN held;
 END $$;
+
+-- Whether every one of the op.cost slots taken from receipt on is held at now_ms (its lease not ended), in
+-- a concurrency state's holders xs (sql/concurrency.sql): a release of slots that are not counts as lapsed.
+CREATE OR REPLACE FUNCTION @schema@.@slots_held@(
+  xs bigint[], op @schema@.@op@, now_ms bigint, receipt bigint
+) RETURNS boolean LANGUAGE sql IMMUTABLE AS $$
+  SELECT count(*) = op.cost FROM generate_series(1, coalesce(cardinality(xs), 0) / 2) AS p(i)
+    WHERE xs[2 * p.i - 1] BETWEEN receipt AND receipt + op.cost - 1 AND xs[2 * p.i] > now_ms
+$$;
 
 -- The live slots of a concurrency key: each one's id and the epoch ms its lease ends, oldest (lowest id)
 -- first, at most max_rows; with the time they were read at.

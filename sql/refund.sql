@@ -3,11 +3,14 @@
 -- per op, what its decision's result said. Never below empty; a row left holding nothing is deleted.
 -- frees: the announcements of the concurrency keys whose slots this releases, sent on the store's free
 -- channel (NOTIFY, when the transaction commits) so that calls waiting for a slot in any process try again.
-CREATE OR REPLACE FUNCTION @schema@.@refund@(
+-- Returns, per refund, whether what it gave back was still held: false for a concurrency op's slots not
+-- all held any more (released, lapsed or reset: its release counts as lapsed), true for any other.
+CREATE OR REPLACE FUNCTION @schema@.@give_back@(
   now_arg bigint, rules text[], keys bytea[], nums float8[], receipts float8[], frees text[]
-) RETURNS void LANGUAGE plpgsql AS $$
+) RETURNS boolean[] LANGUAGE plpgsql AS $$
 DECLARE
   now_ms bigint := coalesce(now_arg, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint);
+  held boolean[] := array_fill(true, ARRAY[coalesce(cardinality(rules), 0)]);
   o @schema@.@op@;
   st @schema@.@state@;
   r record;
@@ -24,6 +27,10 @@ BEGIN
     IF FOUND THEN o.lim := lim; END IF;
     SELECT k.a, k.b, k.xs, k.expires_ms, k.forget_ms INTO r
       FROM @schema@.@keys@ k WHERE k.rule = rules[i] AND k.kh = h FOR UPDATE;
+    IF o.type = 7 THEN
+      held[i] := FOUND AND coalesce(r.expires_ms > now_ms, false)
+        AND @schema@.@slots_held@(r.xs, o, now_ms, receipts[i]::bigint);
+    END IF;
     CONTINUE WHEN NOT FOUND OR NOT coalesce(r.expires_ms > now_ms, false);
     st := @schema@.@refund_state@(ROW(r.a, r.b, r.xs)::@schema@.@state@, o, now_ms, receipts[i]::bigint);
     IF st IS NULL AND NOT coalesce(r.forget_ms > now_ms, false) THEN
@@ -35,4 +42,13 @@ BEGIN
     END IF;
   END LOOP;
   PERFORM pg_notify(@free_channel@, f) FROM unnest(frees) AS f;
+  RETURN held;
 END $$;
+
+-- The refund of schema version 2, answering nothing: what processes of an older release, still running
+-- after a newer one upgraded the schema, call.
+CREATE OR REPLACE FUNCTION @schema@.@refund@(
+  now_arg bigint, rules text[], keys bytea[], nums float8[], receipts float8[], frees text[]
+) RETURNS void LANGUAGE sql AS $$
+  SELECT FROM @schema@.@give_back@(now_arg, rules, keys, nums, receipts, frees)
+$$;

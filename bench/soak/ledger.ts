@@ -155,7 +155,7 @@ export function recordingStore(
       throw error;
     }
   };
-  const settle = async (t: 'R' | 'C', ops: OpRecord[], work: Promise<void>) => {
+  const settle = async (t: 'R' | 'C', ops: OpRecord[], work: Promise<unknown>) => {
     const ctx = callContext.getStore();
     const lo = Date.now();
     const base = { t, s, id: ctx?.id ?? 0, of: ctx?.of ?? 0, lo, ops };

@@ -5,16 +5,36 @@ import type { Decision, RuleResult } from '../types.js';
 import type { Observers, SlotEvent } from './observers.js';
 import type { RuleOp } from './op-builder.js';
 
-/** The slots one decision holds, in the store that decided it. */
-interface Held {
+/**
+ * The slots one decision holds, in the store that decided it. Released through a batch (ReleaseBatch), it
+ * is the settler of its own store call: the store's answer is kept here, no object made per release.
+ */
+class Held implements Settler<boolean[] | undefined> {
   readonly store: Store;
-  readonly slots: Refund[];
+  readonly slots: Refund[] = [];
   /** Renewal ticks a release that failed has been tried again (see #tick). */
-  tries: number;
+  tries = 0;
   /** Whether it is in the list of slots held; its neighbours there (see Holdings #first). */
-  listed: boolean;
-  prev: Held | undefined;
-  next: Held | undefined;
+  listed = false;
+  prev: Held | undefined = undefined;
+  next: Held | undefined = undefined;
+  /** The batch its release went out in, told when the store answered. */
+  batch: ReleaseBatch | undefined = undefined;
+  /** The store's answer to its release: per slot, whether it was still held (undefined: not said). */
+  stillHeld: boolean[] | undefined = undefined;
+
+  constructor(store: Store) {
+    this.store = store;
+  }
+
+  resolve(stillHeld: boolean[] | undefined): void {
+    this.stillHeld = stillHeld;
+    this.batch?.answered();
+  }
+
+  reject(error: unknown): void {
+    this.batch?.failed(error);
+  }
 }
 
 /**
@@ -49,11 +69,11 @@ function holds(held: Held, rule: string, key: string, slot: number): boolean {
 /**
  * The releases of one turn to a store that batches its refunds per turn (`refundInto`): one promise and
  * one deadline for them all, not one per release. Each release is handed to the store at once (its own
- * batch is sent when the turn ends, or earlier ahead of a decision); the batch is each such call's
- * settler, so it settles its deadline once the store has answered every one of them, and rejects it when
- * one failed.
+ * batch is sent when the turn ends, or earlier ahead of a decision), its Held the call's settler, which
+ * tells the batch; the batch settles its deadline once the store has answered every one of them, and
+ * rejects it when one failed.
  */
-class ReleaseBatch implements Settler<void> {
+class ReleaseBatch {
   readonly store: Store;
   readonly helds: Held[] = [];
   /** Settles when every release of the batch was answered (never rejects: failures are handled). */
@@ -79,11 +99,14 @@ class ReleaseBatch implements Settler<void> {
   add(held: Held): Promise<void> {
     this.helds.push(held);
     this.#waiting++;
-    this.#into.call(this.store, held.slots, this);
+    held.batch = this;
+    held.stillHeld = undefined;
+    this.#into.call(this.store, held.slots, held);
     return this.done;
   }
 
-  resolve(): void {
+  /** One of its releases was answered. */
+  answered(): void {
     if (--this.#waiting > 0) return;
     this.open = false;
     const settler = this.#settler as Settler<void>;
@@ -91,9 +114,10 @@ class ReleaseBatch implements Settler<void> {
     else settler.reject(this.#failure.error);
   }
 
-  reject(error: unknown): void {
+  /** One of its releases failed. */
+  failed(error: unknown): void {
     this.#failure ??= { error };
-    this.resolve();
+    this.answered();
   }
 }
 
@@ -158,7 +182,7 @@ export class Holdings {
       const r = results[i] as OpResult;
       if (op.rule.type !== 'concurrency' || op.cost === 0 || r.receipt === 0 || !(r.allowed || added))
         continue;
-      held ??= { store, slots: [], tries: 0, listed: false, prev: undefined, next: undefined };
+      held ??= new Held(store);
       held.slots.push({ op, receipt: r.receipt });
       this.#index(r.receipt, held);
       (decision.rules[i] as RuleResult).slot = r.receipt;
@@ -171,8 +195,10 @@ export class Holdings {
 
   /**
    * Frees the slots a decision holds, once: undefined when it holds none (never did, or released already).
-   * On a store that batches its refunds per turn (`refundInto`), the releases of one turn share one
-   * promise and one deadline (see ReleaseBatch): a release per request makes none of its own.
+   * Observers are told once the store answered: `released` for each slot it still held, `lapsed` for one
+   * it no longer did (this process stalled past the lease, or the key was reset), whichever renewal was
+   * due first. On a store that batches its refunds per turn (`refundInto`), the releases of one turn
+   * share one promise and one deadline (see ReleaseBatch): a release per request makes none of its own.
    */
   release(decision: Decision): Promise<void> | undefined {
     // One decision's slots are one Held (see hold): found once, one promise and no Promise.all for it.
@@ -183,7 +209,6 @@ export class Holdings {
       const held = this.#find(r.rule, r.key, r.slot);
       if (held === undefined) continue;
       this.#forget(held);
-      this.#tell(held, 'released');
       const freeing = this.#free(held);
       if (first === undefined) first = freeing;
       else if (first !== freeing) {
@@ -196,13 +221,17 @@ export class Holdings {
     return work === undefined ? first : Promise.all(work).then(() => undefined);
   }
 
-  /** Stops renewing: held slots lapse a lease after their last renewal. */
+  /**
+   * Stops renewing: held slots lapse a lease after their last renewal, and so do those whose release
+   * failed and waits to be tried again.
+   */
   close(): void {
     this.#closed = true;
     for (let held = this.#first; held !== undefined; held = held.next) {
       held.listed = false;
       this.#tell(held, 'lapsed');
     }
+    for (const held of this.#unreleased) this.#tell(held, 'lapsed');
     this.#first = undefined;
     this.#bySlot.clear();
     this.#unreleased.clear();
@@ -271,14 +300,15 @@ export class Holdings {
     const store = held.store;
     const into = store.refundInto;
     if (into !== undefined) return this.#batchOf(store, into).add(held);
-    let refunded: Promise<void>;
+    let refunded: Promise<boolean[] | undefined>;
     try {
-      refunded = this.#parts.call('release', store.refund(held.slots));
+      // Undefined from a store that does not say (see Store.refund).
+      refunded = this.#parts.call('release', store.refund(held.slots) as Promise<boolean[] | undefined>);
     } catch (error) {
       refunded = Promise.reject(error);
     }
     return refunded.then(
-      () => this.#freed(held),
+      (stillHeld) => this.#freed(held, stillHeld),
       (error: unknown) => this.#retry(held, error),
     );
   }
@@ -299,7 +329,7 @@ export class Holdings {
       .callInto<void>('release', (settler) => batch.start(settler))
       .then(
         () => {
-          for (const held of batch.helds) this.#freed(held);
+          for (const held of batch.helds) this.#freed(held, held.stillHeld);
         },
         (error: unknown) => {
           // One report for the batch; every release in it is tried again (a slot already freed by a
@@ -311,9 +341,19 @@ export class Holdings {
     return batch;
   }
 
-  /** Slots freed in the store: calls waiting for one of them try again. */
-  #freed(held: Held): void {
-    for (const { op } of held.slots) this.#parts.freed(op.rule.name, op.key);
+  /**
+   * The store answered a release: observers are told each slot `released`, or `lapsed` where the store
+   * said it no longer held it; calls waiting for a slot of these keys try again.
+   */
+  #freed(held: Held, stillHeld: boolean[] | undefined): void {
+    const observers = this.#parts.observers;
+    const slots = held.slots;
+    for (let k = 0; k < slots.length; k++) {
+      const { op } = slots[k] as Refund;
+      if (observers.slotChanges)
+        observers.slot(op.rule.name, op.cost, stillHeld?.[k] === false ? 'lapsed' : 'released');
+      this.#parts.freed(op.rule.name, op.key);
+    }
   }
 
   /** A release that failed: reported, tried again at the next renewals. */
@@ -353,6 +393,7 @@ export class Holdings {
     for (const held of retries) {
       // Three renewal periods are a lease: by then the slots have lapsed without us.
       if (++held.tries < 3) void this.#free(held);
+      else this.#tell(held, 'lapsed');
     }
     await Promise.all([...byStore].map(([store, list]) => this.#renew(store, list)));
     this.#unschedule();

@@ -101,7 +101,7 @@ export class Settlements {
     try {
       if (adds.length > 0) await learn(adds, 'record');
       if (refunds.length > 0) {
-        await this.#parts.call('settle', store.refund(refunds));
+        await this.#parts.call<unknown>('settle', store.refund(refunds));
         for (const { op } of refunds) this.#parts.forget(op.rule.name, op.key);
         await learn(
           refunds.map(({ op }) => rebuild(op as RuleOp, 0)),

@@ -209,12 +209,16 @@ export class MemoryStore implements Store {
     this.#locks.add(entry);
   }
 
-  async refund(refunds: readonly Refund[]): Promise<void> {
+  async refund(refunds: readonly Refund[]): Promise<boolean[]> {
     const nowMs = this.now();
-    for (const refund of refunds) {
+    const held: boolean[] = new Array(refunds.length).fill(true);
+    for (let i = 0; i < refunds.length; i++) {
+      const refund = refunds[i] as Refund;
       const op = this.#overrides.apply(refund.op, nowMs);
       const receipt = refund.receipt;
       const entry = this.#get(op.rule.name, op.key, nowMs);
+      if (op.rule.type === 'concurrency')
+        held[i] = stillHeld(entry?.state as HolderState | undefined, op, nowMs, receipt);
       if (entry?.state === undefined) continue;
       const algorithm = algorithms[op.rule.type];
       entry.state = algorithm.refund(entry.state, op, nowMs, receipt);
@@ -228,6 +232,7 @@ export class MemoryStore implements Store {
       if (!this.#dropIfEmpty(entry)) this.#queues.place(entry, nowMs);
       if (op.rule.type === 'concurrency') this.#freed(op.rule.name, op.key);
     }
+    return held;
   }
 
   /**
@@ -444,4 +449,14 @@ function lockedResult(leftMs: number, level: number, untilMs: number, lockedNow:
   result.lockedUntil = untilMs;
   result.lockedNow = lockedNow;
   return result;
+}
+
+/** Whether every one of the `cost` slots taken from `receipt` on is held now (lease not ended). */
+function stillHeld(state: HolderState | undefined, op: StoreOp, nowMs: number, receipt: number): boolean {
+  if (state === undefined) return false;
+  for (let id = receipt; id < receipt + op.cost; id++) {
+    const untilMs = state.holders.get(id);
+    if (untilMs === undefined || untilMs <= nowMs) return false;
+  }
+  return true;
 }

@@ -10,9 +10,10 @@ import { describe } from '../errors.js';
  * The version of the tables and functions the sql/ files make; a later release migrates from it (a store
  * finding an older one runs the whole script again: it creates what is missing and replaces the functions).
  * 2: the concurrency window (sql/concurrency.sql, renew and holders in sql/holders.sql), reset keeping a
- * concurrency key's last slot id, GCRA's TAT ceiling.
+ * concurrency key's last slot id, GCRA's TAT ceiling. 3: refunds answer whether each released slot was
+ * still held (give_back in sql/refund.sql; refund stays for processes of version 2).
  */
-export const SCHEMA_VERSION = 2;
+export const SCHEMA_VERSION = 3;
 
 /** The sql/ files in the order they are run: tables and types, the algorithms, then what calls them. */
 const FILES = [

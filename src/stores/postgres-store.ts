@@ -168,11 +168,28 @@ export class PostgresStore implements Store {
     return readResults((rows[0] as unknown[] | undefined)?.[0], ops.length);
   }
 
-  async refund(refunds: readonly Refund[]): Promise<void> {
-    if (refunds.length === 0) return;
+  /**
+   * Gives reservations back and releases slots, in one call (sql/refund.sql give_back): per refund, whether
+   * what it gave back was still held (a released slot not lapsed or reset).
+   */
+  async refund(refunds: readonly Refund[]): Promise<boolean[]> {
+    if (refunds.length === 0) return [];
     await this.#whenReady();
     const { rules, keys, nums } = opArrays(refunds.map((refund) => refund.op));
-    await this.#call('refund', [rules, keys, nums, refunds.map((refund) => refund.receipt), frees(refunds)]);
+    const rows = await this.#call('give_back', [
+      rules,
+      keys,
+      nums,
+      refunds.map((refund) => refund.receipt),
+      frees(refunds),
+    ]);
+    const held = (rows[0] as { give_back?: unknown } | undefined)?.give_back;
+    if (!Array.isArray(held) || held.length !== refunds.length) {
+      throw new Error(
+        `ratekeeper: unexpected reply from PostgreSQL give_back: ${String(held).slice(0, 200)}`,
+      );
+    }
+    return held.map((h) => h === true);
   }
 
   /**

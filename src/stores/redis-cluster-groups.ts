@@ -92,26 +92,32 @@ export class SlotGroups {
   /**
    * Gives reservations back (releases slots), no figures read: one call per slot group; one call and its
    * own promise alone on a single server (a release per request: no group made, no promise around it).
+   * Resolves, per refund, whether what it gave back was still held (a slot not lapsed).
    */
-  refund(refunds: readonly Refund[], time: ScriptTime): Promise<void> {
+  refund(refunds: readonly Refund[], time: ScriptTime): Promise<boolean[]> {
     if (!this.#connection.cluster) return this.#releaseGroup(refunds, time);
     const groups = this.#groups(refunds.map((r) => r.op));
+    const held: boolean[] = new Array(refunds.length);
     return Promise.all(
       groups.map((group) =>
         this.#releaseGroup(
           group.map((i) => refunds[i] as Refund),
           time,
-        ),
+        ).then((answer) => {
+          group.forEach((i, k) => {
+            held[i] = answer[k] as boolean;
+          });
+        }),
       ),
-    ).then(() => undefined);
+    ).then(() => held);
   }
 
-  /** One call of lua/refund.lua for refunds whose keys share a slot, no figures read. */
-  #releaseGroup(refunds: readonly Refund[], time: ScriptTime): Promise<void> {
+  /** One call of lua/refund.lua for refunds whose keys share a slot, no figures read: per refund, still held. */
+  #releaseGroup(refunds: readonly Refund[], time: ScriptTime): Promise<boolean[]> {
     const { keys, args } = refundCall(this.#space, refunds, time, true);
-    return runScript(this.#connection, this.#refundScript, keys, args).then((reply) => {
-      integers(reply, 0, 'refund');
-    });
+    return runScript(this.#connection, this.#refundScript, keys, args).then((reply) =>
+      integers(reply, refunds.length, 'refund').map((flag) => flag === 1),
+    );
   }
 
   /** Renews held concurrency slots: one call per slot group; per slot, whether it was still held. */

@@ -69,7 +69,9 @@ const MAX_REFUNDS_PER_CALL = 32;
 interface PendingRefunds {
   readonly refunds: Refund[];
   readonly time: ScriptTime;
-  readonly waiters: Array<{ resolve(): void; reject(error: unknown): void }>;
+  /** Each caller's settler, and in `sizes` the number of its refunds: its share of the answer, in order. */
+  readonly waiters: Array<Settler<boolean[]>>;
+  readonly sizes: number[];
 }
 
 export class RedisStore implements Store {
@@ -152,16 +154,17 @@ export class RedisStore implements Store {
    * Refunds (releases of concurrency slots among them) asked for in the same turn of the event loop go
    * in one call, at most MAX_REFUNDS_PER_CALL each (one per slot group on a Cluster), sent when the turn
    * ends or when a decision or another command is asked for after them, so commands still reach Redis
-   * in the order they were asked for. No figures are read back: a release is one ZREM.
+   * in the order they were asked for. No figures are read back: per refund, whether it was still held
+   * (a release of slots that lapsed, or were reset, is false).
    */
-  refund(refunds: readonly Refund[]): Promise<void> {
+  refund(refunds: readonly Refund[]): Promise<boolean[]> {
     return new Promise((resolve, reject) => this.refundInto(refunds, { resolve, reject }));
   }
 
   /** `refund`, settling `into` (a release under the failure policy's deadlines): no promise of its own. */
-  refundInto(refunds: readonly Refund[], into: Settler<void>): void {
+  refundInto(refunds: readonly Refund[], into: Settler<boolean[]>): void {
     if (refunds.length === 0) {
-      into.resolve();
+      into.resolve([]);
       return;
     }
     try {
@@ -174,7 +177,7 @@ export class RedisStore implements Store {
         pending = undefined;
       }
       if (pending === undefined) {
-        const created: PendingRefunds = { refunds: [], time, waiters: [] };
+        const created: PendingRefunds = { refunds: [], time, waiters: [], sizes: [] };
         pending = created;
         this.#refunds = created;
         setImmediate(() => {
@@ -183,6 +186,7 @@ export class RedisStore implements Store {
       }
       for (let i = 0; i < refunds.length; i++) pending.refunds.push(refunds[i] as Refund);
       pending.waiters.push(into);
+      pending.sizes.push(refunds.length);
       if (pending.refunds.length >= MAX_REFUNDS_PER_CALL) this.#sendRefunds();
     } catch (error) {
       into.reject(error);
@@ -195,8 +199,16 @@ export class RedisStore implements Store {
     if (pending === undefined) return;
     this.#refunds = undefined;
     this.#groups.refund(pending.refunds, pending.time).then(
-      () => {
-        for (const w of pending.waiters) w.resolve();
+      (held) => {
+        const { waiters, sizes } = pending;
+        // A call of one caller (a release per request) is its whole answer.
+        if (waiters.length === 1) (waiters[0] as Settler<boolean[]>).resolve(held);
+        else
+          for (let w = 0, at = 0; w < waiters.length; w++) {
+            const size = sizes[w] as number;
+            (waiters[w] as Settler<boolean[]>).resolve(held.slice(at, at + size));
+            at += size;
+          }
       },
       (error: unknown) => {
         for (const w of pending.waiters) w.reject(error);
@@ -282,7 +294,10 @@ export class RedisStore implements Store {
   async close(): Promise<void> {
     const pending = this.#refunds;
     if (pending !== undefined) {
-      const sent = new Promise<void>((settle) => pending.waiters.push({ resolve: settle, reject: settle }));
+      const sent = new Promise<void>((settle) => {
+        pending.waiters.push({ resolve: () => settle(), reject: settle });
+        pending.sizes.push(0);
+      });
       this.#sendRefunds();
       await sent;
     }

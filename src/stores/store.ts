@@ -78,15 +78,21 @@ export interface Store {
    * Never throws: a fault is `into.reject`.
    */
   evaluateInto?(ops: readonly StoreOp[], mode: EvalMode, into: Settler<EvalResult>): void;
-  /** Give reservations back (an outcome that does not count). Never goes below empty. */
-  refund(refunds: readonly Refund[]): Promise<void>;
+  /**
+   * Give reservations back (an outcome that does not count). Never goes below empty. Resolves, per refund,
+   * whether what it gave back was still held: false for a concurrency slot some unit of which was no
+   * longer held (released already, lapsed, or reset), whose release the limiter then counts `lapsed`, as
+   * `renew` answers; true for any other refund. A store written before this answer, resolving nothing,
+   * has every release counted `released`.
+   */
+  refund(refunds: readonly Refund[]): Promise<boolean[]> | Promise<void>;
   /**
    * Optional, a capability: `refund` settling `into` instead of returning a promise (a store that keeps
-   * its callers' settle functions anyway: the Redis store's refunds, batched per turn of the event loop).
-   * The releases of concurrency slots in one turn then share one promise and one deadline (holdings.ts
-   * ReleaseBatch), each handed over at once. Never throws: a fault is `into.reject`.
+   * its callers' settle functions anyway: the Redis store's refunds, batched per turn of the event loop),
+   * with the same answer. The releases of concurrency slots in one turn then share one promise and one
+   * deadline (holdings.ts ReleaseBatch), each handed over at once. Never throws: a fault is `into.reject`.
    */
-  refundInto?(refunds: readonly Refund[], into: Settler<void>): void;
+  refundInto?(refunds: readonly Refund[], into: Settler<boolean[]> | Settler<void>): void;
   /**
    * Renews held concurrency slots (each an op of a concurrency rule and the receipt its check returned,
    * the first of its `cost` slots): their leases end `op.rule.sizeMs` from now, store clock. Resolves, per
