@@ -65,8 +65,6 @@ export class FailurePolicy {
   /** Rules with an explicit burst, as the insurance store sees them: the burst cut to the share. */
   readonly #sharedRules = new WeakMap<StoreRule, StoreRule>();
   readonly #insurance: SyncStore | undefined;
-  /** Date.now() before which decisions skip the store (it failed less than `storeRetryInterval` ago). */
-  #skipUntil = 0;
 
   constructor(store: Store, settings: PolicySettings, observers: Observers) {
     this.#store = store;
@@ -96,8 +94,7 @@ export class FailurePolicy {
 
   /** False while decisions skip the store: it failed less than `storeRetryInterval` ago. */
   get storeUsable(): boolean {
-    // A store that has never failed reads no clock.
-    return this.#skipUntil === 0 || Date.now() >= this.#skipUntil;
+    return this.health.usable;
   }
 
   /**
@@ -186,13 +183,15 @@ export class FailurePolicy {
 
   /**
    * The store's health (see `limiter.health()`): a shared store that can be pinged is asked first,
-   * under `storeTimeout`; a local store is 'ok' unless its last decision threw.
+   * under `storeTimeout`, and its answer ends the retry interval (decisions go to it again at once, so
+   * 'ok' is never said while they skip it); a local store is 'ok' unless its last decision threw.
    */
   async checkHealth(): Promise<StoreHealth> {
     const store = this.#store;
     if (store.ping !== undefined && !store.local) {
       try {
         await this.call('ping', store.ping());
+        this.health.recovered();
       } catch {
         // Kept in the health state, which is the answer.
       }
@@ -202,8 +201,7 @@ export class FailurePolicy {
 
   /** A decision's store call failed: the next decisions skip the store for `storeRetryInterval`. */
   decisionFailed(error: unknown): void {
-    this.#skipUntil = Date.now() + this.#retryMs;
-    this.health.failed(error);
+    this.health.skipFor(error, this.#retryMs);
   }
 
   /** The answer while the shared store is failing. */
