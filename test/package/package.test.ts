@@ -1,13 +1,49 @@
 // The package as users get it: `npm pack`, unpacked into node_modules, imported from ESM and CommonJS.
-import { execFileSync } from 'node:child_process';
-import { cpSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { execFileSync, spawnSync } from 'node:child_process';
+import {
+  cpSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
+import { dirname, join, normalize } from 'node:path';
 import { expect } from 'chai';
 
 const root = new URL('../..', import.meta.url).pathname;
 // Inside the project, so the unpacked package finds its dependencies in the project's node_modules.
 const sandbox = join(root, '.pkgtest');
 const installed = join(sandbox, 'node_modules', 'ratekeeper');
+
+/** GitHub's anchor of a heading: lower case, punctuation dropped, spaces as hyphens. */
+function anchorOf(heading: string): string {
+  return heading
+    .trim()
+    .toLowerCase()
+    .replace(/[^\p{L}\p{N}\s_-]/gu, '')
+    .replace(/\s/g, '-');
+}
+
+/** Every anchor a Markdown page has: its headings' (a repeated one numbered as GitHub does). */
+function anchorsOf(markdown: string): Set<string> {
+  const seen = new Map<string, number>();
+  const anchors = new Set<string>();
+  let fenced = false;
+  for (const line of markdown.split('\n')) {
+    if (/^\s*```/.test(line)) fenced = !fenced;
+    const heading = fenced ? null : /^#{1,6}\s+(.*)$/.exec(line);
+    if (heading === null) continue;
+    const base = anchorOf((heading[1] as string).replace(/`/g, ''));
+    const n = seen.get(base) ?? 0;
+    seen.set(base, n + 1);
+    anchors.add(n === 0 ? base : `${base}-${n}`);
+  }
+  return anchors;
+}
 
 function run(file: string, code: string): string {
   writeFileSync(join(sandbox, file), code);
@@ -76,6 +112,41 @@ describe('the packed package', function () {
       'README.md',
     ]);
     expect(files.some((f) => f.startsWith('test') || f.startsWith('src'))).to.equal(false);
+  });
+
+  it('ships a LICENSE that is the MIT license package.json names', () => {
+    expect(files).to.include('LICENSE');
+    const manifest = JSON.parse(readFileSync(join(installed, 'package.json'), 'utf8')) as { license: string };
+    expect(manifest.license).to.equal('MIT');
+    expect(readFileSync(join(installed, 'LICENSE'), 'utf8')).to.match(/^MIT License\n/);
+  });
+
+  it('ships docs/, and every relative link of the README and of the pages it ships leads to a file (and a heading) in the package', () => {
+    const pages = readdirSync(join(root, 'docs')).filter((f) => f.endsWith('.md'));
+    expect(pages.length).to.be.greaterThan(5);
+    for (const page of pages) expect(files).to.include(join('docs', page));
+    const shipped = files.filter((f) => f.endsWith('.md') && !f.startsWith('dist'));
+    expect(shipped).to.include('README.md');
+    const dead: string[] = [];
+    let links = 0;
+    for (const page of shipped) {
+      const text = readFileSync(join(installed, page), 'utf8').replace(/```[\s\S]*?```/g, '');
+      for (const [, target] of text.matchAll(/\]\(([^)\s]+)\)/g)) {
+        if (/^[a-z][a-z0-9+.-]*:/i.test(target as string)) continue; // https:, mailto:
+        links++;
+        const [path, anchor] = (target as string).split('#') as [string, string | undefined];
+        const file = path === '' ? page : normalize(join(dirname(page), path));
+        const where = `${page}: ${target}`;
+        if (file.startsWith('..') || !existsSync(join(installed, file))) {
+          dead.push(`${where} (no ${file} in the package)`);
+        } else if (anchor !== undefined && file.endsWith('.md')) {
+          if (!anchorsOf(readFileSync(join(installed, file), 'utf8')).has(anchor))
+            dead.push(`${where} (no such heading in ${file})`);
+        }
+      }
+    }
+    expect(links).to.be.greaterThan(30);
+    expect(dead, 'links that lead nowhere from node_modules/ratekeeper').to.deep.equal([]);
   });
 
   it('installs in at most 3 MB with its runtime dependencies, and no framework helper among them', () => {
@@ -368,6 +439,48 @@ describe('the packed package', function () {
         },
       ]);
     }
+  });
+
+  it('says how to run a TypeScript rules module under tsx, and the command it prints runs', () => {
+    const rule = `{ name: 'sms', key: 'body.phone', limit: 1, window: { type: 'calendar', unit: 'day' } }`;
+    writeFileSync(
+      join(sandbox, 'rules.ts'),
+      `import type { Rule } from 'ratekeeper';\nexport const rules: Rule[] = [${rule}];\n`,
+    );
+    // What `npm install` links, so that `npx ratekeeper` finds the package's own command.
+    mkdirSync(join(sandbox, 'node_modules', '.bin'), { recursive: true });
+    symlinkSync('../ratekeeper/dist/cli.js', join(sandbox, 'node_modules', '.bin', 'ratekeeper'));
+    const { NODE_OPTIONS: _, ...env } = process.env;
+    const refused = spawnSync(
+      join(installed, 'dist', 'cli.js'),
+      ['rules', '--rules', './rules.ts', '--json', '--redis', 'redis://:s3cret@127.0.0.1:1'],
+      { cwd: sandbox, env, encoding: 'utf8', timeout: 30_000 },
+    );
+    expect(refused.status, refused.stderr).to.equal(1);
+    expect(refused.stderr).to.match(
+      /^ratekeeper: --rules \.\/rules\.ts: Node [\d.]+ cannot import this TypeScript module\. Run the command under tsx \(npm install -D tsx\), as:\n/,
+    );
+    expect(refused.stderr).to.include('or point --rules at the built .js.').and.not.include('s3cret');
+    const command = /^ {2}(NODE_OPTIONS=.*)$/m.exec(refused.stderr)?.[1];
+    expect(command).to.equal(
+      `NODE_OPTIONS="--import tsx" npx ratekeeper rules --rules ./rules.ts --json --redis 'redis://:***@127.0.0.1:1'`,
+    );
+    // The command as printed, through a shell (the rules command connects to nothing; npx finds the local bin).
+    const out = execFileSync('sh', ['-c', command as string], {
+      cwd: sandbox,
+      env: { ...env, npm_config_offline: 'true', npm_config_update_notifier: 'false' },
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
+    expect(JSON.parse(out)).to.deep.equal([
+      {
+        name: 'sms',
+        limit: '1 per day (calendar)',
+        match: 'every request',
+        lockout: 'none',
+        mode: 'enforce',
+      },
+    ]);
   });
 
   it('refuses what users get wrong at construction: rules [], a window of 60, a month of fixed length', () => {
