@@ -25,10 +25,38 @@ export interface KeyAdminParts {
   events: EventEmitter<LimiterEvents>;
 }
 
+/** An operator call given up on before the store's first connection was ready: it is never sent. */
+const GIVEN_UP = new Error('given up before the first connection was ready');
+
+/**
+ * An operator's store call, made by `send`, under the store's deadlines (`policy.call`). While the store's
+ * first connection is being made it waits for it, as decisions do (a fail-fast client would refuse it):
+ * sent once the connection is ready, within `storeMaxWait`, and never after the caller was given up on.
+ */
+export function operatorCall<T>(
+  policy: FailurePolicy,
+  store: Store,
+  operation: string,
+  send: () => Promise<T>,
+): Promise<T> {
+  const connecting = store.liveness?.connecting();
+  if (connecting === undefined) return policy.call(operation, send());
+  let givenUp = false;
+  const call = policy.call(
+    operation,
+    connecting.then(() => (givenUp ? Promise.reject(GIVEN_UP) : send())),
+  );
+  call.catch(() => {
+    givenUp = true;
+  });
+  return call;
+}
+
 /**
  * Reads and changes one rule's keys for operators and tools (the CLI, the console): each call is one
  * store call under `storeTimeout` (its failure is thrown, with its cause: there is no decision to fall
- * back to), and whatever changes a key reaches the insurance store and the deny cache too.
+ * back to), waiting for a store still making its first connection as decisions do, and whatever changes
+ * a key reaches the insurance store and the deny cache too.
  */
 export class KeyAdmin {
   readonly #parts: KeyAdminParts;
@@ -44,7 +72,7 @@ export class KeyAdmin {
     const identity = identityOf(key);
     denyCache?.delete(compiled.name, identity);
     const [wasLocked, wasLockedLocally] = await Promise.all([
-      policy.call('reset', store.reset(compiled.store, identity)),
+      operatorCall(policy, store, 'reset', () => store.reset(compiled.store, identity)),
       policy.insurance?.reset(compiled.store, identity) ?? false,
     ]);
     if (wasLocked || wasLockedLocally)
@@ -62,12 +90,15 @@ export class KeyAdmin {
     const identity = identityOf(key);
     const value = overrideLimit(limit, compiled.store);
     const forMs = overrideForMs(options);
-    if (store.override === undefined) {
+    const override = store.override;
+    if (override === undefined) {
       refuse('ERR_OPTION', 'override', `the store (${store.constructor.name}) does not support overrides`);
     }
     denyCache?.delete(compiled.name, identity);
     await Promise.all([
-      policy.call('override', store.override(compiled.store, identity, value, forMs)),
+      operatorCall(policy, store, 'override', () =>
+        override.call(store, compiled.store, identity, value, forMs),
+      ),
       policy.insurance?.override?.(compiled.store, identity, value, forMs),
     ]);
     // Again: a denial at the old limit, decided before the override and learnt while it was being set.
@@ -79,12 +110,15 @@ export class KeyAdmin {
     const { ops, policy, store } = this.#parts;
     const [op] = (await ops.direct([rule], key, 0)) as [RuleOp];
     // A concurrency rule's holders, read beside the count (the two reads may straddle a release).
+    const holders = store.holders;
     const listing =
-      op.compiled.facts.holdsSlots && store.holders !== undefined
-        ? policy.call('status', store.holders(op.rule, op.key, LIMITER_DEFAULTS.holdersListed))
+      op.compiled.facts.holdsSlots && holders !== undefined
+        ? operatorCall(policy, store, 'status', () =>
+            holders.call(store, op.rule, op.key, LIMITER_DEFAULTS.holdersListed),
+          )
         : undefined;
     const [{ nowMs, results }, held] = await Promise.all([
-      policy.call('status', store.evaluate([op], 'peek')),
+      operatorCall(policy, store, 'status', () => store.evaluate([op], 'peek')),
       listing,
     ]);
     const r = results[0] as OpResult;
@@ -113,7 +147,7 @@ export class KeyAdmin {
     if (!Number.isSafeInteger(limit) || limit < 1 || limit > 10_000) {
       refuse('ERR_OPTION', 'locked', mustBe('limit', 'an integer from 1 to 10000', limit));
     }
-    return policy.call('locked', store.locked(compiled.store, limit));
+    return operatorCall(policy, store, 'locked', () => store.locked(compiled.store, limit));
   }
 }
 

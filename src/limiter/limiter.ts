@@ -16,7 +16,7 @@ import { DenyCache } from './deny-cache.js';
 import { type DebugLog, emitStoreError, type LimiterEvents } from './events.js';
 import { FailurePolicy } from './failure-policy.js';
 import { Holdings } from './holdings.js';
-import { KeyAdmin } from './key-admin.js';
+import { KeyAdmin, operatorCall } from './key-admin.js';
 import { type LimiterObserver, Observers } from './observers.js';
 import { OpBuilder, type RuleOp } from './op-builder.js';
 import { type LimiterOptions, resolveLimiterOptions } from './options.js';
@@ -57,7 +57,9 @@ export class Limiter extends EventEmitter<LimiterEvents> {
       store.override === undefined
         ? undefined
         : async (ops: RuleOp[]) => {
-            const { results } = await this.#policy.call('status', store.evaluate(ops, 'peek'));
+            const { results } = await operatorCall(this.#policy, store, 'status', () =>
+              store.evaluate(ops, 'peek'),
+            );
             return results.map((r) => (r.overridden ? r.limit : undefined));
           };
     this.#ops = new OpBuilder(resolved.rules, () => store.now(), probe);
