@@ -57,7 +57,13 @@ export function isPool(value: unknown): value is PostgresPool {
  * app's own queries on the same connection keep the session's settings.
  */
 const OWN_SETTINGS =
-  'SET TRANSACTION ISOLATION LEVEL READ COMMITTED; SET LOCAL statement_timeout = 0; SET LOCAL lock_timeout = 0; ';
+  'SET LOCAL statement_timeout = 0; SET LOCAL lock_timeout = 0; SET TRANSACTION ISOLATION LEVEL READ COMMITTED; ';
+
+/**
+ * Tries of a call with its own settings: only its first SET runs under the session's statement_timeout,
+ * so only a stalled machine cuts it (a statement_timeout of a millisecond or two); nothing was done.
+ */
+const OWN_SETTINGS_TRIES = 5;
 
 /**
  * SQLSTATEs of a statement cut by the session's settings, not by the store's state: lock_not_available
@@ -68,6 +74,12 @@ const CUT_BY_SETTINGS = new Set(['55P03', '57014', '40001']);
 
 /** The prepared statements (SQL PREPARE, by name) each connection holds; connections are pg's client objects. */
 const preparedOn = new WeakMap<PostgresClient, Set<string>>();
+
+/**
+ * Pools a statement was cut on by the session's settings: the role's settings reach every connection of
+ * the pool, so from then on every store's calls on it set their own.
+ */
+const ownSettingsOn = new WeakSet<PostgresPool>();
 
 /**
  * Calls on the pool, with their liveness: a call counts as outstanding from the moment PostgreSQL has
@@ -86,8 +98,6 @@ export class PoolCalls implements StoreLiveness {
   /** Settled once the first checkout succeeded or failed; pending while the first one is being made. */
   #first: Promise<void> | undefined;
   #firstSettled = false;
-  /** Set once a statement was cut by the session's settings: from then on every call sets its own. */
-  #ownSettings = false;
 
   constructor(pool: PostgresPool) {
     this.#pool = pool;
@@ -131,12 +141,12 @@ export class PoolCalls implements StoreLiveness {
     client: PostgresPoolClient,
     config: Parameters<PostgresClient['query']>[0],
   ): Promise<unknown[]> {
-    if (!this.#ownSettings) {
+    if (!ownSettingsOn.has(this.#pool)) {
       try {
         return (await this.#track(client.query(config), isServerAnswer)).rows;
       } catch (error) {
         if (!CUT_BY_SETTINGS.has((error as { code?: unknown } | null)?.code as string)) throw error;
-        this.#ownSettings = true;
+        ownSettingsOn.add(this.#pool);
       }
     }
     return this.#sendWithOwnSettings(client, config);
@@ -174,10 +184,11 @@ export class PoolCalls implements StoreLiveness {
         if (name !== '') prepared.add(name);
         return (results.at(-1) as { rows: unknown[] }).rows;
       } catch (error) {
-        const code = (error as { code?: unknown } | null)?.code;
-        if (attempt > 1 || name === '' || (code !== '42P05' && code !== '26000')) throw error;
-        if (code === '42P05') prepared.add(name);
-        else prepared.delete(name);
+        const code = (error as { code?: unknown } | null)?.code as string;
+        if (attempt >= OWN_SETTINGS_TRIES) throw error;
+        if (code === '42P05' && name !== '') prepared.add(name);
+        else if (code === '26000' && name !== '') prepared.delete(name);
+        else if (!CUT_BY_SETTINGS.has(code)) throw error;
       }
     }
   }

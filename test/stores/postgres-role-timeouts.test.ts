@@ -1,5 +1,6 @@
 // PostgresStore under the timeouts teams put on an application role (lock_timeout, statement_timeout) and on their
 // pool (connectionTimeoutMillis): a decision that waits on a hot row or for a busy pool is the store's own, never the policy's.
+import { randomBytes } from 'node:crypto';
 import { expect } from 'chai';
 import type pg from 'pg';
 import {
@@ -12,29 +13,76 @@ import {
 } from '../../src/index.js';
 import { type PostgresServer, startPostgres } from '../support/postgres.js';
 import { PATIENT, until } from '../support/settle.js';
+import { identitySuite } from './conformance/identities.js';
+import { overrideSuite } from './conformance/overrides.js';
+import { conformanceSuite, type StoreUnderTest } from './conformance/suite.js';
 
 const LIMIT = 5;
 const rule: Rule = { name: 'api', key: 'ip', limit: LIMIT, window: { type: 'fixed', size: '1h' } };
 
+/** One server for the file: role `app` (lock_timeout 25 ms, statement_timeout 40 ms) and role `cut` (both 1 ms). */
+let server: PostgresServer;
+let admin: pg.Pool;
+before(async function () {
+  this.timeout(120_000);
+  server = await startPostgres();
+  admin = server.pool({ max: 2 });
+  for (const [role, lock, statement] of [
+    ['app', '25ms', '40ms'],
+    ['cut', '1ms', '1ms'],
+  ]) {
+    await admin.query(`CREATE ROLE ${role} LOGIN`);
+    await admin.query(`GRANT CREATE ON DATABASE postgres TO ${role}`);
+    await admin.query(`ALTER ROLE ${role} SET lock_timeout = '${lock}'`);
+    await admin.query(`ALTER ROLE ${role} SET statement_timeout = '${statement}'`);
+  }
+});
+after(() => server?.stop());
+
+/**
+ * Holds the row of `key` (rule 'api') in `schema` while `decide` runs, until the server says the
+ * decision's backend (application_name `app`) has waited on it for 300 ms, far past any role timeout
+ * here, or the decision was answered (a timeout cut it).
+ */
+async function decideBehindHeldRow(schema: string, app: string, decide: () => Promise<Decision>) {
+  const holder = await admin.connect();
+  let decided = false;
+  let decision: Promise<Decision> | undefined;
+  try {
+    await holder.query('BEGIN');
+    await holder.query(`SELECT 1 FROM "${schema}".rk_keys FOR UPDATE`);
+    decision = decide();
+    decision.then(
+      () => {
+        decided = true;
+      },
+      () => {
+        decided = true;
+      },
+    );
+    await until('the decision waits on the row lock for 300 ms', async () => {
+      const { rows } = await admin.query(
+        `SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1
+           AND wait_event_type = 'Lock' AND clock_timestamp() - query_start > interval '300 ms'`,
+        [app],
+      );
+      return decided || rows[0].n > 0;
+    });
+  } finally {
+    await holder.query('COMMIT');
+    holder.release();
+  }
+  return decision;
+}
+
 describe('PostgresStore under role and pool timeouts', function () {
   this.timeout(120_000);
-  let server: PostgresServer;
-  let admin: pg.Pool;
   let schemas = 0;
   const cleanups: Array<() => Promise<unknown>> = [];
 
-  before(async () => {
-    server = await startPostgres();
-    admin = server.pool({ max: 2 });
-    await admin.query('CREATE ROLE app LOGIN');
-    await admin.query('GRANT CREATE ON DATABASE postgres TO app');
-    await admin.query(`ALTER ROLE app SET lock_timeout = '25ms'`);
-    await admin.query(`ALTER ROLE app SET statement_timeout = '40ms'`);
-  });
   afterEach(async () => {
     for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
   });
-  after(() => server?.stop());
 
   function open(poolOptions: pg.PoolConfig, options: Partial<LimiterOptions>) {
     const pool = server.pool(poolOptions);
@@ -57,29 +105,7 @@ describe('PostgresStore under role and pool timeouts', function () {
       { ...PATIENT, storeRetryInterval: '1h' },
     );
     expect((await limiter.consume('api', 'hot')).allowed).to.equal(true);
-    const holder = await admin.connect();
-    let decided = false;
-    let decision: Promise<Decision> | undefined;
-    try {
-      await holder.query('BEGIN');
-      await holder.query(`SELECT 1 FROM "${schema}".rk_keys FOR UPDATE`);
-      decision = limiter.consume('api', 'hot');
-      decision.then(() => {
-        decided = true;
-      });
-      // The server's own clock says the decision has waited on the lock far beyond 25 ms and 40 ms
-      // (or, where a timeout cut it, the decision is already answered).
-      await until('the decision waits on the row lock for 300 ms', async () => {
-        const { rows } = await admin.query(
-          `SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'rk-roles'
-             AND wait_event_type = 'Lock' AND clock_timestamp() - query_start > interval '300 ms'`,
-        );
-        return decided || rows[0].n > 0;
-      });
-    } finally {
-      await holder.query('COMMIT');
-      holder.release();
-    }
+    const decision = decideBehindHeldRow(schema, 'rk-roles', () => limiter.consume('api', 'hot'));
     const d = await decision;
     expect({ allowed: d?.allowed, sources, errors }).to.deep.equal({
       allowed: true,
@@ -105,4 +131,43 @@ describe('PostgresStore under role and pool timeouts', function () {
     expect(sources.every((source) => source === 'store')).to.equal(true);
     expect((await limiter.status('api', 'k')).count).to.equal(LIMIT);
   });
+});
+
+describe('PostgresStore setting its own timeouts: the conformance suite on a role whose lock_timeout and statement_timeout are 1 ms', function () {
+  this.timeout(120_000);
+  let pool: pg.Pool;
+  before(async () => {
+    pool = server.pool({ user: 'cut', max: 20, application_name: 'rk-cut' });
+    // A decision behind a held row is cut by the role's lock_timeout: from then on every call of every
+    // store on this pool sets its own settings, so the suite runs on that path.
+    const limiter = createLimiter({
+      store: new PostgresStore({ pool, schema: 'cut_first' }),
+      rules: [rule],
+      ...PATIENT,
+    });
+    expect((await limiter.consume('api', 'hot')).allowed).to.equal(true);
+    const d = await decideBehindHeldRow('cut_first', 'rk-cut', () => limiter.consume('api', 'hot'));
+    expect(d?.allowed).to.equal(true);
+    await limiter.close();
+  });
+  after(async () => {
+    // The calls ran as the store's own prepared statements (SQL PREPARE): the path under test.
+    const client = await pool.connect();
+    try {
+      const { rows } = await client.query(
+        "SELECT count(*)::int AS n FROM pg_prepared_statements WHERE from_sql AND name LIKE 'rk\\_%'",
+      );
+      expect(rows[0].n).to.be.above(0);
+    } finally {
+      client.release();
+    }
+    await pool.end();
+  });
+  const target: StoreUnderTest = {
+    name: 'PostgresStore (own settings)',
+    makeStore: (clock) => new PostgresStore({ pool, schema: `cut_${randomBytes(4).toString('hex')}`, clock }),
+  };
+  conformanceSuite(target);
+  overrideSuite(target);
+  identitySuite(target);
 });
