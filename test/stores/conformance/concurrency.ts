@@ -133,6 +133,43 @@ export function concurrencySuite(target: StoreUnderTest): void {
       expect((await l.status('exports', 'u1')).count).to.equal(0);
     });
 
+    it('a refund answers, per slot, whether it was still held: released already, lapsed or reset is false', async () => {
+      const store = await target.makeStore(clock().read);
+      const rule = {
+        name: 'exports',
+        type: 'concurrency',
+        sizeMs: 10_000,
+        buckets: 0,
+        burst: 0,
+        lockout: undefined,
+        dryRun: false,
+      } as const;
+      const op = (key: string, cost = 1): StoreOp => ({ rule, key, cost, limit: 10 });
+      const take = async (key: string, cost = 1) => {
+        const { results } = await store.evaluate([op(key, cost)], 'check');
+        expect(results[0]?.allowed).to.equal(true);
+        return { op: op(key, cost), receipt: results[0]?.receipt as number };
+      };
+      const lapsing = await take('u1');
+      clock().advance(6_000);
+      const held = await take('u1');
+      const big = await take('u1', 3);
+      const released = await take('u1');
+      expect(await store.refund([released])).to.deep.equal([true]);
+      const reset = await take('u2');
+      await store.reset(rule, 'u2');
+      clock().advance(5_000);
+      // In one call, in the order asked: the lapsed slot's lease ended at 10 s, the others' end at 16 s.
+      expect(await store.refund([held, released, lapsing, reset, big])).to.deep.equal([
+        true,
+        false,
+        false,
+        false,
+        true,
+      ]);
+      expect((await store.evaluate([op('u1', 0)], 'peek')).results[0]?.count).to.equal(0);
+    });
+
     it("status lists the holders oldest first, each one's age and lease left, on the store's clock", async () => {
       const l = await limiter([exports(3, '10s')]);
       const first = await l.check(req());
