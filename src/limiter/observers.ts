@@ -33,9 +33,11 @@ export interface StoreCallInfo {
 
 /**
  * A change in the concurrency slots this process holds, per rule: `held` by an admitted decision,
- * `released` (by `release`, an adapter, `wrap`, `acquire`'s release), or `lapsed`: lost without a release
- * (a renewal found them gone: this process stalled longer than a lease, or an operator reset the key; or
- * the limiter closed while holding them, and they lapse in the store a lease later).
+ * `released` (by `release`, an adapter, `wrap`, `acquire`'s release) once the store answered that it
+ * still held them, or `lapsed`: no longer held when the store was asked (a release or a renewal found
+ * them gone: this process stalled longer than a lease, or an operator reset the key), or lost without a
+ * release (it failed until the lease ran out, or the limiter closed while holding them, and they lapse
+ * in the store a lease later).
  */
 export interface SlotEvent {
   readonly rule: string;
