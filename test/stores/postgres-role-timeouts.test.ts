@@ -11,6 +11,7 @@ import {
   PostgresStore,
   type Rule,
 } from '../../src/index.js';
+import { literal } from '../../src/stores/postgres-pool.js';
 import { type PostgresServer, startPostgres } from '../support/postgres.js';
 import { PATIENT, until } from '../support/settle.js';
 import { identitySuite } from './conformance/identities.js';
@@ -170,4 +171,43 @@ describe('PostgresStore setting its own timeouts: the conformance suite on a rol
   conformanceSuite(target);
   overrideSuite(target);
   identitySuite(target);
+});
+
+describe('PostgresStore own settings: values written as literals read back as pg sends them', () => {
+  const hostile = [
+    "it's",
+    'back\\slash',
+    'say "hi"',
+    '{a,b}',
+    'NULL',
+    '',
+    ' spaced ',
+    'ünï €',
+    "\\'; DROP TABLE x; --",
+  ];
+
+  it('text, text[], bytea[], float8[], bigint and NULL', async () => {
+    const bytes = Buffer.from(Array.from({ length: 256 }, (_, i) => i));
+    const numbers = [1.5, 0.25, 1e21, 2 ** 53, Number.POSITIVE_INFINITY, -3];
+    const { rows } = await admin.query({
+      text: `SELECT ${literal(hostile[0])}::text AS one, ${literal(hostile)}::text[] AS texts,
+        ${literal([bytes, Buffer.alloc(0)])}::bytea[] AS bytes, ${literal(numbers)}::float8[] AS numbers,
+        ${literal(1796653244364)}::bigint AS big, ${literal(null)}::bigint AS none,
+        ${literal([hostile[1], null])}::text[] AS with_null`,
+    });
+    expect(rows[0]).to.deep.equal({
+      one: hostile[0],
+      texts: hostile,
+      bytes: [bytes, Buffer.alloc(0)],
+      numbers,
+      big: '1796653244364',
+      none: null,
+      with_null: [hostile[1], null],
+    });
+  });
+
+  it('text holding NUL is refused before anything is sent', () => {
+    expect(() => literal('a\u0000b')).to.throw('cannot hold NUL');
+    expect(() => literal(['a\u0000b'])).to.throw('cannot hold NUL');
+  });
 });
