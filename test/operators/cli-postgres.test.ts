@@ -4,7 +4,7 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { expect } from 'chai';
 import type pg from 'pg';
 import { createLimiter, type Limiter, PostgresStore } from '../../src/index.js';
-import { postgresNames } from '../../src/stores/postgres-sql.js';
+import { postgresNames, SCHEMA_VERSION } from '../../src/stores/postgres-sql.js';
 import { rules } from '../fixtures/ops-rules.js';
 import { type CliRun, runCli, runCliInProcess } from '../support/ops.js';
 import { type PostgresServer, startPostgres } from '../support/postgres.js';
@@ -367,7 +367,9 @@ describe('ratekeeper command line on PostgreSQL (--postgres)', function () {
       const run = await cli(schema, 'locked', 'login');
       expect(run.code).to.equal(1);
       expect(run.stderr).to.match(
-        /are at version 99, this command's are at 2: run the command of the ratekeeper release/,
+        new RegExp(
+          `are at version 99, this command's are at ${SCHEMA_VERSION}: run the command of the ratekeeper release`,
+        ),
       );
       expect((await control.query(`SELECT version FROM ${version}`)).rows).to.deep.equal([{ version: 99 }]);
     });
