@@ -1,7 +1,8 @@
-// One app's limiters on one Redis (Cluster or standalone), each call written to the ledger, and what
-// an operator does beside the traffic: unlocking keys, reading Redis TIME, probing whether Redis decides.
-import { Cluster, Redis } from 'ioredis';
-import { createLimiter, type Decision, type Limiter, RedisStore, type RequestInfo } from '../../src/index.js';
+// One app's limiters on one store (a Redis Cluster, a standalone Redis, PostgreSQL), each call written to
+// the ledger, and what an operator does beside the traffic: unlocking keys, reading the server's clock,
+// probing whether the store decides.
+import { createLimiter, type Decision, type Limiter, type RequestInfo } from '../../src/index.js';
+import { type Backend, connectBackend, type StoreTarget } from './backends.js';
 import {
   type CallContext,
   callContext,
@@ -14,36 +15,9 @@ import { apiRules, serviceRules } from './rules.js';
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
-/** Where a store's Redis listens: the standalone server, or the Cluster's nodes. */
-export type RedisTarget =
-  | { kind: 'standalone'; host: string; port: number }
-  | { kind: 'cluster'; nodes: Array<{ host: string; port: number }> };
-
-/** The README's recommended ioredis settings, with commandTimeout equal to storeTimeout. */
-function connect(target: RedisTarget, commandTimeout: number): Redis | Cluster {
-  const retry = (attempt: number) => Math.min(attempt * 100, 2000);
-  const perConnection = { maxRetriesPerRequest: 0, autoResendUnfulfilledCommands: false, commandTimeout };
-  const client =
-    target.kind === 'standalone'
-      ? new Redis({
-          host: target.host,
-          port: target.port,
-          enableOfflineQueue: false,
-          retryStrategy: retry,
-          ...perConnection,
-        })
-      : new Cluster(target.nodes, {
-          enableOfflineQueue: false,
-          clusterRetryStrategy: retry,
-          redisOptions: perConnection,
-        });
-  client.on('error', () => {}); // faults are expected; the limiter reports them through 'storeError'
-  return client;
-}
-
 export interface AppOptions {
   store: StoreName;
-  target: RedisTarget;
+  target: StoreTarget;
   worker: number;
   ledger: Ledger;
   storeTimeoutMs: number;
@@ -52,9 +26,9 @@ export interface AppOptions {
   timed: (ms: number) => void;
 }
 
-/** The limiters of one app process on one Redis, and the calls it makes, each written to the ledger. */
+/** The limiters of one app process on one store, and the calls it makes, each written to the ledger. */
 export class SoakApp {
-  readonly client: Redis | Cluster;
+  readonly backend: Backend;
   readonly api: Limiter;
   readonly service: Limiter;
   decisions = 0;
@@ -68,14 +42,9 @@ export class SoakApp {
 
   constructor(o: AppOptions) {
     this.#o = o;
-    this.client = connect(o.target, o.storeTimeoutMs);
+    this.backend = connectBackend(o.target, o.storeTimeoutMs);
     const limiter = (prefix: string, rules: ReturnType<typeof apiRules>) => {
-      const store = recordingStore(
-        new RedisStore({ client: this.client, prefix }),
-        o.store,
-        o.ledger,
-        o.timed,
-      );
+      const store = recordingStore(this.backend.store(prefix), o.store, o.ledger, o.timed);
       const made = createLimiter({
         store,
         rules,
@@ -105,10 +74,9 @@ export class SoakApp {
     this.service = limiter('sk-svc', serviceRules());
   }
 
-  /** Resolves once the client is connected (the README: before that, the policy decides every request). */
+  /** Resolves once the store is connected (the README: before that, the policy decides every request). */
   ready(): Promise<void> {
-    if (this.client.status === 'ready') return Promise.resolve();
-    return new Promise((resolve) => this.client.once('ready', () => resolve()));
+    return this.backend.ready();
   }
 
   /** One app call under its own context, written down with the wall-clock bracket around it. */
@@ -175,14 +143,11 @@ export class SoakApp {
     );
   }
 
-  /** Redis TIME against this process's clock. */
+  /** The server's clock against this process's. */
   async clockSample(): Promise<void> {
-    const node = this.client instanceof Cluster ? this.client.nodes('master')[0] : this.client;
-    if (node === undefined) return;
     const lo = Date.now();
     try {
-      const [seconds, micros] = await node.time();
-      const server = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+      const server = await this.backend.serverTime();
       this.#o.ledger.write({ t: 'T', s: this.#o.store, lo, hi: Date.now(), server });
     } catch {
       // a fault: no sample
@@ -207,6 +172,6 @@ export class SoakApp {
 
   async close(): Promise<void> {
     await Promise.all([this.api.close(), this.service.close()]);
-    this.client.disconnect();
+    await this.backend.close();
   }
 }

@@ -67,7 +67,7 @@ export async function loadLedgers(
     clockSamples: 0,
     clockDeviationMs: 0,
     storeTimesOutside: 0,
-    policyTimes: { cluster: [], standalone: [] },
+    policyTimes: { cluster: [], standalone: [], postgres: [] },
     storeErrors: new Map(),
   };
   const history = (store: StoreName, rule: string, key: string): KeyHistory => {
@@ -104,8 +104,11 @@ export async function loadLedgers(
         const units = new Map<string, Unit>();
         // On a Cluster the ops of other slots are decided after the first group's time, by the end of
         // the call; ops of one key share a slot, so one script call decides them all at its time.
+        // PostgreSQL reads its clock once per call, before it waits for the rows' locks: a key that
+        // another call wrote meanwhile is decided at that call's later time (time never runs backwards
+        // in an algorithm), so at the latest by the end of the call (a sliding log's entry shows it).
         const oneKey = r.ops.every((op) => op[1] === r.ops[0]?.[1]);
-        const tMax = r.s === 'cluster' && !oneKey ? Math.max(r.now, r.hi) : r.now;
+        const tMax = (r.s === 'cluster' && !oneKey) || r.s === 'postgres' ? Math.max(r.now, r.hi) : r.now;
         for (const [rule, key, cost, , receipt] of r.ops) {
           const spec = specs.get(rule);
           if (cost === 0 || spec === undefined) continue;

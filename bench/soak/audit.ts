@@ -98,6 +98,14 @@ function perWindow(excess: Excess[]): Excess[] {
   return [...byWindow.values()];
 }
 
+/** The latest a call that failed at `hi` may still run: a stalled server runs what it holds when it wakes. */
+export function stalledUntilOf(faults: FaultWindow[], storeRetryMs: number) {
+  return (store: StoreName, hi: number): number =>
+    faults
+      .filter((f) => f.stores.includes(store) && f.start <= hi && f.end + storeRetryMs >= hi)
+      .reduce((latest, f) => Math.max(latest, f.end + storeRetryMs), hi);
+}
+
 export async function audit(input: {
   files: string[];
   faults: FaultWindow[];
@@ -107,10 +115,7 @@ export async function audit(input: {
 }): Promise<AuditResult> {
   const rules = [...apiRules(), ...serviceRules()];
   const specs = windowSpecs(rules);
-  const stalledUntil = (store: StoreName, hi: number) =>
-    input.faults
-      .filter((f) => f.stores.includes(store) && f.start <= hi && f.end + input.storeRetryMs >= hi)
-      .reduce((latest, f) => Math.max(latest, f.end + input.storeRetryMs), hi);
+  const stalledUntil = stalledUntilOf(input.faults, input.storeRetryMs);
   const { histories, policyTimes, ...ledger } = await loadLedgers(
     input.files,
     outcomeEffect(rules),

@@ -5,13 +5,24 @@ export type FaultKind =
   | 'cluster-failover' // a Cluster master SIGKILLed, its replica promoted, the old master back as a replica
   | 'standalone-restart' // SHUTDOWN SAVE and a new process on the port: data kept, scripts flushed
   | 'standalone-pause' // SIGSTOP for longer than storeTimeout, then SIGCONT
-  | 'client-kill'; // CLIENT KILL TYPE normal on the standalone server and on one Cluster master
+  | 'client-kill' // CLIENT KILL TYPE normal on the standalone server and on one Cluster master
+  | 'pg-fast-restart' // PostgreSQL stopped with SIGINT (fast shutdown) and started again, data kept
+  | 'pg-immediate-restart' // SIGQUIT (immediate shutdown, crash recovery at start) and started again
+  | 'pg-terminate' // pg_terminate_backend of every connection of the apps' role
+  | 'pg-pause' // the postmaster and every backend SIGSTOPped for longer than storeTimeout, then SIGCONT
+  | 'pg-lock-timeout'; // ALTER ROLE SET lock_timeout = '1ms' on the apps' role, for lockTimeoutForMs
 
+/** One turn of the schedule: Redis and PostgreSQL faults in turn, every kind once. */
 export const FAULT_ORDER: readonly FaultKind[] = [
   'cluster-failover',
+  'pg-fast-restart',
   'standalone-restart',
+  'pg-terminate',
   'standalone-pause',
+  'pg-pause',
   'client-kill',
+  'pg-immediate-restart',
+  'pg-lock-timeout',
 ];
 
 export interface SoakConfig {
@@ -33,6 +44,12 @@ export interface SoakConfig {
   faultEveryMs: number;
   /** No fault starts in this last part of the run, so locks placed before it have ended (ms). */
   quietTailMs: number;
+  /** How long the 'pg-lock-timeout' fault keeps the role's lock_timeout (ms). */
+  lockTimeoutForMs: number;
+  /** Loops per process and store of work in flight: streamed responses, acquire callers, settled costs. */
+  flightSessions: number;
+  /** How often each process samples its heap, event-loop delay and handles (ms; a minute in the soak). */
+  sampleEveryMs: number;
   /** Where the per-process records go. */
   dir: string;
   /** Short runs (the test) print less and skip per-minute figures that need whole minutes. */
@@ -59,27 +76,37 @@ export function soakConfigFromEnv(dir: string): SoakConfig {
     storeRetryMs: 1000,
     pauseMs: 1500,
     firstFaultMs: 45_000,
-    faultEveryMs: numberFromEnv('SOAK_FAULT_EVERY_S', 60) * 1000,
+    faultEveryMs: numberFromEnv('SOAK_FAULT_EVERY_S', 35) * 1000,
     quietTailMs: 60_000,
+    lockTimeoutForMs: 60_000,
+    flightSessions: Math.round(numberFromEnv('SOAK_FLIGHT_SESSIONS', 2)),
+    sampleEveryMs: 60_000,
     dir,
     label: 'soak',
   };
 }
 
-/** The short form inside `npm test`: about a minute, every fault once. */
+/** The short form inside `npm test`: about a minute, every fault once, a smaller mix of traffic. */
 export function shortSoakConfig(dir: string): SoakConfig {
   return {
     ...soakConfigFromEnv(dir),
     durationMs: 60_000,
-    sessions: 4,
-    firstFaultMs: 8_000,
-    faultEveryMs: 8_000,
+    sessions: 2,
+    flightSessions: 1,
+    firstFaultMs: 4_000,
+    faultEveryMs: 4_000,
     quietTailMs: 20_000,
+    lockTimeoutForMs: 4_000,
+    sampleEveryMs: 10_000,
     label: 'short soak',
   };
 }
 
-/** When each fault starts, ms after the traffic started: the kinds in turn, none in the quiet tail. */
+/**
+ * When each fault is due, ms after the traffic started: the kinds in turn, none in the quiet tail. A
+ * fault that lasts (the lock_timeout one) delays the next: the coordinator starts each no sooner than
+ * half a spacing after the one before ended (so a late fault may reach into the quiet tail).
+ */
 export function faultSchedule(config: SoakConfig): Array<{ atMs: number; kind: FaultKind }> {
   const out: Array<{ atMs: number; kind: FaultKind }> = [];
   for (let atMs = config.firstFaultMs, i = 0; atMs < config.durationMs - config.quietTailMs; i++) {

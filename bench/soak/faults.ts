@@ -1,9 +1,11 @@
-// The faults the soak injects into the Redis it runs, one at a time: each returns when Redis is back
+// The faults the soak injects into the stores it runs, one at a time: each returns when the store is back
 // (the span the audit treats as an outage), and `restore` puts the setup back for the next one.
+import type { PostgresServer } from '../../test/support/postgres.js';
 import type { RedisCluster, RedisServer } from '../../test/support/redis.js';
 import { withConnection } from '../../test/support/redis.js';
 import type { FaultWindow } from './audit.js';
 import type { FaultKind } from './config.js';
+import { injectPostgresFault } from './postgres-faults.js';
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
@@ -19,7 +21,9 @@ export class Faults {
   constructor(
     readonly cluster: RedisCluster,
     readonly standalone: RedisServer,
+    readonly postgres: PostgresServer,
     readonly pauseMs: number,
+    readonly lockTimeoutForMs: number,
   ) {}
 
   async inject(kind: FaultKind): Promise<InjectedFault> {
@@ -39,6 +43,14 @@ export class Faults {
       restore,
     });
     switch (kind) {
+      case 'pg-fast-restart':
+      case 'pg-immediate-restart':
+      case 'pg-terminate':
+      case 'pg-pause':
+      case 'pg-lock-timeout': {
+        const options = { pauseMs: this.pauseMs, lockTimeoutForMs: this.lockTimeoutForMs };
+        return done(['postgres'], await injectPostgresFault(this.postgres, kind, options));
+      }
       case 'cluster-failover': {
         const victim = await this.cluster.killMaster(this.#turn++ % 3);
         return done(['cluster'], `master on port ${victim.port} SIGKILLed, its replica promoted`, true, () =>

@@ -1,5 +1,5 @@
 // What an app process writes down for the audit, outside the library: each call it made with the
-// wall-clock bracket around it, and each call the library made to Redis (through a wrapper on the store).
+// wall-clock bracket around it, and each call the library made to its store (through a wrapper on the store).
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { createWriteStream, type WriteStream } from 'node:fs';
 import type {
@@ -12,8 +12,10 @@ import type {
   StoreRule,
 } from '../../src/stores/store.js';
 
-/** Which Redis a record is about: the Cluster or the standalone server. */
-export type StoreName = 'cluster' | 'standalone';
+/** Which store a record is about: the Redis Cluster, the standalone Redis or the PostgreSQL server. */
+export type StoreName = 'cluster' | 'standalone' | 'postgres';
+
+export const STORE_NAMES: readonly StoreName[] = ['cluster', 'standalone', 'postgres'];
 
 /** The app call a store call happens under (async context), so the audit can join them. */
 export interface CallContext {
@@ -65,7 +67,10 @@ export type LedgerRecord =
       now: number;
       ops: VerdictRecord[];
     }
-  /** Store refunds (`of`: the decision reported) and clears (resetOnSuccess). */
+  /**
+   * Store refunds (`of`: the decision reported or settled; a concurrency rule's: the slots released,
+   * `rc` their receipts) and clears (resetOnSuccess).
+   */
   | {
       t: 'R' | 'C';
       s: StoreName;
@@ -75,6 +80,19 @@ export type LedgerRecord =
       hi: number;
       ok: boolean;
       ops: OpRecord[];
+      rc?: number[];
+      held?: boolean[];
+    }
+  /** Concurrency slots renewed (`rc`: each one's first slot id) and, answered, which were still held. */
+  | {
+      t: 'N';
+      s: StoreName;
+      lo: number;
+      hi: number;
+      ok: boolean;
+      ops: OpRecord[];
+      rc: number[];
+      held: boolean[];
     }
   /** A lockout event (emitted inside the call `id`). */
   | { t: 'L'; s: StoreName; id: number; rule: string; key: string; until: number; dur: number; level: number }
@@ -90,6 +108,40 @@ export type LedgerRecord =
   /** Redis TIME read by the app (`server`, ms) between lo and hi: the clocks' agreement. */
   | { t: 'T'; s: StoreName; lo: number; hi: number; server: number };
 
+/** What the work in flight writes down beside its store calls (its own ledger file per process). */
+export type FlightRecord =
+  /**
+   * A handler that held a concurrency slot: it started at `a` and ended at `b` (epoch ms, its own
+   * clock), admitted by `src` ('store', 'insurance', 'policy'...); `aborted`: its client went mid-stream.
+   */
+  | {
+      t: 'H';
+      s: StoreName;
+      rule: string;
+      key: string;
+      a: number;
+      b: number;
+      src: string;
+      slot: number;
+      aborted?: boolean;
+    }
+  /** An app decision of the settled-cost rules (`src` as in 'D'), and its settle: estimate, actual cost. */
+  | {
+      t: 'S';
+      s: StoreName;
+      key: string;
+      lo: number;
+      hi: number;
+      src: string;
+      est: number;
+      actual: number;
+      ok: boolean;
+    }
+  /** The slot changes this process's observer counted per rule, at the end. */
+  | { t: 'M'; s: StoreName; rule: string; held: number; released: number; lapsed: number }
+  /** Calls that gave up: acquire past maxWait, requests refused, client errors (by kind). */
+  | { t: 'G'; s: StoreName; what: string; n: number };
+
 /** Appends records as JSON lines to one file per process. */
 export class Ledger {
   readonly #out: WriteStream;
@@ -103,7 +155,7 @@ export class Ledger {
     return this.#nextId++;
   }
 
-  write(record: LedgerRecord): void {
+  write(record: LedgerRecord | FlightRecord): void {
     this.#out.write(`${JSON.stringify(record)}\n`);
   }
 
@@ -155,13 +207,17 @@ export function recordingStore(
       throw error;
     }
   };
-  const settle = async (t: 'R' | 'C', ops: OpRecord[], work: Promise<unknown>) => {
+  // A refund's answer (per refund: whether it was still held, for a concurrency slot) is passed on as is,
+  // and written down as `held` when there is one.
+  const settle = async <T>(t: 'R' | 'C', ops: OpRecord[], work: Promise<T>, rc?: number[]): Promise<T> => {
     const ctx = callContext.getStore();
     const lo = Date.now();
-    const base = { t, s, id: ctx?.id ?? 0, of: ctx?.of ?? 0, lo, ops };
+    const base = { t, s, id: ctx?.id ?? 0, of: ctx?.of ?? 0, lo, ops, ...(rc === undefined ? {} : { rc }) };
     try {
-      await work;
-      ledger.write({ ...base, hi: Date.now(), ok: true });
+      const answer = await work;
+      const held = Array.isArray(answer) ? { held: answer as boolean[] } : {};
+      ledger.write({ ...base, hi: Date.now(), ok: true, ...held });
+      return answer;
     } catch (error) {
       ledger.write({ ...base, hi: Date.now(), ok: false });
       throw error;
@@ -171,13 +227,33 @@ export function recordingStore(
     settle(
       'R',
       refunds.map((r) => opRecord(r.op)),
-      store.refund(refunds),
+      store.refund(refunds) as Promise<unknown>,
+      refunds.map((r) => r.receipt),
     );
+  const renew = async (slots: readonly Refund[]): Promise<boolean[]> => {
+    const lo = Date.now();
+    const base = {
+      t: 'N' as const,
+      s,
+      lo,
+      ops: slots.map((r) => opRecord(r.op)),
+      rc: slots.map((r) => r.receipt),
+    };
+    try {
+      const held = await (store.renew as NonNullable<Store['renew']>)(slots);
+      ledger.write({ ...base, hi: Date.now(), ok: true, held });
+      return held;
+    } catch (error) {
+      ledger.write({ ...base, hi: Date.now(), ok: false, held: [] });
+      throw error;
+    }
+  };
   const overrides: Partial<Store> = {
     evaluate,
-    refund,
+    refund: refund as Store['refund'],
     clear: (rule: StoreRule, key: string) => settle('C', [[rule.name, key, 0]], store.clear(rule, key)),
   };
+  if (store.renew !== undefined) overrides.renew = renew;
   // The settler forms the limiter prefers where a store has them (the Redis store) are recorded too.
   if (store.evaluateInto !== undefined)
     overrides.evaluateInto = (ops: readonly StoreOp[], mode: EvalMode, into: Settler<EvalResult>) => {
@@ -187,12 +263,12 @@ export function recordingStore(
       );
     };
   if (store.refundInto !== undefined)
-    overrides.refundInto = (refunds: readonly Refund[], into: Settler<void>) => {
+    overrides.refundInto = ((refunds: readonly Refund[], into: Settler<unknown>) => {
       refund(refunds).then(
-        () => into.resolve(),
+        (answer) => into.resolve(answer),
         (error: unknown) => into.reject(error),
       );
-    };
+    }) as NonNullable<Store['refundInto']>;
   return new Proxy(store, {
     get(target, prop) {
       if (prop in overrides) return overrides[prop as keyof Store];

@@ -1,9 +1,11 @@
 // The soak's figures as Markdown (its block in bench/RESULTS.md) and as the checks that must hold.
 import os from 'node:os';
 import type { AuditResult } from './audit.js';
+import type { SettleAudit } from './audit-settle.js';
+import type { SlotAudit } from './audit-slots.js';
 import type { SoakConfig } from './config.js';
 import type { InjectedFault } from './faults.js';
-import type { MinuteFigures } from './worker.js';
+import { heapGrowth, lateGrowth, type MinuteFigures } from './resources.js';
 
 export interface SoakOutcome {
   config: SoakConfig;
@@ -13,29 +15,24 @@ export interface SoakOutcome {
   minutes: MinuteFigures[][];
   unhandled: string[];
   audit: AuditResult;
+  slots: SlotAudit;
+  settle: SettleAudit;
   redisVersion: string;
+  postgresVersion: string;
 }
 
 const fmt = (n: number, digits = 0) =>
   n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
 
-/** Heap growth from minute 2 to the last minute, per process, worst one (a fraction); NaN under 3 minutes. */
-export function heapGrowth(minutes: MinuteFigures[][]): number {
-  let worst = Number.NaN;
-  for (const list of minutes) {
-    const second = list[1];
-    const last = list[list.length - 1];
-    if (second === undefined || last === undefined || list.length < 3) continue;
-    const growth = (last.heapAfterGcBytes - second.heapAfterGcBytes) / second.heapAfterGcBytes;
-    worst = Number.isNaN(worst) ? growth : Math.max(worst, growth);
-  }
-  return worst;
-}
-
 /** The checks that must hold, each with what was measured; failures first. */
 export function soakChecks(o: SoakOutcome): Array<{ check: string; measured: string; ok: boolean }> {
   const a = o.audit;
   const growth = heapGrowth(o.minutes);
+  const lateHeap = lateGrowth(o.minutes, (m) => m.heapAfterGcBytes);
+  const lateHandles = lateGrowth(o.minutes, (m) => m.handles);
+  const sl = o.slots;
+  const st = o.settle;
+  const pct = (x: number) => (Number.isNaN(x) ? 'n/a (under 4 samples)' : `${fmt(x * 100, 1)}%`);
   return [
     {
       check: 'over-admissions outside outages: 0',
@@ -67,11 +64,36 @@ export function soakChecks(o: SoakOutcome): Array<{ check: string; measured: str
       measured: `${a.locksListed} listed, ${a.locksInForce} in force, ${a.locksMissing.length} missing, ${a.locksExtra.length} extra`,
       ok: a.locksMissing.length === 0 && a.locksExtra.length === 0,
     },
+    {
+      check: 'handlers of one key running at once outside outages: never above the limit',
+      measured: `${sl.overOutsideOutages} times (peak ${sl.peakOutsideOutages}); ${sl.overInOutages} above it in outages`,
+      ok: sl.overOutsideOutages === 0,
+    },
+    {
+      check: 'slots still held after the last request (status() holders): none',
+      measured: `${sl.leftHolders.length} keys, ${sl.leftHolders.reduce((n, h) => n + h.count, 0)} slots`,
+      ok: sl.leftHolders.length === 0,
+    },
+    {
+      check: 'every slot lost without its release counted by the lapsed metric',
+      measured: `${sl.sureLapses} surely lapsed, ${sl.observedLapses} counted; ${sl.lapsesMissed.length} processes short`,
+      ok: sl.lapsesMissed.length === 0,
+    },
+    {
+      check: 'settled costs within limit + the differences settled after the last admission',
+      measured: `${st.overBoundOutsideOutages} of ${fmt(st.periods)} periods over it outside outages (${st.overLimit} past the limit on debts)`,
+      ok: st.overBoundOutsideOutages === 0,
+    },
     { check: 'unhandled rejections: 0', measured: String(o.unhandled.length), ok: o.unhandled.length === 0 },
     {
-      check: 'heap after GC, minute 2 to the end: < 5% growth',
-      measured: Number.isNaN(growth) ? 'n/a (under 3 minutes)' : `${fmt(growth * 100, 1)}%`,
-      ok: Number.isNaN(growth) || growth < 0.05,
+      check: 'heap after GC, second half of the run: < 5% growth (levels off)',
+      measured: `${pct(lateHeap)} (from the second sample: ${pct(growth)})`,
+      ok: Number.isNaN(lateHeap) || lateHeap < 0.05,
+    },
+    {
+      check: 'open handles, second half of the run: < 50% growth (levels off)',
+      measured: pct(lateHandles),
+      ok: Number.isNaN(lateHandles) || lateHandles < 0.5,
     },
   ];
 }
@@ -92,6 +114,8 @@ export function soakMarkdown(o: SoakOutcome): string {
     return [
       String(i + 1),
       row.map((m) => fmt(m.heapAfterGcBytes / 2 ** 20, 1)).join(' / '),
+      row.map((m) => fmt(m.rssBytes / 2 ** 20, 0)).join(' / '),
+      row.map((m) => fmt(m.handles)).join(' / '),
       fmt(Math.max(...row.map((m) => m.eventLoopP99Ms)), 1),
       fmt(Math.max(...row.map((m) => m.storeCallP99Ms)), 1),
       fmt(row.reduce((sum, m) => sum + m.storeCalls, 0)),
@@ -100,11 +124,13 @@ export function soakMarkdown(o: SoakOutcome): string {
   return [
     `## Soak: ${c.processes} app processes, ${fmt(c.durationMs / 60_000, 1)} minutes, ${o.faults.length} faults`,
     '',
-    `Written by \`npm run soak\` on ${new Date(o.startedAt).toISOString()} (${os.cpus().length} cores, Node ${process.version}, Redis ${o.redisVersion}). ` +
-      `Each process runs its limiters on a spawned 3-master Cluster with a replica each and on a standalone server, ${c.sessions} request loops per store, ` +
-      `storeTimeout ${c.storeTimeoutMs} ms, the README's ioredis settings; traffic over every window type, the login and code recipes with reported outcomes, ` +
-      'lockouts and operator resets. Every call is written down outside the library with the wall-clock bracket around it and the store time Redis decided at; ' +
-      'the audit replays each key against its rule (bench/soak/windows.ts).',
+    `Written by \`npm run soak\` on ${new Date(o.startedAt).toISOString()} (${os.cpus().length} cores, Node ${process.version}, Redis ${o.redisVersion}, PostgreSQL ${o.postgresVersion}). ` +
+      `Each process runs its limiters on a spawned 3-master Redis Cluster with a replica each, on a standalone Redis and on a PostgreSQL server, ${c.sessions} request loops per store, ` +
+      `storeTimeout ${c.storeTimeoutMs} ms, the README's ioredis settings; traffic over every window type, grouped rules (one record per identity on Redis), the login and code recipes with reported outcomes, ` +
+      `lockouts and operator resets; and ${c.flightSessions} loops per store each of work in flight: Express responses streamed through a concurrency rule (lease 1 s, a quarter abandoned mid-stream), ` +
+      '`acquire` callers waiting for a slot (lease 3 s), checks holding one (lease 2 s), and calls settled at 0 to twice their estimate. ' +
+      'Every call is written down outside the library with the wall-clock bracket around it and the store time the store decided at, every handler with when it ran; ' +
+      'the audits replay each key against its rule (bench/soak/windows.ts), count handlers at once per key, and charge settled costs per period.',
     '',
     table(
       ['check', 'measured', ''],
@@ -128,7 +154,29 @@ export function soakMarkdown(o: SoakOutcome): string {
             .join('; ') || 'none',
         ],
         [
-          'Redis TIME samples, worst distance from the app clock',
+          'handlers that held a slot (streams abandoned mid-stream)',
+          `${fmt(o.slots.handlers)} (${fmt(o.slots.abortedStreams)})`,
+        ],
+        [
+          'slots held, released, lapsed (observers)',
+          `${fmt(o.slots.held)}, ${fmt(o.slots.released)}, ${fmt(o.slots.observedLapses)}`,
+        ],
+        [
+          'calls that gave up (by kind)',
+          Object.entries(o.slots.gaveUp)
+            .map(([what, n]) => `${fmt(n)} ${what}`)
+            .join('; ') || 'none',
+        ],
+        [
+          'settles (above, below the estimate; failed)',
+          `${fmt(o.settle.settles)} (${fmt(o.settle.above)}, ${fmt(o.settle.below)}; ${fmt(o.settle.failed)})`,
+        ],
+        [
+          'settled periods with an outage, worst charge against the bound',
+          `${fmt(o.settle.outagePeriods)}, ${fmt(o.settle.worstOutageRatio, 2)}x`,
+        ],
+        [
+          'store clock samples, worst distance from the app clock',
           `${fmt(a.clockSamples)}, ${fmt(a.clockDeviationMs)} ms`,
         ],
       ],
@@ -141,7 +189,7 @@ export function soakMarkdown(o: SoakOutcome): string {
         'fault',
         'stores',
         'lasted (ms)',
-        'Redis deciding again after (ms, probe)',
+        'store deciding again after (ms, probe)',
         'last policy decision after the end (ms)',
       ],
       o.faults.map((f, i) => [
@@ -160,7 +208,9 @@ export function soakMarkdown(o: SoakOutcome): string {
       : table(
           [
             'minute',
-            'heap after GC (MiB, each process)',
+            `heap after GC (MiB, each process)`,
+            'RSS (MiB, each process)',
+            'open handles (each process)',
             'event-loop delay p99 (ms, worst process)',
             'store call p99 (ms, worst process)',
             'store calls',

@@ -1,31 +1,48 @@
-// `npm run soak`: app processes on a spawned Cluster and a standalone Redis for ten minutes (SOAK_MINUTES),
-// faults on a schedule, then the exactness audit; figures to bench/RESULTS.md. `runSoak` is the short form's too.
+// `npm run soak`: app processes on a spawned Cluster, a standalone Redis and a PostgreSQL server for ten
+// minutes (SOAK_MINUTES), faults on a schedule, then the audits; figures to bench/RESULTS.md. `runSoak` is
+// the short form's too.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { startPostgres } from '../../test/support/postgres.js';
 import { makeTempDir } from '../../test/support/processes.js';
 import { startCluster, startRedis } from '../../test/support/redis.js';
 import { Child } from '../fork.js';
 import { writeBlock } from '../results-file.js';
-import type { RedisTarget } from './app.js';
-import { audit } from './audit.js';
+import { audit, stalledUntilOf } from './audit.js';
+import { auditSettle } from './audit-settle.js';
+import { auditSlots } from './audit-slots.js';
+import type { StoreTarget } from './backends.js';
 import { faultSchedule, type SoakConfig, soakConfigFromEnv } from './config.js';
 import { Faults } from './faults.js';
+import type { StoreName } from './ledger.js';
+import { adminQuery, createSoakRole, SOAK_ROLE } from './postgres-faults.js';
 import { type SoakOutcome, soakChecks, soakMarkdown } from './report.js';
-import type { LockListing, MinuteFigures } from './worker.js';
+import type { MinuteFigures } from './resources.js';
+import type { LeftHolder } from './work-in-flight.js';
+import type { LockListing } from './worker.js';
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+const adminVersion = async (server: Parameters<typeof createSoakRole>[0]) =>
+  (await adminQuery<{ v: string }>(server, "SELECT current_setting('server_version') AS v"))[0]?.v;
 
 export async function runSoak(
   config: SoakConfig,
   log: (line: string) => void = () => {},
 ): Promise<SoakOutcome> {
   mkdirSync(config.dir, { recursive: true });
-  const [cluster, standalone] = await Promise.all([startCluster({ replicas: 1 }), startRedis()]);
+  const [cluster, standalone, postgres] = await Promise.all([
+    startCluster({ replicas: 1 }),
+    startRedis(),
+    startPostgres(),
+  ]);
   const workers: Child[] = [];
   try {
-    const targets: Record<string, RedisTarget> = {
+    await createSoakRole(postgres);
+    const targets: Record<StoreName, StoreTarget> = {
       cluster: { kind: 'cluster', nodes: cluster.nodes.map(({ host, port }) => ({ host, port })) },
       standalone: { kind: 'standalone', host: standalone.host, port: standalone.port },
+      postgres: { kind: 'postgres', host: postgres.host, port: postgres.port, user: SOAK_ROLE },
     };
     for (let i = 0; i < config.processes; i++)
       workers.push(Child.start('soak/worker', `soak worker ${i}`, ['--expose-gc']));
@@ -37,13 +54,14 @@ export async function runSoak(
     // from the forks, a slow start ate the first faults' spacing (the first came 15.6 s in, not 8).
     const startedAt = Date.now();
     log(
-      `${config.label}: ${config.processes} processes on Cluster ${cluster.nodes.map((n) => n.port).join(',')} and standalone ${standalone.port}`,
+      `${config.label}: ${config.processes} processes on Cluster ${cluster.nodes.map((n) => n.port).join(',')}, standalone ${standalone.port}, PostgreSQL ${postgres.port}`,
     );
 
-    const faults = new Faults(cluster, standalone, config.pauseMs);
+    const faults = new Faults(cluster, standalone, postgres, config.pauseMs, config.lockTimeoutForMs);
     const injected: SoakOutcome['faults'] = [];
+    let previousEnd = 0;
     for (const { atMs, kind } of faultSchedule(config)) {
-      await sleep(startedAt + atMs - Date.now());
+      await sleep(Math.max(startedAt + atMs, previousEnd + config.faultEveryMs / 2) - Date.now());
       const fault = await faults.inject(kind);
       // Every process must see Redis decide again before the next fault: the longest wait is the figure.
       const probes = await Promise.all(
@@ -51,9 +69,10 @@ export async function runSoak(
       );
       const probeBackMs = Math.max(...probes.map((p) => Number(p.ms)));
       await fault.restore();
+      previousEnd = Date.now();
       injected.push({ ...fault, probeBackMs });
       log(
-        `  ${((fault.start - startedAt) / 1000).toFixed(1)} s ${kind}: ${fault.detail}; Redis deciding again after ${probeBackMs.toFixed(0)} ms`,
+        `  ${((fault.start - startedAt) / 1000).toFixed(1)} s ${kind}: ${fault.detail}; the store deciding again after ${probeBackMs.toFixed(0)} ms`,
       );
     }
     await sleep(startedAt + config.durationMs - Date.now());
@@ -64,14 +83,22 @@ export async function runSoak(
     log(`${config.label}: traffic stopped after ${((Date.now() - startedAt) / 1000).toFixed(0)} s; auditing`);
     const input = {
       files: workers.map((_, i) => `${config.dir}/worker-${i}.jsonl`),
+      flightFiles: workers.map((_, i) => `${config.dir}/worker-${i}-flight.jsonl`),
       faults: injected.map(({ restore: _, ...fault }) => fault),
       listings: finished.flatMap((f) => f.listings as LockListing[]),
+      leftHolders: finished.flatMap((f) => f.leftHolders as LeftHolder[]),
       processes: config.processes,
       storeRetryMs: config.storeRetryMs,
     };
-    // Beside the ledgers, so that the audit can be run again on them (`audit(JSON.parse(...))`).
+    // Beside the ledgers, so that the audits can be run again on them (`audit(JSON.parse(...))`).
     writeFileSync(`${config.dir}/audit-input.json`, JSON.stringify(input));
-    const result = await audit(input);
+    const stalledUntil = stalledUntilOf(input.faults, input.storeRetryMs);
+    const flight = { ...input, files: input.flightFiles, stalledUntil };
+    const [result, slots, settle] = await Promise.all([
+      audit(input),
+      auditSlots(flight),
+      auditSettle(flight),
+    ]);
     return {
       config,
       startedAt,
@@ -79,11 +106,14 @@ export async function runSoak(
       minutes: finished.map((f) => f.minutes as MinuteFigures[]),
       unhandled: finished.flatMap((f) => f.unhandled as string[]),
       audit: result,
+      slots,
+      settle,
       redisVersion: standalone.version,
+      postgresVersion: (await adminVersion(postgres)) ?? 'unknown',
     };
   } finally {
     await Promise.allSettled(workers.map((w) => w.stop()));
-    await Promise.allSettled([cluster.stop(), standalone.stop()]);
+    await Promise.allSettled([cluster.stop(), standalone.stop(), postgres.stop()]);
   }
 }
 
@@ -92,7 +122,8 @@ async function main(): Promise<number> {
   const outcome = await runSoak(config, (line) => console.log(line));
   const markdown = soakMarkdown(outcome);
   console.log(`\n${markdown}\n`);
-  for (const finding of outcome.audit.findings) console.log(`finding: ${finding}`);
+  for (const finding of [...outcome.audit.findings, ...outcome.slots.findings, ...outcome.settle.findings])
+    console.log(`finding: ${finding}`);
   for (const reason of outcome.unhandled) console.log(`unhandled: ${reason}`);
   if (process.env.SOAK_WRITE !== '0') await writeBlock('soak', markdown);
   return soakChecks(outcome).every((c) => c.ok) ? 0 : 1;

@@ -52,8 +52,10 @@ async function step(app: SoakApp, k: KeySpace): Promise<void> {
   const api = (path: string) => ({ method: 'GET', path, ip: k.ip(), headers: { 'x-client': k.client() } });
   if (roll < 0.28) {
     await app.check(api('/api/items'));
-  } else if (roll < 0.46) {
+  } else if (roll < 0.4) {
     await app.check(api('/api/search'));
+  } else if (roll < 0.52) {
+    await app.check(api('/api/feed'));
   } else if (roll < 0.62) {
     const body = { username: k.user() };
     const d = await app.check({ method: 'POST', path: '/login', ip: k.ownIp(), headers: {}, body });

@@ -1,21 +1,17 @@
-// One app process of the soak (forked by run.ts): its limiters on the Cluster and on the standalone
-// server, traffic until told to stop, figures per minute, probes after faults, the locks it lists.
-import { monitorEventLoopDelay } from 'node:perf_hooks';
+// One app process of the soak (forked by run.ts): its limiters on the Cluster, the standalone Redis and
+// PostgreSQL, traffic and work in flight until told to stop, its resources minute by minute, probes after
+// faults, the locks it lists and the slots still held at the end.
 import { type Message, serve } from '../fork.js';
-import { type RedisTarget, SoakApp } from './app.js';
+import { SoakApp } from './app.js';
+import type { StoreTarget } from './backends.js';
 import type { SoakConfig } from './config.js';
-import { Ledger, type StoreName } from './ledger.js';
+import { Ledger, STORE_NAMES, type StoreName } from './ledger.js';
+import { ResourceSampler } from './resources.js';
 import { LOCKOUT_RULES } from './rules.js';
 import { Traffic } from './traffic.js';
+import { FlightApp, type LeftHolder } from './work-in-flight.js';
 
-/** What one process measured in one minute of traffic. */
-export interface MinuteFigures {
-  minute: number;
-  heapAfterGcBytes: number;
-  eventLoopP99Ms: number;
-  storeCallP99Ms: number;
-  storeCalls: number;
-}
+export type { MinuteFigures } from './resources.js';
 
 /** Locks `locked()` listed for one rule, and the server-time bracket of the listing. */
 export interface LockListing {
@@ -26,33 +22,31 @@ export interface LockListing {
   locks: Array<{ key: string; lockedUntil: number }>;
 }
 
-const gc = (globalThis as { gc?: () => void }).gc;
 const apps = new Map<StoreName, SoakApp>();
+const flights: FlightApp[] = [];
 const timers: NodeJS.Timeout[] = [];
-const minutes: MinuteFigures[] = [];
 const unhandled: string[] = [];
 let ledger: Ledger | undefined;
+let flightLedger: Ledger | undefined;
+let sampler: ResourceSampler | undefined;
 const traffic: Traffic[] = [];
-let storeDurations: number[] = [];
+let stopped: Promise<void> | undefined;
 
 process.on('unhandledRejection', (reason) =>
   unhandled.push(reason instanceof Error ? (reason.stack ?? reason.message) : String(reason)),
 );
 process.on('uncaughtException', (error) => unhandled.push(`uncaught: ${error.stack ?? error.message}`));
 
-function percentile(values: number[], p: number): number {
-  if (values.length === 0) return 0;
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] as number;
-}
-
 async function start(
   config: SoakConfig,
   worker: number,
-  targets: Record<StoreName, RedisTarget>,
+  targets: Record<StoreName, StoreTarget>,
 ): Promise<void> {
   ledger = new Ledger(`${config.dir}/worker-${worker}.jsonl`);
-  for (const store of ['cluster', 'standalone'] as const) {
+  flightLedger = new Ledger(`${config.dir}/worker-${worker}-flight.jsonl`);
+  sampler = new ResourceSampler(config.sampleEveryMs);
+  const timed = sampler.timed;
+  for (const store of STORE_NAMES) {
     const app = new SoakApp({
       store,
       target: targets[store],
@@ -60,35 +54,39 @@ async function start(
       ledger,
       storeTimeoutMs: config.storeTimeoutMs,
       storeRetryMs: config.storeRetryMs,
-      timed: (ms) => storeDurations.push(ms),
+      timed,
     });
     apps.set(store, app);
   }
   await Promise.all([...apps.values()].map((app) => app.ready()));
-  for (const app of apps.values()) traffic.push(new Traffic(app, worker, config.sessions, config.thinkMs));
-  const loopDelay = monitorEventLoopDelay({ resolution: 10 });
-  loopDelay.enable();
-  const every = (ms: number, fn: () => unknown) => timers.push(setInterval(fn, ms));
-  every(60_000, () => {
-    gc?.();
-    minutes.push({
-      minute: minutes.length + 1,
-      heapAfterGcBytes: process.memoryUsage().heapUsed,
-      eventLoopP99Ms: loopDelay.percentile(99) / 1e6,
-      storeCallP99Ms: percentile(storeDurations, 99),
-      storeCalls: storeDurations.length,
+  for (const [store, app] of apps) {
+    traffic.push(new Traffic(app, worker, config.sessions, config.thinkMs));
+    const flight = new FlightApp({
+      store,
+      backend: app.backend,
+      worker,
+      ledger: flightLedger,
+      sessions: config.flightSessions,
+      storeTimeoutMs: config.storeTimeoutMs,
+      storeRetryMs: config.storeRetryMs,
+      timed,
     });
-    loopDelay.reset();
-    storeDurations = [];
-  });
+    flights.push(flight);
+    await flight.start();
+  }
+  const every = (ms: number, fn: () => unknown) => timers.push(setInterval(fn, ms));
   every(5_000, () => Promise.all([...apps.values()].map((app) => app.clockSample())));
   every(2_000, () => Promise.all([...apps.values()].map((app) => app.unlockOne())));
 }
 
-/** Stops the traffic and waits for the requests in flight. */
-async function stop(): Promise<void> {
-  for (const timer of timers) clearInterval(timer);
-  await Promise.all(traffic.map((t) => t.stop()));
+/** Stops the traffic and waits for the requests in flight (once, however often asked). */
+function stop(): Promise<void> {
+  stopped ??= (async () => {
+    for (const timer of timers) clearInterval(timer);
+    sampler?.stop();
+    await Promise.all([...traffic.map((t) => t.stop()), ...flights.map((f) => f.stop())]);
+  })();
+  return stopped;
 }
 
 async function finish(listLocks: boolean): Promise<Message> {
@@ -109,14 +107,12 @@ async function finish(listLocks: boolean): Promise<Message> {
       }
     }
   }
-  const totals = [...apps].map(([store, app]) => ({
-    store,
-    decisions: app.decisions,
-    admitted: app.admitted,
-  }));
+  const leftHolders: LeftHolder[] = (await Promise.all(flights.map((f) => f.leftHolders()))).flat();
+  await Promise.all(flights.map((f) => f.close()));
   await Promise.all([...apps.values()].map((app) => app.close()));
   await ledger?.close();
-  return { type: 'finished', minutes, listings, totals, unhandled };
+  await flightLedger?.close();
+  return { type: 'finished', minutes: sampler?.minutes ?? [], listings, leftHolders, unhandled };
 }
 
 serve(async (message) => {
@@ -124,7 +120,7 @@ serve(async (message) => {
     await start(
       message.config as SoakConfig,
       message.worker as number,
-      message.targets as Record<StoreName, RedisTarget>,
+      message.targets as Record<StoreName, StoreTarget>,
     );
     return { type: 'started' };
   }
