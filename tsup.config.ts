@@ -9,6 +9,7 @@ export default defineConfig({
     fastify: 'adapters/fastify.ts',
     hono: 'adapters/hono.ts',
     nest: 'adapters/nest.ts',
+    fetch: 'adapters/fetch.ts',
     console: 'src/operators/console/index.ts',
     prometheus: 'src/operators/prometheus.ts',
     cli: 'src/operators/cli/bin.ts',

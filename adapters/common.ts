@@ -83,6 +83,8 @@ export interface Setup<Req> {
   reports: boolean;
   /** The `message` option for a denial: its value, or what its function gives; undefined when there is none. */
   message: (decision: Decision) => unknown;
+  /** `Retry-After`'s seconds for a denial (a concurrency denial's too: not its lease). */
+  retryAfter: (decision: Decision) => number;
   /** The body of a denial: `message`'s, else the default `{ error, retryAfter }`, `retryAfter` the `Retry-After` seconds. */
   body: (decision: Decision) => unknown;
   /**
@@ -212,6 +214,7 @@ export function createSetup<Req>(
     headerFields: createHeaderFormatter({ headers: mode, reset, clock, windows, units }),
     reports: limiter.needsOutcomes,
     message,
+    retryAfter,
     body: (decision) =>
       given === undefined ? ADAPTER_DEFAULTS.message(retryAfter(decision)) : message(decision),
     report: (decision, status) => {
@@ -459,6 +462,34 @@ export function signalAborted(signal: AbortSignal, cancel: () => void): () => vo
   }
   signal.addEventListener('abort', cancel, { once: true });
   return () => signal.removeEventListener('abort', cancel);
+}
+
+/**
+ * `body` as a stream that calls `done` once it was read to its end, failed, or was cancelled (the runtime
+ * gave up writing it: its client went).
+ */
+export function watchedBody(body: ReadableStream<Uint8Array>, done: () => void): ReadableStream<Uint8Array> {
+  const reader = body.getReader();
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      let chunk: Awaited<ReturnType<typeof reader.read>>;
+      try {
+        chunk = await reader.read();
+      } catch (error) {
+        done();
+        controller.error(error);
+        return;
+      }
+      if (chunk.done) {
+        done();
+        controller.close();
+      } else controller.enqueue(chunk.value);
+    },
+    cancel(reason) {
+      done();
+      return reader.cancel(reason);
+    },
+  });
 }
 
 /** The status an error thrown through Koa ends in: its `status` or `statusCode` when it is 4xx/5xx, else 500. */

@@ -4,7 +4,7 @@ import type { Context, Next } from 'hono';
 import type { GetConnInfo } from 'hono/conninfo';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import type { Decision, RequestInfo } from '../src/index.js';
-import { responseWritten, signalAborted } from './common.js';
+import { responseWritten, signalAborted, watchedBody } from './common.js';
 import type { HttpExchange } from './exchange.js';
 import { clientAddress, onUnixSocket, type Trust, unixSocketClient } from './proxy-trust.js';
 import { SPOOFABLE_FIXES, type TrustSetting, type WiringCheck } from './wiring.js';
@@ -50,34 +50,6 @@ function nodeResponse(c: Context): Parameters<typeof responseWritten>[0] | undef
   return env?.server?.outgoing ?? env?.outgoing;
 }
 type NodeResponse = Parameters<typeof responseWritten>[0];
-
-/**
- * `body` as a stream that calls `done` once it was read to its end, failed, or was cancelled (the runtime
- * gave up writing it: its client went).
- */
-export function watchedBody(body: ReadableStream<Uint8Array>, done: () => void): ReadableStream<Uint8Array> {
-  const reader = body.getReader();
-  return new ReadableStream<Uint8Array>({
-    async pull(controller) {
-      let chunk: Awaited<ReturnType<typeof reader.read>>;
-      try {
-        chunk = await reader.read();
-      } catch (error) {
-        done();
-        controller.error(error);
-        return;
-      }
-      if (chunk.done) {
-        done();
-        controller.close();
-      } else controller.enqueue(chunk.value);
-    },
-    cancel(reason) {
-      done();
-      return reader.cancel(reason);
-    },
-  });
-}
 
 export class HonoRequestInfo implements RequestInfo {
   readonly method: string;

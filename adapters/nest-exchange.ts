@@ -174,9 +174,12 @@ function wsRequest(client: unknown, pattern: unknown, data: unknown): RequestInf
   };
 }
 
-/** The denial of a WebSocket message: Nest's `WsException` (from the app's @nestjs/websockets). */
-export async function wsDenial(decision: Decision, body: unknown): Promise<Error> {
-  const retryAfter = Math.max(1, Math.ceil((decision.retryAfterMs ?? 0) / 1000));
+/**
+ * The denial of a WebSocket message: Nest's `WsException` (from the app's @nestjs/websockets), carrying the
+ * app's `message` or `{ status, message, retryAfter }`, `retryAfter` the seconds an HTTP denial's
+ * `Retry-After` would give.
+ */
+export async function wsDenial(retryAfter: number, body: unknown): Promise<Error> {
   const error =
     body !== undefined && typeof body === 'object'
       ? body

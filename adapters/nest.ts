@@ -123,7 +123,7 @@ export class RateLimitGuard implements CanActivate {
       const ws = context.switchToWs();
       const deny = async (decision: Decision): Promise<never> => {
         if (handler !== undefined) await handler(context, decision);
-        throw await wsDenial(decision, setup.message(decision));
+        throw await wsDenial(setup.retryAfter(decision), setup.message(decision));
       };
       on = new WsExchange(ws.getClient(), ws.getPattern(), ws.getData(), deny, leaseOf(setup.limiter));
     } else {

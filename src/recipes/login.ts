@@ -218,6 +218,8 @@ export function loginRules(options: LoginRulesOptions = {}): Rule[] {
       // The username exactly as the cap keys it, unless the device is trusted for it. No `normalize` here:
       // the text is normalized already.
       key: accountKey,
+      // A request without a username is the IP rule's: it passes these, and nothing warns.
+      missing: 'skip',
       limit: o.accountLimit,
       window: { type: 'gcra', size: o.accountWindow, burst: o.accountBurst },
     },
@@ -226,6 +228,7 @@ export function loginRules(options: LoginRulesOptions = {}): Rule[] {
       ...failures,
       // As login-account's key, when trusted devices skip the cap; else the username form itself.
       ...(skipsCap ? { key: accountKey } : { key: usernameKey, normalize: true }),
+      missing: 'skip',
       limit: o.accountCap,
       window: { type: 'fixed', size: o.accountCapWindow },
       resetOnSuccess: true,

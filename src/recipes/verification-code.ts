@@ -111,6 +111,9 @@ export function verificationCodeRules(options: VerificationCodeRulesOptions = {}
       name: `${o.prefix}-minute`,
       ...success,
       key: destination,
+      // A request without the destination is the IP and global rules': it passes these, and nothing warns
+      // (one endpoint may take a phone or an e-mail address, each with rules of its own).
+      missing: 'skip',
       normalize,
       limit: o.perMinute,
       window: { type: 'fixed', size: '1m' },
@@ -119,6 +122,7 @@ export function verificationCodeRules(options: VerificationCodeRulesOptions = {}
       name: `${o.prefix}-day`,
       ...success,
       key: destination,
+      missing: 'skip',
       normalize,
       limit: o.perDay,
       window: { type: 'calendar', unit: 'day', timezone: o.timeZone },
