@@ -277,9 +277,19 @@ export function connectionEnded(error: unknown): boolean {
   return typeof message === 'string' && ENDED_MESSAGES.has(message);
 }
 
+/** Statement names by text: the store's statements are a few fixed texts per store. */
+const names = new Map<string, string>();
+
 /** The name a statement is prepared under: from its text, so that the same name always means the same text. */
 function statementName(text: string): string {
-  return `rk_${createHash('sha256').update(text).digest('hex').slice(0, 32)}`;
+  let name = names.get(text);
+  if (name === undefined) {
+    name = `rk_${createHash('sha256').update(text).digest('hex').slice(0, 32)}`;
+    // Bounded for a process that makes stores without end (each of its own schema): cheap to hash again.
+    if (names.size >= 1000) names.clear();
+    names.set(text, name);
+  }
+  return name;
 }
 
 /**
@@ -291,7 +301,10 @@ function statementName(text: string): string {
 export function literal(value: unknown): string {
   if (value === null || value === undefined) return 'NULL';
   const text = valueText(value);
-  if (text.includes('\0')) throw new Error('ratekeeper: a PostgreSQL text value cannot hold NUL');
+  if (text.includes('\0')) {
+    // PostgreSQL's own SQLSTATE for NUL in text (character_not_in_repertoire): an answer, not a fault of the connection.
+    throw Object.assign(new Error('ratekeeper: a PostgreSQL text value cannot hold NUL'), { code: '22021' });
+  }
   return `E'${text.replaceAll('\\', '\\\\').replaceAll("'", "''")}'`;
 }
 
