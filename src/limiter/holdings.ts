@@ -20,7 +20,8 @@ class Held implements Settler<boolean[] | undefined> {
   next: Held | undefined = undefined;
   /** The batch its release went out in, told when the store answered. */
   batch: ReleaseBatch | undefined = undefined;
-  /** The store's answer to its release: per slot, whether it was still held (undefined: not said). */
+  /** Whether the store answered its release (in its batch), and that answer: per slot, still held. */
+  answered = false;
   stillHeld: boolean[] | undefined = undefined;
 
   constructor(store: Store) {
@@ -28,6 +29,7 @@ class Held implements Settler<boolean[] | undefined> {
   }
 
   resolve(stillHeld: boolean[] | undefined): void {
+    this.answered = true;
     this.stillHeld = stillHeld;
     this.batch?.answered();
   }
@@ -100,6 +102,7 @@ class ReleaseBatch {
     this.helds.push(held);
     this.#waiting++;
     held.batch = this;
+    held.answered = false;
     held.stillHeld = undefined;
     this.#into.call(this.store, held.slots, held);
     return this.done;
@@ -196,8 +199,8 @@ export class Holdings {
   /**
    * Frees the slots a decision holds, once: undefined when it holds none (never did, or released already).
    * Observers are told once the store answered: `released` for each slot it still held, `lapsed` for one
-   * it no longer did (this process stalled past the lease, or the key was reset), whichever renewal was
-   * due first. On a store that batches its refunds per turn (`refundInto`), the releases of one turn
+   * it no longer did (this process stalled past the lease, or the key was reset), also when the late
+   * release runs before the renewal that would have found it gone. On a store that batches its refunds per turn (`refundInto`), the releases of one turn
    * share one promise and one deadline (see ReleaseBatch): a release per request makes none of its own.
    */
   release(decision: Decision): Promise<void> | undefined {
@@ -332,10 +335,13 @@ export class Holdings {
           for (const held of batch.helds) this.#freed(held, held.stillHeld);
         },
         (error: unknown) => {
-          // One report for the batch; every release in it is tried again (a slot already freed by a
-          // store call of the batch that succeeded is freed again: nothing, by its id).
+          // One report for the batch; the releases the store did not answer are tried again, those it
+          // answered (a store call of the batch that succeeded) are done.
           this.#parts.failed(error, 'release');
-          for (const held of batch.helds) this.#unrelease(held);
+          for (const held of batch.helds) {
+            if (held.answered) this.#freed(held, held.stillHeld);
+            else this.#unrelease(held);
+          }
         },
       );
     return batch;

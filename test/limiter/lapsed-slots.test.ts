@@ -12,6 +12,7 @@ import { Registry } from 'prom-client';
 import {
   createLimiter,
   type Limiter,
+  MemoryStore,
   PostgresStore,
   RedisStore,
   type Rule,
@@ -125,6 +126,56 @@ for (const target of [memoryStores, redisStores, postgresStores] satisfies Store
     });
   });
 }
+
+describe('a release the store keeps failing counts lapsed', () => {
+  /** A memory store whose every refund fails: its slots lapse in it a lease after their last renewal. */
+  const failingStore = (): Store =>
+    new Proxy(new MemoryStore(), {
+      get(target, prop) {
+        if (prop === 'refund') return () => Promise.reject(new Error('store down'));
+        const value = Reflect.get(target, prop, target);
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    }) as Store;
+  const rule: Rule = {
+    name: 'exports',
+    key: 'user',
+    limit: 2,
+    window: { type: 'concurrency', lease: '1s' },
+  };
+
+  it('once its tries at the renewals of a lease have failed', async () => {
+    const limiter = createLimiter({ store: failingStore(), rules: [rule] });
+    const told: string[] = [];
+    const lapsed = new Promise<void>((resolve) =>
+      limiter.observe({
+        slots: (event) => {
+          told.push(event.change);
+          if (event.change === 'lapsed') resolve();
+        },
+      }),
+    );
+    limiter.on('storeError', () => {});
+    try {
+      await limiter.release(await limiter.check(req('u1')));
+      expect(told, 'not told before its tries end').to.deep.equal(['held']);
+      await lapsed;
+      expect(told).to.deep.equal(['held', 'lapsed']);
+    } finally {
+      await limiter.close();
+    }
+  });
+
+  it('when the limiter closes with the release still to be tried again', async () => {
+    const limiter = createLimiter({ store: failingStore(), rules: [rule] });
+    const told: string[] = [];
+    limiter.observe({ slots: (event) => told.push(event.change) });
+    limiter.on('storeError', () => {});
+    await limiter.release(await limiter.check(req('u1')));
+    await limiter.close();
+    expect(told).to.deep.equal(['held', 'lapsed']);
+  });
+});
 
 /** The stalling holder (test/fixtures/stall-worker.ts): started, its 'admitted' awaited, its report read. */
 function startStaller(kind: 'redis' | 'postgres', url: string, space: string, marker: string) {
