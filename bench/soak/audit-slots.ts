@@ -184,8 +184,9 @@ export async function auditSlots(input: {
     const limit = LIMITS.get(rule) as number;
     const lease = SLOT_LEASES.get(rule) as number;
     const spans: Array<[number, number]> = [
+      // A stalled app process (no store at fault) held slots that lapsed while its handlers still ran.
       ...input.faults
-        .filter((f) => f.stores.includes(s))
+        .filter((f) => f.stores.includes(s) || f.kind === 'app-stall')
         .map((f): [number, number] => [f.start, f.end + input.storeRetryMs + lease]),
       ...(unanswered.get(id) ?? []).map(([lo, hi]): [number, number] => [lo, hi + lease]),
     ];

@@ -10,7 +10,8 @@ export type FaultKind =
   | 'pg-immediate-restart' // SIGQUIT (immediate shutdown, crash recovery at start) and started again
   | 'pg-terminate' // pg_terminate_backend of every connection of the apps' role
   | 'pg-pause' // the postmaster and every backend SIGSTOPped for longer than storeTimeout, then SIGCONT
-  | 'pg-lock-timeout'; // ALTER ROLE SET lock_timeout = '1ms' on the apps' role, for lockTimeoutForMs
+  | 'pg-lock-timeout' // ALTER ROLE SET lock_timeout = '1ms' on the apps' role, for lockTimeoutForMs
+  | 'app-stall'; // one app process SIGSTOPped for longer than the longest lease (a frozen VM), then SIGCONT
 
 /** One turn of the schedule: Redis and PostgreSQL faults in turn, every kind once. */
 export const FAULT_ORDER: readonly FaultKind[] = [
@@ -23,6 +24,7 @@ export const FAULT_ORDER: readonly FaultKind[] = [
   'client-kill',
   'pg-immediate-restart',
   'pg-lock-timeout',
+  'app-stall',
 ];
 
 export interface SoakConfig {
@@ -44,6 +46,8 @@ export interface SoakConfig {
   faultEveryMs: number;
   /** No fault starts in this last part of the run, so locks placed before it have ended (ms). */
   quietTailMs: number;
+  /** How long the 'app-stall' fault keeps an app process stopped (ms; longer than the longest lease). */
+  stallMs: number;
   /** How long the 'pg-lock-timeout' fault keeps the role's lock_timeout (ms). */
   lockTimeoutForMs: number;
   /** Loops per process and store of work in flight: streamed responses, acquire callers, settled costs. */
@@ -79,6 +83,7 @@ export function soakConfigFromEnv(dir: string): SoakConfig {
     faultEveryMs: numberFromEnv('SOAK_FAULT_EVERY_S', 35) * 1000,
     quietTailMs: 60_000,
     lockTimeoutForMs: 60_000,
+    stallMs: 4_000,
     flightSessions: Math.round(numberFromEnv('SOAK_FLIGHT_SESSIONS', 2)),
     sampleEveryMs: 60_000,
     dir,
@@ -86,16 +91,16 @@ export function soakConfigFromEnv(dir: string): SoakConfig {
   };
 }
 
-/** The short form inside `npm test`: about a minute, every fault once, a smaller mix of traffic. */
+/** The short form inside `npm test`: about a minute, every fault once (the tenth at 35 s), a smaller mix of traffic. */
 export function shortSoakConfig(dir: string): SoakConfig {
   return {
     ...soakConfigFromEnv(dir),
     durationMs: 60_000,
     sessions: 2,
     flightSessions: 1,
-    firstFaultMs: 4_000,
-    faultEveryMs: 4_000,
-    quietTailMs: 20_000,
+    firstFaultMs: 3_500,
+    faultEveryMs: 3_500,
+    quietTailMs: 22_000,
     lockTimeoutForMs: 4_000,
     sampleEveryMs: 10_000,
     label: 'short soak',

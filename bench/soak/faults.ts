@@ -17,6 +17,7 @@ export interface InjectedFault extends FaultWindow {
 
 export class Faults {
   #turn = 0;
+  #stalls = 0;
 
   constructor(
     readonly cluster: RedisCluster,
@@ -24,6 +25,9 @@ export class Faults {
     readonly postgres: PostgresServer,
     readonly pauseMs: number,
     readonly lockTimeoutForMs: number,
+    /** The app processes' ids, for the stall. */
+    readonly appPids: readonly number[],
+    readonly stallMs: number,
   ) {}
 
   async inject(kind: FaultKind): Promise<InjectedFault> {
@@ -50,6 +54,16 @@ export class Faults {
       case 'pg-lock-timeout': {
         const options = { pauseMs: this.pauseMs, lockTimeoutForMs: this.lockTimeoutForMs };
         return done(['postgres'], await injectPostgresFault(this.postgres, kind, options));
+      }
+      case 'app-stall': {
+        // No store is at fault: the stores' own audits leave it alone (a stalled call's long bracket is
+        // its own excuse), the slot audit treats it as an outage of every slot the process held.
+        const index = this.#stalls++ % this.appPids.length;
+        const pid = this.appPids[index] as number;
+        process.kill(pid, 'SIGSTOP');
+        await sleep(this.stallMs);
+        process.kill(pid, 'SIGCONT');
+        return done([], `app process ${index} SIGSTOPped for ${this.stallMs} ms`);
       }
       case 'cluster-failover': {
         const victim = await this.cluster.killMaster(this.#turn++ % 3);

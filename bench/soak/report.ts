@@ -196,7 +196,7 @@ export function soakMarkdown(o: SoakOutcome): string {
         String(i + 1),
         fmt((f.start - o.startedAt) / 1000, 1),
         `${f.kind}: ${f.detail}`,
-        f.stores.join(', '),
+        f.stores.join(', ') || 'an app process',
         fmt(f.end - f.start),
         fmt(f.probeBackMs),
         fmt(Math.max(0, a.backOnRedisMs[i] ?? 0)),
@@ -204,10 +204,10 @@ export function soakMarkdown(o: SoakOutcome): string {
     ),
     '',
     minutes === 0
-      ? 'No whole minute of traffic: no per-minute figures.'
+      ? 'No whole sampling period of traffic: no figures per period.'
       : table(
           [
-            'minute',
+            c.sampleEveryMs === 60_000 ? 'minute' : `sample (every ${fmt(c.sampleEveryMs / 1000)} s)`,
             `heap after GC (MiB, each process)`,
             'RSS (MiB, each process)',
             'open handles (each process)',

@@ -122,7 +122,7 @@ serve(async (message) => {
       message.worker as number,
       message.targets as Record<StoreName, StoreTarget>,
     );
-    return { type: 'started' };
+    return { type: 'started', pid: process.pid };
   }
   if (message.type === 'probe') {
     // Each store's own probe; the answer is the longer wait.
