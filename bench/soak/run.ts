@@ -71,7 +71,10 @@ export async function runSoak(
     const injected: SoakOutcome['faults'] = [];
     let previousEnd = 0;
     for (const { atMs, kind } of faultSchedule(config)) {
-      await sleep(Math.max(startedAt + atMs, previousEnd + config.faultEveryMs / 2) - Date.now());
+      const at = Math.max(startedAt + atMs, previousEnd + config.faultEveryMs / 2);
+      // A fault pushed this late by a long one before it would leave too little quiet tail: not run.
+      if (at > startedAt + config.durationMs - config.quietTailMs / 2) break;
+      await sleep(at - Date.now());
       const fault = await faults.inject(kind);
       // Every process must see Redis decide again before the next fault: the longest wait is the figure.
       const probes = await Promise.all(
