@@ -21,6 +21,21 @@ export interface SoakOutcome {
   postgresVersion: string;
 }
 
+/** PostgreSQL's messages for a statement cut by a timeout and for a connection the server ended. */
+const RIDDEN_THROUGH =
+  /canceling statement due to (lock|statement) timeout|terminating connection due to (administrator command|crash|idle)|could not serialize|Connection terminated unexpectedly/;
+
+/**
+ * Store errors the limiters reported for PostgreSQL statements that docs/stores.md says are sent again
+ * (cut by a role's lock_timeout or statement_timeout: with the store's own settings; on a connection a
+ * restart or pg_terminate_backend ended: on another one): none should reach the app.
+ */
+export function postgresCutsReachingTheApp(a: AuditResult): number {
+  return [...a.storeErrors]
+    .filter(([cause]) => cause.startsWith('postgres: ') && RIDDEN_THROUGH.test(cause))
+    .reduce((sum, [, n]) => sum + n, 0);
+}
+
 const fmt = (n: number, digits = 0) =>
   n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
 
@@ -32,6 +47,7 @@ export function soakChecks(o: SoakOutcome): Array<{ check: string; measured: str
   const lateHandles = lateGrowth(o.minutes, (m) => m.handles);
   const sl = o.slots;
   const st = o.settle;
+  const riddenThrough = postgresCutsReachingTheApp(a);
   const pct = (x: number) => (Number.isNaN(x) ? 'n/a (under 4 samples)' : `${fmt(x * 100, 1)}%`);
   return [
     {
@@ -83,6 +99,11 @@ export function soakChecks(o: SoakOutcome): Array<{ check: string; measured: str
       check: 'settled costs within limit + the differences settled after the last admission',
       measured: `${st.overBoundOutsideOutages} of ${fmt(st.periods)} periods over it outside outages (${st.overLimit} past the limit on debts)`,
       ok: st.overBoundOutsideOutages === 0,
+    },
+    {
+      check: 'PostgreSQL statements cut by a role timeout or ended by the server, reaching the app: 0',
+      measured: String(riddenThrough),
+      ok: riddenThrough === 0,
     },
     { check: 'unhandled rejections: 0', measured: String(o.unhandled.length), ok: o.unhandled.length === 0 },
     {

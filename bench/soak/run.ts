@@ -12,7 +12,7 @@ import { audit, stalledUntilOf } from './audit.js';
 import { auditSettle } from './audit-settle.js';
 import { auditSlots } from './audit-slots.js';
 import type { StoreTarget } from './backends.js';
-import { faultSchedule, type SoakConfig, soakConfigFromEnv } from './config.js';
+import { faultSchedule, NOT_AN_OUTAGE, type SoakConfig, soakConfigFromEnv } from './config.js';
 import { Faults } from './faults.js';
 import { STORE_NAMES, type StoreName } from './ledger.js';
 import { adminQuery, createSoakRole, SOAK_ROLE } from './postgres-faults.js';
@@ -99,7 +99,10 @@ export async function runSoak(
     const input = {
       files: workers.map((_, i) => `${config.dir}/worker-${i}.jsonl`),
       flightFiles: workers.map((_, i) => `${config.dir}/worker-${i}-flight.jsonl`),
-      faults: injected.map(({ restore: _, ...fault }) => fault),
+      faults: injected.map(({ restore: _, ...fault }) => ({
+        ...fault,
+        stores: NOT_AN_OUTAGE.has(fault.kind) ? [] : fault.stores,
+      })),
       listings: finished.flatMap((f) => f.listings as LockListing[]),
       leftHolders: finished.flatMap((f) => f.leftHolders as LeftHolder[]),
       processes: config.processes,

@@ -3,7 +3,7 @@
 // the audits, no timings.
 import { expect } from 'chai';
 import { FAULT_ORDER, shortSoakConfig } from '../../bench/soak/config.js';
-import type { SoakOutcome } from '../../bench/soak/report.js';
+import { postgresCutsReachingTheApp, type SoakOutcome } from '../../bench/soak/report.js';
 import { runSoak } from '../../bench/soak/run.js';
 import { makeTempDir } from '../support/processes.js';
 
@@ -30,6 +30,10 @@ describe('Soak, short form: 4 app processes on a Redis Cluster, a standalone Red
   it('admitted nothing over a limit outside an outage, and no store counted past its own limit', () => {
     expect(outcome.audit.overAdmissionsOutsideOutages, findings()).to.equal(0);
     expect(outcome.audit.redisOverOutsideFaults, findings()).to.equal(0);
+  });
+
+  it("rode through PostgreSQL's role lock_timeout and ended connections: none reached the app as a store error", () => {
+    expect(postgresCutsReachingTheApp(outcome.audit), findings()).to.equal(0);
   });
 
   it('stayed within the failure policy bound during outages', () => {
