@@ -346,11 +346,7 @@ export function responseClosed(
 /** A Node response as `responseEnded` needs it. */
 export interface ResponseToEnd {
   end: (...args: never[]) => unknown;
-  write: (...args: never[]) => unknown;
-  writeHead: (...args: never[]) => unknown;
   readonly writableEnded?: boolean;
-  /** Whether its status line and headers were written: the app has begun its answer. */
-  readonly headersSent?: boolean;
   on(event: 'finish' | 'close', listener: () => void): unknown;
   once(event: 'pipe', listener: () => void): unknown;
   off(event: 'pipe', listener: () => void): unknown;
@@ -358,7 +354,7 @@ export interface ResponseToEnd {
 
 /**
  * Calls `done` once when the app is done with a Node response: Node has handed it whole to the connection
- * (`finish`), or the connection closed and nothing more can be written (see `responseClosedUnfinished`).
+ * (`finish`), or the connection closed and the response can no longer end (see `responseClosedUnfinished`).
  *
  * `finish` comes later than `end()` for a response queued behind another on the connection (pipelining),
  * and for one larger than the connection's buffers while the client reads it.
@@ -374,47 +370,49 @@ export function responseEnded(res: ResponseToEnd, done: () => void): void {
     called = true;
     done();
   };
+  const piping = pipedInto(res);
   res.on('finish', once);
   res.on('close', () => {
-    if (!called) responseClosedUnfinished(res, once);
+    if (!called) responseClosedUnfinished(res, once, piping.piped);
   });
 }
 
 /**
- * Calls `done` once the app is done with a Node response whose connection closed before Node finished it.
- * - Ended (queued, or closed while it was written), or begun (its headers out: a stream torn down mid-way,
- *   by `pipe`, `pipeline`, `sendFile`, Fastify's `send(stream)`, Nest's `StreamableFile`): at once, since
- *   nothing more can be written and nothing will end it.
- * - Not begun: the client went while the handler works, and the slot stays its own until the handler
- *   answers: ends the response, writes to it, writes its head, or pipes a stream into it. Any of these is
- *   its last step, whatever Node makes of it then (a write to a closed response is dropped).
- * The methods are replaced only on a response that closed unanswered: replacing them on every response
- * would cost each request more than two listeners.
+ * Whether a stream was piped into `res` (Node's `pipe`, as `pipeline` of a Node stream, `sendFile`,
+ * Fastify's `send(stream)` and Nest's `StreamableFile` do): read `piped` when it matters.
  */
-export function responseClosedUnfinished(res: ResponseToEnd, done: () => void): void {
-  if (res.writableEnded === true || res.headersSent === true) {
+export function pipedInto(res: ResponseToEnd): { piped: boolean } {
+  const state = { piped: false };
+  res.once('pipe', () => {
+    state.piped = true;
+  });
+  return state;
+}
+
+/**
+ * Calls `done` once the app is done with a Node response whose connection closed before Node finished it:
+ * - at once when it was ended (queued, or closed while it was written), or when a stream was piped into it:
+ *   the pipe stops when the response closes, and nothing will end it (a download torn down mid-way);
+ * - else the handler still works, and keeps its slot until it ends the response, or pipes a stream into
+ *   it (its last step), whatever Node makes of it then. A handler that writes by hand and never ends its
+ *   response holds it as long as its process lives.
+ * `end()` is replaced only on a response that closed unanswered: replacing it on every response would
+ * cost each request more than a listener.
+ */
+export function responseClosedUnfinished(res: ResponseToEnd, done: () => void, piped: boolean): void {
+  if (res.writableEnded === true || piped) {
     done();
     return;
   }
-  const { end, write, writeHead } = res;
+  const end = res.end;
   const answered = () => {
     res.end = end;
-    res.write = write;
-    res.writeHead = writeHead;
     res.off('pipe', answered);
     done();
   };
   res.end = function (this: unknown, ...args: never[]) {
     answered();
     return end.apply(this, args);
-  };
-  res.write = function (this: unknown, ...args: never[]) {
-    answered();
-    return write.apply(this, args);
-  };
-  res.writeHead = function (this: unknown, ...args: never[]) {
-    answered();
-    return writeHead.apply(this, args);
   };
   res.once('pipe', answered);
 }

@@ -1,10 +1,10 @@
-// When the app is done with a Node response, told without listening to the response itself: Node's HTTP
-// server announces each response it finishes on a diagnostics channel, and a connection's `close` covers
-// the responses it never finished. Node only (the Express adapter).
+// When the app is done with a Node response, told by Node's HTTP server rather than by the response's own
+// `finish` and `close`: the server announces each response it finishes on a diagnostics channel, and a
+// connection's `close` covers the responses it never finished. Node only (the Express adapter).
 
 import { subscribe } from 'node:diagnostics_channel';
 import { Socket } from 'node:net';
-import { type ResponseToEnd, responseClosedUnfinished, responseEnded } from './common.js';
+import { pipedInto, type ResponseToEnd, responseClosedUnfinished, responseEnded } from './common.js';
 
 /** What Node's HTTP server publishes as it finishes a response (`http.server.response.finish`). */
 interface FinishMessage {
@@ -16,6 +16,8 @@ interface FinishMessage {
 interface Waiting {
   readonly res: ResponseToEnd;
   readonly done: () => void;
+  /** Whether a stream was piped into the response. */
+  readonly piping: { piped: boolean };
   next: Waiting | undefined;
 }
 
@@ -67,13 +69,13 @@ function onFinish(message: unknown): void {
 function onClose(this: object): void {
   const first = waiting.get(this);
   waiting.delete(this);
-  for (let w = first ?? undefined; w !== undefined; w = w.next) responseClosedUnfinished(w.res, w.done);
+  for (let w = first ?? undefined; w !== undefined; w = w.next)
+    responseClosedUnfinished(w.res, w.done, w.piping.piped);
 }
 
 /**
- * Calls `done` once when the app has ended `res`, as `responseEnded` does, without reading or listening
- * to the response when it can: on Express 5 every property of a response read by shared code is a lookup
- * in V8's runtime (each response has a map of its own), some 3,500 instructions each.
+ * Calls `done` once when the app is done with `res`, as `responseEnded` does, with one listener on the
+ * response (a stream piped into it) instead of three where it can.
  *
  * `open`: the response is known not to be ended (its headers were just set). A response on another kind
  * of connection (a test harness's mock socket, HTTP/2), one that may be ended already, and every response
@@ -90,5 +92,5 @@ export function whenEnded(res: ResponseToEnd, socket: unknown, open: boolean, do
   }
   const first = waiting.get(socket);
   if (first === undefined) socket.once('close', onClose);
-  waiting.set(socket, { res, done, next: first ?? undefined });
+  waiting.set(socket, { res, done, piping: pipedInto(res), next: first ?? undefined });
 }

@@ -25,6 +25,7 @@ import {
   endless,
   listen,
   type StreamApp,
+  startReading,
   statusOf,
   stop,
   streamsSuite,
@@ -132,7 +133,6 @@ describe('a client that leaves before its handler answered', function () {
   for (const [name, answer] of Object.entries({
     'res.sendFile': (res: express.Response) => res.sendFile(bigFile, () => {}),
     'readable.pipe(res)': (res: express.Response) => endless().pipe(res),
-    'res.write': (res: express.Response) => res.write('late'),
     'res.send': (res: express.Response) => res.send('late'),
   })) {
     it(`Express: holds its slot while the handler works, freed when the handler answers by ${name}`, async () => {
@@ -184,6 +184,58 @@ describe('a client that leaves before its handler answered', function () {
       expect(await statusOf(live, '/ok')).to.equal(200);
     });
   }
+});
+
+describe('a handler that writes by hand works on after its client left mid-stream', function () {
+  this.timeout(60_000);
+  let limiter: Limiter | undefined;
+  let server: import('node:http').Server | undefined;
+  afterEach(async () => {
+    stop(server);
+    server = undefined;
+    await limiter?.close();
+  });
+
+  it('Express: keeps its slot after the client left, until the handler ends the response', async () => {
+    const current = createLimiter({ rules: [{ ...TWO_STREAMS, limit: 1 }], ...PATIENT });
+    limiter = current;
+    let letEnd = () => {};
+    const mayEnd = new Promise<void>((resolve) => {
+      letEnd = resolve;
+    });
+    let ended = () => {};
+    const done = new Promise<void>((resolve) => {
+      ended = resolve;
+    });
+    const app = express();
+    app.use(expressLimit(current));
+    app.get('/ok', (_req, res) => {
+      res.send('ok');
+    });
+    app.get('/stream', async (_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      res.write('working\n');
+      await mayEnd;
+      res.write('more\n');
+      res.end('done');
+      ended();
+    });
+    server = await listen(app);
+    const live = server;
+    const reader = await startReading(live, '/stream');
+    reader.leave();
+    await until(
+      'the server saw the connection close',
+      () => new Promise<boolean>((resolve) => live.getConnections((_e, n) => resolve(n === 0))),
+    );
+    const held = async () => (await current.status('streams', '127.0.0.1')).count;
+    expect(await held()).to.equal(1);
+    expect(await statusOf(live, '/ok')).to.equal(429);
+    letEnd();
+    await done;
+    await until('the slot is freed', async () => (await held()) === 0);
+    expect(await statusOf(live, '/ok')).to.equal(200);
+  });
 });
 
 describe('Hono: the slot is held until the body is written', function () {
