@@ -47,7 +47,7 @@ interface SlotLife {
   /** When a renewal that answered found it gone (the earliest such answer). */
   goneAtRenewal: number;
   /** Its releases (a failed one is sent again): when each started, and what the store answered. */
-  releases: Array<{ lo: number; ok: boolean; held: boolean | undefined }>;
+  releases: Array<{ lo: number; hi: number; ok: boolean; held: boolean | undefined }>;
 }
 
 const LIMITS = new Map(flightRules().map((r) => [r.name, r.limit as number]));
@@ -56,6 +56,7 @@ export async function auditSlots(input: {
   files: string[];
   faults: FaultWindow[];
   storeRetryMs: number;
+  storeTimeoutMs: number;
   leftHolders: LeftHolder[];
   stalledUntil: (store: StoreName, hi: number) => number;
 }): Promise<SlotAudit> {
@@ -77,6 +78,7 @@ export async function auditSlots(input: {
   const note = (line: string) => {
     if (out.findings.length < 20) out.findings.push(line);
   };
+  const heardWithinMs = 0.8 * input.storeTimeoutMs;
   const handlers = new Map<string, Held[]>();
   /** Per store, rule and key: spans in which a call of it got no answer (the store may have lost a lease). */
   const unanswered = new Map<string, Array<[number, number]>>();
@@ -121,12 +123,12 @@ export async function auditSlots(input: {
           if (slot === undefined) return;
           if (!r.ok) slot.mayRenewUntil = Math.max(slot.mayRenewUntil, input.stalledUntil(r.s, r.hi));
           else if (r.held[i]) slot.mayRenewUntil = Math.max(slot.mayRenewUntil, r.hi);
-          else slot.goneAtRenewal = Math.min(slot.goneAtRenewal, r.hi);
+          else if (r.hi - r.lo < heardWithinMs) slot.goneAtRenewal = Math.min(slot.goneAtRenewal, r.hi);
         });
       } else if (r.t === 'R' && r.rc !== undefined) {
         r.ops.forEach(([rule, key], i) => {
           const slot = life(r.s, rule, key, r.rc?.[i] as number);
-          slot?.releases.push({ lo: r.lo, ok: r.ok, held: r.held?.[i] });
+          slot?.releases.push({ lo: r.lo, hi: r.hi, ok: r.ok, held: r.held?.[i] });
           if (!r.ok && SLOT_LEASES.has(rule))
             addSpan(`${r.s}|${rule}|${key}`, [r.lo, input.stalledUntil(r.s, r.hi)]);
         });
@@ -138,26 +140,27 @@ export async function auditSlots(input: {
         out.gaveUp[r.what] = (out.gaveUp[r.what] ?? 0) + r.n;
       }
     }
-    // Surely lapsed: a renewal found it gone before any release of it was sent, the first release
-    // (answered) found it gone, or that release started after the latest its lease can have ended
-    // (the latest renewal that may have reached the store, plus the lease). A release sent again after
-    // a failed one may find the slot freed by the first: only the first release tells.
+    // Surely lapsed, and surely known to the library (an answer it heard: one within most of
+    // storeTimeout; a later one may have come after it gave up): a renewal found it gone before any
+    // release of it was sent; or every release of it was answered and each found it gone, or the first
+    // started after the latest its lease can have ended (the latest renewal that may have reached the
+    // store, plus the lease). A release sent again after one that timed out may run before it on a
+    // stalled server (PostgreSQL's connections wake in any order): one finding it held clears the slot.
     const sure = new Map<StoreName, number>();
     const how = new Map<string, number>();
     for (const [id, slot] of slots) {
       const [s, rule] = id.split('|') as [StoreName, string];
       const lease = SLOT_LEASES.get(rule) as number;
-      const first = slot.releases.reduce<SlotLife['releases'][number] | undefined>(
-        (a, b) => (a === undefined || b.lo < a.lo ? b : a),
-        undefined,
-      );
-      const firstLo = first?.lo ?? Number.POSITIVE_INFINITY;
+      const firstLo = Math.min(Number.POSITIVE_INFINITY, ...slot.releases.map((r) => r.lo));
+      const answered = slot.releases.filter((r) => r.ok);
+      const heard = answered.some((r) => r.hi - r.lo < heardWithinMs);
+      const allGone = answered.length === slot.releases.length && answered.every((r) => r.held === false);
       const reason =
         slot.goneAtRenewal < firstLo
           ? 'gone at a renewal'
-          : first?.ok && first.held === false
+          : heard && allGone && answered.length > 0
             ? 'gone at its release'
-            : firstLo !== Number.POSITIVE_INFINITY && firstLo > slot.mayRenewUntil + lease
+            : heard && firstLo > slot.mayRenewUntil + lease
               ? 'released after its lease'
               : undefined;
       if (reason === undefined) continue;

@@ -107,6 +107,7 @@ export async function runSoak(
       leftHolders: finished.flatMap((f) => f.leftHolders as LeftHolder[]),
       processes: config.processes,
       storeRetryMs: config.storeRetryMs,
+      storeTimeoutMs: config.storeTimeoutMs,
     };
     // Beside the ledgers, so that the audits can be run again on them (`audit(JSON.parse(...))`).
     writeFileSync(`${config.dir}/audit-input.json`, JSON.stringify(input));
