@@ -19,6 +19,8 @@ export interface SoakOutcome {
   settle: SettleAudit;
   redisVersion: string;
   postgresVersion: string;
+  /** The machine's 1-minute load average when the traffic started and when it stopped. */
+  load: { start: number; end: number };
 }
 
 /** PostgreSQL's messages for a statement cut by a timeout and for a connection the server ended. */
@@ -151,7 +153,9 @@ export function soakMarkdown(o: SoakOutcome): string {
       `lockouts and operator resets; and ${c.flightSessions} loops per store each of work in flight: Express responses streamed through a concurrency rule (lease 1 s, a quarter abandoned mid-stream), ` +
       '`acquire` callers waiting for a slot (lease 3 s), checks holding one (lease 2 s), and calls settled at 0 to twice their estimate. ' +
       'Every call is written down outside the library with the wall-clock bracket around it and the store time the store decided at, every handler with when it ran; ' +
-      'the audits replay each key against its rule (bench/soak/windows.ts), count handlers at once per key, and charge settled costs per period.',
+      'the audits replay each key against its rule (bench/soak/windows.ts), count handlers at once per key, and charge settled costs per period. ' +
+      `The machine's load average (1 min) was ${fmt(o.load.start, 1)} when the traffic started and ${fmt(o.load.end, 1)} when it stopped, on ${os.cpus().length} cores: ` +
+      'what runs beside the soak shares them, and slows its calls (store calls past storeTimeout go to the failure policy, as in production).',
     '',
     table(
       ['check', 'measured', ''],

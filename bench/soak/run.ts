@@ -2,6 +2,7 @@
 // minutes (SOAK_MINUTES), faults on a schedule, then the audits; figures to bench/RESULTS.md. `runSoak` is
 // the short form's too.
 import { mkdirSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { startPostgres } from '../../test/support/postgres.js';
 import { makeTempDir } from '../../test/support/processes.js';
@@ -55,6 +56,7 @@ export async function runSoak(
     // The faults' times and the duration count from here, when every worker's traffic runs (faultSchedule):
     // from the forks, a slow start ate the first faults' spacing (the first came 15.6 s in, not 8).
     const startedAt = Date.now();
+    const loadAtStart = os.loadavg()[0] as number;
     log(
       `${config.label}: ${config.processes} processes on Cluster ${cluster.nodes.map((n) => n.port).join(',')}, standalone ${standalone.port}, PostgreSQL ${postgres.port}`,
     );
@@ -127,6 +129,7 @@ export async function runSoak(
       audit: result,
       slots,
       settle,
+      load: { start: loadAtStart, end: os.loadavg()[0] as number },
       redisVersion: standalone.version,
       postgresVersion: (await adminVersion(postgres)) ?? 'unknown',
     };
