@@ -17,8 +17,8 @@ interface DenoServeInfo {
 
 /**
  * The peer address the runtime gives a handler: Bun's `server.requestIP(request)`, Deno's
- * `info.remoteAddr.hostname` (TCP), Cloudflare's `CF-Connecting-IP` only when `cloudflare` (a client can send
- * that header anywhere else). Undefined on a runtime that gives none (Next.js middleware gives `request.ip`
+ * `info.remoteAddr.hostname` (TCP), Cloudflare's `CF-Connecting-IP` in a Worker or when `cloudflare` (a
+ * client can send that header anywhere else). Undefined on a runtime that gives none (Next.js middleware gives `request.ip`
  * on some hosts: pass `clientAddress` there).
  */
 export function runtimePeer(
@@ -34,6 +34,14 @@ export function runtimePeer(
   if (remote !== undefined && (remote.transport === undefined || remote.transport === 'tcp'))
     return remote.hostname;
   return undefined;
+}
+
+/**
+ * Whether this is a Cloudflare Worker, which only Cloudflare's edge can reach: it sets `CF-Connecting-IP`
+ * on every request, replacing what a client sent.
+ */
+export function onWorkers(): boolean {
+  return (globalThis as { navigator?: { userAgent?: string } }).navigator?.userAgent === 'Cloudflare-Workers';
 }
 
 /** How the wrapper reads a request, resolved once from its options. */

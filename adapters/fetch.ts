@@ -27,9 +27,10 @@ export interface FetchRateLimitOptions<Rest extends unknown[] = unknown[]> exten
    */
   trustProxy?: TrustProxy;
   /**
-   * The app runs behind Cloudflare (a Worker, or an origin only Cloudflare can reach): the client's address
-   * is `CF-Connecting-IP`, which Cloudflare sets. Anywhere else a client can send that header itself, so
-   * it is never read without this. @default false
+   * The app runs behind Cloudflare (an origin only Cloudflare can reach): the client's address is
+   * `CF-Connecting-IP`, which Cloudflare sets. Anywhere else a client can send that header itself, so it is
+   * never read without this, except in a Cloudflare Worker (`navigator.userAgent` is `'Cloudflare-Workers'`),
+   * which only Cloudflare's edge can reach. @default false (true in a Worker)
    */
   cloudflare?: boolean;
   /**

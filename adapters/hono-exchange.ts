@@ -6,6 +6,7 @@ import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import type { Decision, RequestInfo } from '../src/index.js';
 import { responseWritten, signalAborted, watchedBody } from './common.js';
 import type { HttpExchange } from './exchange.js';
+import { runtimePeer } from './fetch-exchange.js';
 import { clientAddress, onUnixSocket, type Trust, unixSocketClient } from './proxy-trust.js';
 import { SPOOFABLE_FIXES, type TrustSetting, type WiringCheck } from './wiring.js';
 
@@ -87,7 +88,13 @@ export class HonoRequestInfo implements RequestInfo {
     if (this.#ipRead) return this.#ip;
     this.#ipRead = true;
     const socket = nodeSocket(this.#c);
-    const peer = this.#getConnInfo ? this.#getConnInfo(this.#c).remote.address : socket?.remoteAddress;
+    // Without getConnInfo: the Node server's socket, else the runtime's own (Bun's server or Deno's info as
+    // the app's env, CF-Connecting-IP in a Worker).
+    const peer = this.#getConnInfo
+      ? this.#getConnInfo(this.#c).remote.address
+      : socket !== undefined
+        ? socket.remoteAddress
+        : runtimePeer(this.#c.req.raw, [this.#c.env], false);
     const trust = this.#trust;
     if (trust === undefined) this.#ip = peer;
     else if (peer !== undefined) this.#ip = clientAddress(peer, this.#c.req.header('x-forwarded-for'), trust);

@@ -31,8 +31,10 @@ export interface HonoRateLimitOptions extends RateLimitOptions<Context> {
   trustProxy?: TrustProxy;
   /**
    * The runtime's connection info (`getConnInfo` of `hono/bun`, `hono/deno`, `hono/cloudflare-workers`,
-   * `@hono/node-server/conninfo` ...), whose `remote.address` is the peer. @default the Node server's socket
-   * (`@hono/node-server` bindings), else none: `'ip'` rules then share one bucket per rule and warn once
+   * `@hono/node-server/conninfo` ...), whose `remote.address` is the peer. @default the runtime's own: the
+   * Node server's socket (`@hono/node-server`), Bun's `server.requestIP` and Deno's `info.remoteAddr` (the
+   * app's env when served as `export default app` or `Deno.serve(app.fetch)`), `CF-Connecting-IP` in a
+   * Cloudflare Worker; else none: `'ip'` rules then share one bucket per rule and warn once
    */
   getConnInfo?: GetConnInfo;
   /**

@@ -10,8 +10,8 @@ function newest(dir: string): number {
   return Math.max(0, ...files.map((file) => statSync(join(root, dir, file)).mtimeMs));
 }
 
-/** `npm pack` into `destination` (CI has just built: no second build); resolves the tarball's file name. */
-export function packProject(destination: string): string {
+/** Builds dist/ when it is missing or older than the sources (CI has just built: no second build). */
+export function ensureBuilt(): void {
   let builtMs = 0;
   try {
     builtMs = statSync(join(root, 'dist', 'index.d.ts')).mtimeMs;
@@ -21,6 +21,11 @@ export function packProject(destination: string): string {
   if (builtMs < Math.max(newest('src'), newest('adapters'), newest('lua'))) {
     execFileSync('npm', ['run', 'build', '--silent'], { cwd: root, stdio: 'ignore' });
   }
+}
+
+/** `npm pack` into `destination`, built first if needed; resolves the tarball's file name. */
+export function packProject(destination: string): string {
+  ensureBuilt();
   const out = execFileSync(
     'npm',
     ['pack', '--silent', '--ignore-scripts', '--pack-destination', destination],
