@@ -4,7 +4,7 @@
 // decision (INFO commandstats), Redis and Node CPU µs per decision (INFO cpu, process.cpuUsage).
 
 import type { Redis } from 'ioredis';
-import { RedisStore } from '../src/stores/redis-store.js';
+import { RedisStore } from '../src/stores/redis/redis-store.js';
 import type { StoreOp, StoreRule } from '../src/stores/store.js';
 import { startRedis } from '../test/support/redis.js';
 import { type Contender, closeRedis, type LimitSpec, openRedis, redisCpuSeconds } from './contender.js';

@@ -1,5 +1,5 @@
 -- Decides a batch of requests one after the other, each exactly as its own call in that order would:
--- every request is src/stores/memory-store.ts evaluateSync, step for step: phase 1 decides each op (a
+-- every request is src/stores/memory/memory-store.ts evaluateSync, step for step: phase 1 decides each op (a
 -- live lock first), phase 2 consumes all or none (check), always adds (record) or writes nothing
 -- (peek); an exceeded enforced lockout rule locks its key and lists the lock in its rule's lock index,
 -- in this same call. Requests are independent: one that denies or fails leaves the others as they
@@ -71,7 +71,7 @@ local intText, concat = record.intText, table.concat
 -- SET with both NX and GET: Redis 7.0 and later (algorithms.lua readOrCreate uses GET then SET before).
 local SET_NX_GET = algorithms.SET_NX_GET
 
--- The bits of a reply head (Flag in src/stores/redis-replies.ts: the same names and values).
+-- The bits of a reply head (Flag in src/stores/redis/replies.ts: the same names and values).
 local Flag = {
   ALLOWED = 1, LOCKED = 2, LOCKED_NOW = 4, RETRY_AFTER_FOLLOWS = 8, LOCKED_UNTIL_FOLLOWS = 16, OVERRIDDEN = 32,
   FRESH = 64, REMAINING_DERIVED = 128, RECEIPT_DERIVED = 256,

@@ -1,4 +1,4 @@
--- The Lua side of src/stores/redis-op-text.ts and redis-keys.ts: how ops and the time arrive in ARGV,
+-- The Lua side of src/stores/redis/op-text.ts and redis-keys.ts: how ops and the time arrive in ARGV,
 -- and the format of a lock's value and of a lock-index member. A module (require('protocol')), not a
 -- script: no KEYS, no reply of its own; readOps and readOp read the drivers' ARGV as laid out here.
 

@@ -1,4 +1,4 @@
--- Decides a batch of requests of one rule each (src/stores/postgres-batch.ts): the common request, one op of a
+-- Decides a batch of requests of one rule each (src/stores/postgres/batch.ts): the common request, one op of a
 -- fixed or calendar window, mode check, cost > 0 (a lockout acts only when its op is denied or its row holds a
 -- lock or a remembered level, each of which goes to check.sql here). Every op of the batch has the same rule and
 -- numbers (`nums`, check.sql's 13 per op) and its own key; the keys are distinct. One statement: no PL/pgSQL

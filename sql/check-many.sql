@@ -1,5 +1,5 @@
 -- Decides a batch of requests of one op each that check-batch.sql does not take (a sliding, sliding-log,
--- token-bucket or GCRA rule; src/stores/postgres-batch.ts): one check.sql call per request, in one statement,
+-- token-bucket or GCRA rule; src/stores/postgres/batch.ts): one check.sql call per request, in one statement,
 -- so that the requests waiting share its round trip, its commit and its protocol. Each call decides its own
 -- request, all or nothing, as alone.
 --

@@ -1,4 +1,4 @@
--- Decides one request: src/stores/memory-store.ts evaluateSync step for step, in one call. Phase 1 decides
+-- Decides one request: src/stores/memory/memory-store.ts evaluateSync step for step, in one call. Phase 1 decides
 -- every op (a live lock first), phase 2 consumes all or none (check), always adds (record) or writes
 -- nothing (peek); an exceeded enforced lockout rule locks its key in this same call.
 --

@@ -1,5 +1,5 @@
--- Calls on concurrency slots (src/stores/postgres-store.ts renew and holders; lua/renew.lua and
--- src/stores/redis-holders.ts on Redis), and whether a released slot was still held (refund.sql give_back).
+-- Calls on concurrency slots (src/stores/postgres/postgres-store.ts renew and holders; lua/renew.lua and
+-- src/stores/redis/holders.ts on Redis), and whether a released slot was still held (refund.sql give_back).
 -- now_arg: epoch ms, or NULL for the server's clock.
 
 -- Renews held slots: each an op (rules, keys, nums as check.sql's) and its receipt (the id of its first

@@ -1,4 +1,4 @@
--- Operator calls on one rule's keys (src/stores/postgres-store.ts): clear, reset, override, locked, and the
+-- Operator calls on one rule's keys (src/stores/postgres/postgres-store.ts): clear, reset, override, locked, and the
 -- bounded sweep of expired rows. now_arg: epoch ms, or NULL for the server's clock. Resets and overrides are
 -- announced on the store's channel (NOTIFY, sent when the transaction commits) with the payload the caller
 -- made, so every process's deny cache forgets the key.

@@ -1,4 +1,4 @@
--- Gives reservations back (an outcome that does not count): src/stores/memory-store.ts refund, in one call.
+-- Gives reservations back (an outcome that does not count): src/stores/memory/memory-store.ts refund, in one call.
 -- Rows are locked in the order check.sql locks them. Arguments as check.sql's (no mode), and receipts:
 -- per op, what its decision's result said. Never below empty; a row left holding nothing is deleted.
 -- frees: the announcements of the concurrency keys whose slots this releases, sent on the store's free

@@ -1,4 +1,4 @@
--- The PostgreSQL store's tables and types (src/stores/postgres-store.ts). Rendered by src/stores/postgres-sql.ts,
+-- The PostgreSQL store's tables and types (src/stores/postgres/postgres-store.ts). Rendered by src/stores/postgres/sql.ts,
 -- which replaces each name between at signs: the schema one by the schema option, every other one by the
 -- table prefix followed by that name, both as quoted identifiers (never inside a comment, where a name
 -- holding a line break would end it). Safe to run again: everything is created only where it is

@@ -54,12 +54,12 @@ export {
 } from './recipes/index.js';
 export type { RuleFacts } from './rules/facts.js';
 export { DIRECT_REQUEST } from './rules/limits.js';
-export type { MemoryStoreOptions } from './stores/memory-store.js';
-export { MemoryStore } from './stores/memory-store.js';
-export type { PostgresPool, PostgresStoreOptions } from './stores/postgres-store.js';
-export { PostgresStore } from './stores/postgres-store.js';
-export type { RedisStoreOptions } from './stores/redis-store.js';
-export { RedisStore } from './stores/redis-store.js';
+export type { MemoryStoreOptions } from './stores/memory/memory-store.js';
+export { MemoryStore } from './stores/memory/memory-store.js';
+export type { PostgresPool, PostgresStoreOptions } from './stores/postgres/postgres-store.js';
+export { PostgresStore } from './stores/postgres/postgres-store.js';
+export type { RedisStoreOptions } from './stores/redis/redis-store.js';
+export { RedisStore } from './stores/redis/redis-store.js';
 export type {
   EvalMode,
   EvalResult,

@@ -6,7 +6,7 @@ import { LIMITER_DEFAULTS } from '../defaults.js';
 import { describe } from '../errors.js';
 import { type CompiledRule, compileRules } from '../rules/compile.js';
 import { parseDuration } from '../rules/duration.js';
-import { MemoryStore } from '../stores/memory-store.js';
+import { MemoryStore } from '../stores/memory/memory-store.js';
 import { isSyncStore, type Store, type SyncStore } from '../stores/store.js';
 import type { Duration, Rule } from '../types.js';
 

@@ -5,7 +5,7 @@ import { windowSpecs } from '../../bench/soak/audit.js';
 import { giveBack, type Unit, windowExcess } from '../../bench/soak/windows.js';
 import type { Rule } from '../../src/index.js';
 import { compileRules } from '../../src/rules/compile.js';
-import { MemoryStore } from '../../src/stores/memory-store.js';
+import { MemoryStore } from '../../src/stores/memory/memory-store.js';
 import type { StoreOp } from '../../src/stores/store.js';
 
 const RULES: Rule[] = [

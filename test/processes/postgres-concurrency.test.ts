@@ -8,7 +8,7 @@ import { availableParallelism } from 'node:os';
 import { expect } from 'chai';
 import type pg from 'pg';
 import { createLimiter, PostgresStore } from '../../src/index.js';
-import { postgresNames } from '../../src/stores/postgres-sql.js';
+import { postgresNames } from '../../src/stores/postgres/sql.js';
 import { SLOT_RULE } from '../fixtures/acquire-rules.js';
 import { HOLD_RULE, KILL_RULE } from '../fixtures/concurrency-worker.js';
 import { runningTable, stampsSequence } from '../fixtures/postgres-concurrency-worker.js';

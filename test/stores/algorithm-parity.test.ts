@@ -4,7 +4,7 @@ import { readFileSync } from 'node:fs';
 import { expect } from 'chai';
 import fc from 'fast-check';
 import type { Redis } from 'ioredis';
-import { assembleScript } from '../../src/stores/redis-scripts.js';
+import { assembleScript } from '../../src/stores/redis/scripts.js';
 import type { WindowType } from '../../src/types.js';
 import { type RedisServer, startRedis } from '../support/redis.js';
 import { type Case, cases, counting, type Step, type StepOutcome, stepTs } from './parity-cases.js';

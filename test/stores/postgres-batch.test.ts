@@ -5,7 +5,7 @@ import { expect } from 'chai';
 import fc from 'fast-check';
 import type pg from 'pg';
 import { createLimiter, type Limiter, PostgresStore, type Rule } from '../../src/index.js';
-import { postgresNames, schemaSql, statementSql } from '../../src/stores/postgres-sql.js';
+import { postgresNames, schemaSql, statementSql } from '../../src/stores/postgres/sql.js';
 import { getPostgres } from '../support/postgres.js';
 import { PATIENT } from '../support/settle.js';
 
@@ -96,7 +96,7 @@ const caseArb: fc.Arbitrary<BatchCase> = fc.record({
   ),
 });
 
-/** check.sql's 13 numbers of the case's op (postgres-protocol.ts opArrays). */
+/** check.sql's 13 numbers of the case's op (postgres/protocol.ts opArrays). */
 function numsOf(c: BatchCase): number[] {
   const periodEnd = c.type === 2 ? NOW + c.periodEnd : 0;
   const next = c.type === 2 ? periodEnd + c.sizeMs : 0;

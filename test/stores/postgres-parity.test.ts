@@ -3,7 +3,7 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
 import type pg from 'pg';
-import { postgresNames, schemaSql } from '../../src/stores/postgres-sql.js';
+import { postgresNames, schemaSql } from '../../src/stores/postgres/sql.js';
 import type { WindowType } from '../../src/types.js';
 import { getPostgres } from '../support/postgres.js';
 import { type Case, cases, type Flat, type StepOutcome, stepTs } from './parity-cases.js';

@@ -11,7 +11,7 @@ import {
   PostgresStore,
   type Rule,
 } from '../../src/index.js';
-import { literal } from '../../src/stores/postgres-pool.js';
+import { literal } from '../../src/stores/postgres/pool.js';
 import { type PostgresServer, startPostgres } from '../support/postgres.js';
 import { PATIENT, until } from '../support/settle.js';
 import { identitySuite } from './conformance/identities.js';

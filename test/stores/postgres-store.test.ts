@@ -11,7 +11,7 @@ import {
   type Rule,
   type StoreRule,
 } from '../../src/index.js';
-import { postgresNames, SCHEMA_VERSION, schemaSql } from '../../src/stores/postgres-sql.js';
+import { postgresNames, SCHEMA_VERSION, schemaSql } from '../../src/stores/postgres/sql.js';
 import { getPostgres, type PostgresServer } from '../support/postgres.js';
 import { PATIENT, until } from '../support/settle.js';
 import { fakeClock } from './conformance/suite.js';

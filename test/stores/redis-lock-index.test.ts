@@ -6,11 +6,11 @@ import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
-import { allSlotTags, SLOTS, tagSlot } from '../../src/stores/redis-hash-tags.js';
-import { lockIndexKey, opKeys } from '../../src/stores/redis-keys.js';
-import { SERVER_TIME } from '../../src/stores/redis-op-text.js';
-import { Flag, LEVEL_UNIT } from '../../src/stores/redis-replies.js';
-import { RedisStore } from '../../src/stores/redis-store.js';
+import { allSlotTags, SLOTS, tagSlot } from '../../src/stores/redis/hash-tags.js';
+import { lockIndexKey, opKeys } from '../../src/stores/redis/keys.js';
+import { SERVER_TIME } from '../../src/stores/redis/op-text.js';
+import { RedisStore } from '../../src/stores/redis/redis-store.js';
+import { Flag, LEVEL_UNIT } from '../../src/stores/redis/replies.js';
 import { LOCK_RULE, lockingOps } from '../fixtures/lock-index-rule.js';
 import {
   type RedisCluster,

@@ -1,6 +1,6 @@
 // Connecting the command line to PostgreSQL: the URL checked first, the app's tables found, a failure explained by its cause.
-import type { PostgresPool } from '../../stores/postgres-pool.js';
-import type { PostgresNames } from '../../stores/postgres-sql.js';
+import type { PostgresPool } from '../../stores/postgres/pool.js';
+import type { PostgresNames } from '../../stores/postgres/sql.js';
 import { OperatorError, redactUrl } from './connect.js';
 
 /** How long the command line waits for PostgreSQL to accept the connection, and for any one answer. */
@@ -69,7 +69,7 @@ export async function connectPostgres(url: string, names: PostgresNames): Promis
 
 /** The store's version table read: present and at this release's version, or an `OperatorError`. */
 async function checkTables(pool: CliPool, names: PostgresNames, where: string): Promise<void> {
-  const { SCHEMA_VERSION } = await import('../../stores/postgres-sql.js');
+  const { SCHEMA_VERSION } = await import('../../stores/postgres/sql.js');
   let found: unknown;
   try {
     found = (await pool.query(`SELECT version FROM ${names.qualified('schema_version')}`)).rows[0]?.version;

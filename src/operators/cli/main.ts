@@ -93,7 +93,7 @@ function version(): string {
 
 /** `sql`: the PostgresStore's schema for the options given, printed; connects to nothing. */
 async function printSchema(args: CliArgs, io: CliIo): Promise<number> {
-  const { postgresNames, schemaSql } = await import('../../stores/postgres-sql.js');
+  const { postgresNames, schemaSql } = await import('../../stores/postgres/sql.js');
   try {
     io.stdout(schemaSql(postgresNames(args.schema, args.tablePrefix)));
     return 0;

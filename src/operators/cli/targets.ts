@@ -83,8 +83,8 @@ export async function openTargets(
     };
     if (ownStore && args.postgres !== undefined) {
       const [{ PostgresStore }, { postgresNames }] = await Promise.all([
-        import('../../stores/postgres-store.js'),
-        import('../../stores/postgres-sql.js'),
+        import('../../stores/postgres/postgres-store.js'),
+        import('../../stores/postgres/sql.js'),
       ]);
       const names = postgresNames(args.schema, args.tablePrefix);
       const connected = await connectPostgres(args.postgres, names);
@@ -93,7 +93,7 @@ export async function openTargets(
     } else {
       if (needs.redis || ownStore) redis = await connectRedis(args.redis);
       if (ownStore && redis !== undefined) {
-        const { RedisStore } = await import('../../stores/redis-store.js');
+        const { RedisStore } = await import('../../stores/redis/redis-store.js');
         await own(new RedisStore({ client: redis, prefix: args.prefix }));
       }
     }

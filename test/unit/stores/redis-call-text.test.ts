@@ -1,8 +1,8 @@
 // Text sent to the scripts: numbers printed as Lua reads them back, and the announcement of freed slots.
 import { expect } from 'chai';
 import { compileRules } from '../../../src/rules/compile.js';
-import { refundCall } from '../../../src/stores/redis-calls.js';
-import { luaNumber, SERVER_TIME } from '../../../src/stores/redis-op-text.js';
+import { refundCall } from '../../../src/stores/redis/calls.js';
+import { luaNumber, SERVER_TIME } from '../../../src/stores/redis/op-text.js';
 import type { StoreOp } from '../../../src/stores/store.js';
 
 describe('Redis call text', () => {

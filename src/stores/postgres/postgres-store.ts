@@ -1,0 +1,332 @@
+// The PostgreSQL store: limits shared by every process through PostgreSQL, each request decided by one function call.
+import { assertKnownFields } from '../../config/known-fields.js';
+import { mustBe, refuse } from '../../config/refuse.js';
+import { POSTGRES_STORE_DEFAULTS } from '../../defaults.js';
+import type { LockInfo } from '../../types.js';
+import type {
+  EvalMode,
+  EvalResult,
+  HeldSlot,
+  Refund,
+  Store,
+  StoreLiveness,
+  StoreOp,
+  StoreRule,
+} from '../store.js';
+import { batchable, CheckBatcher } from './batch.js';
+import { PostgresClock } from './clock.js';
+import { ResetSubscription } from './notify.js';
+import { isPool, PoolCalls, type PostgresPool } from './pool.js';
+import { announcement, keyBytes, opArrays, readResults } from './protocol.js';
+import { ensureSchema } from './schema.js';
+import { type PostgresNames, postgresNames, statementSql } from './sql.js';
+import { Sweeper } from './sweep.js';
+
+export type { PostgresPool } from './pool.js';
+
+export interface PostgresStoreOptions {
+  /**
+   * A pg (node-postgres 8) `Pool`, the app's own: each decision checks a connection out for one function
+   * call. The store never ends it. The store's LISTEN connection (resets heard from other processes) is
+   * one more connection, made with the pool's settings.
+   */
+  pool: PostgresPool;
+  /** The schema of the store's tables and functions, created on first use when missing. @default 'ratekeeper' */
+  schema?: string;
+  /** Starts the name of every table and function, so that several stores share a schema. @default 'rk_' */
+  tablePrefix?: string;
+  /** Replaces the database server's clock (epoch ms), for tests; sent with every call. @default the server's clock_timestamp() */
+  clock?: () => number;
+  /** How often the offset to the server's clock (for calendar periods) is read again. @default 60000 */
+  clockSyncIntervalMs?: number;
+  /** How often the background sweep deletes expired rows, one batch at a time. @default 1000 */
+  sweepIntervalMs?: number;
+  /** Rows the sweep looks at per step. @default 1000 */
+  sweepBatch?: number;
+  /**
+   * How many batched statements (requests of one rule, mode check, concurrency aside) may be out at
+   * once, at most the pool's `max`; requests beyond wait and share the next statement. @default 4
+   */
+  statementsInFlight?: number;
+}
+
+const FIELDS = [
+  'pool',
+  'schema',
+  'tablePrefix',
+  'clock',
+  'clockSyncIntervalMs',
+  'sweepIntervalMs',
+  'sweepBatch',
+  'statementsInFlight',
+] as const;
+
+/** The announcements of the concurrency keys some of `refunds` release slots of (each key once). */
+function frees(refunds: readonly Refund[]): string[] {
+  const out = new Set<string>();
+  for (const { op } of refunds)
+    if (op.rule.type === 'concurrency') out.add(announcement(op.rule.name, op.key, false));
+  return [...out];
+}
+
+/**
+ * Keeps limits in PostgreSQL so that every process and machine sharing the database shares them. Each
+ * request is one call of the store's `check` function (sql/check.sql), which decides all its rules
+ * together, all or nothing, on the database server's clock, locking the rows of its keys in one order.
+ * The tables and functions are created on first use when the role may (else apply `npx ratekeeper sql`).
+ * @example
+ * const store = new PostgresStore({ pool: new pg.Pool({ connectionString: process.env.DATABASE_URL }) });
+ * const limiter = createLimiter({ store, rules });
+ */
+export class PostgresStore implements Store {
+  readonly local = false;
+  /** Whether PostgreSQL is slow or gone: see the failure policy. */
+  readonly liveness: StoreLiveness;
+  readonly #calls: PoolCalls;
+  readonly #names: PostgresNames;
+  readonly #clock: PostgresClock;
+  readonly #sweeper: Sweeper;
+  readonly #subscription: ResetSubscription;
+  /** Releases of concurrency slots announced by any process: listened to once a call waits for a slot. */
+  #frees: ResetSubscription | undefined;
+  readonly #pool: PostgresPool;
+  readonly #checkText: string;
+  readonly #checkName: string;
+  readonly #batcher: CheckBatcher;
+  #ready: Promise<void> | undefined;
+
+  constructor(options: PostgresStoreOptions) {
+    if (!isPool(options?.pool)) {
+      refuse('ERR_OPTION', 'PostgresStore', mustBe('pool', 'a pg Pool (new pg.Pool(...))', options?.pool));
+    }
+    assertKnownFields(options, FIELDS, 'PostgresStore');
+    const defaults = POSTGRES_STORE_DEFAULTS;
+    this.#names = postgresNames(
+      options.schema ?? defaults.schema,
+      options.tablePrefix ?? defaults.tablePrefix,
+    );
+    if (options.clock !== undefined && typeof options.clock !== 'function') {
+      refuse('ERR_OPTION', 'PostgresStore', mustBe('clock', 'a function returning epoch ms', options.clock));
+    }
+    const positive = (
+      field: 'clockSyncIntervalMs' | 'sweepIntervalMs' | 'sweepBatch' | 'statementsInFlight',
+    ) => {
+      const value = options[field] ?? defaults[field];
+      // Timers take at most 2^31 - 1 ms (a longer one would fire at once); counts have the same bound.
+      if (!Number.isSafeInteger(value) || value < 1 || value > 2 ** 31 - 1) {
+        refuse('ERR_OPTION', 'PostgresStore', mustBe(field, 'an integer from 1 to 2147483647', value));
+      }
+      return value;
+    };
+    const calls = new PoolCalls(options.pool);
+    this.#calls = calls;
+    this.liveness = calls;
+    this.#clock = new PostgresClock(calls, options.clock, positive('clockSyncIntervalMs'));
+    this.#checkText = `SELECT ${this.#names.qualified('check')}($1, $2, $3, $4, $5)`;
+    this.#checkName = `${this.#names.channel}_check`;
+    this.#batcher = new CheckBatcher(
+      calls,
+      {
+        window: { text: statementSql(this.#names, 'check-batch'), name: `${this.#names.channel}_batch` },
+        many: { text: statementSql(this.#names, 'check-many'), name: `${this.#names.channel}_many` },
+      },
+      Math.min(positive('statementsInFlight'), options.pool.options.max ?? 10),
+      () => this.#clock.callTime(),
+    );
+    this.#sweeper = new Sweeper(calls, this.#names, {
+      intervalMs: positive('sweepIntervalMs'),
+      batch: positive('sweepBatch'),
+      time: () => this.#clock.callTime(),
+      ready: () => this.#whenReady(),
+    });
+    this.#subscription = new ResetSubscription(options.pool, this.#names.channel);
+    this.#pool = options.pool;
+  }
+
+  now(): number {
+    return this.#clock.now();
+  }
+
+  /**
+   * One call of the check function: every op of the request, all or nothing. A request of one rule in
+   * mode check is batched instead (postgres-batch.ts): one fixed or calendar rule by sql/check-batch.sql,
+   * sharing the statement with the others waiting for the same rule when the pool is busy; the other
+   * types but concurrency by sql/check-many.sql, one check call each in a statement they share.
+   */
+  async evaluate(ops: readonly StoreOp[], mode: EvalMode): Promise<EvalResult> {
+    if (ops.length === 0) return { nowMs: this.now(), results: [] };
+    await this.#whenReady();
+    const { rules, keys, nums } = opArrays(ops);
+    const batched = batchable(ops, mode);
+    if (batched !== undefined) return this.#batcher.decide(ops[0] as StoreOp, nums, batched);
+    const rows = await this.#calls.query({
+      name: this.#checkName,
+      text: this.#checkText,
+      values: [mode, this.#clock.callTime(), rules, keys, nums],
+      rowMode: 'array',
+    });
+    return readResults((rows[0] as unknown[] | undefined)?.[0], ops.length);
+  }
+
+  /**
+   * Gives reservations back and releases slots, in one call (sql/refund.sql give_back): per refund, whether
+   * what it gave back was still held (a released slot not lapsed or reset).
+   */
+  async refund(refunds: readonly Refund[]): Promise<boolean[]> {
+    if (refunds.length === 0) return [];
+    await this.#whenReady();
+    const { rules, keys, nums } = opArrays(refunds.map((refund) => refund.op));
+    const rows = await this.#call('give_back', [
+      rules,
+      keys,
+      nums,
+      refunds.map((refund) => refund.receipt),
+      frees(refunds),
+    ]);
+    const held = (rows[0] as { give_back?: unknown } | undefined)?.give_back;
+    if (!Array.isArray(held) || held.length !== refunds.length) {
+      throw new Error(
+        `ratekeeper: unexpected reply from PostgreSQL give_back: ${String(held).slice(0, 200)}`,
+      );
+    }
+    return held.map((h) => h === true);
+  }
+
+  /**
+   * Renews held concurrency slots until a lease from now (database clock), in one call (sql/holders.sql):
+   * per slot, whether every unit of it was still held.
+   */
+  async renew(slots: readonly Refund[]): Promise<boolean[]> {
+    if (slots.length === 0) return [];
+    await this.#whenReady();
+    const { rules, keys, nums } = opArrays(slots.map((slot) => slot.op));
+    const rows = await this.#call('renew', [rules, keys, nums, slots.map((slot) => slot.receipt)]);
+    const held = (rows[0] as { renew?: unknown } | undefined)?.renew;
+    if (!Array.isArray(held) || held.length !== slots.length) {
+      throw new Error(`ratekeeper: unexpected reply from PostgreSQL renew: ${String(held).slice(0, 200)}`);
+    }
+    return held.map((h) => h === true);
+  }
+
+  /** The live slots of a concurrency key, oldest first, at most `limit` (operators' `status`). */
+  async holders(rule: StoreRule, key: string, limit: number): Promise<HeldSlot[]> {
+    if (rule.type !== 'concurrency' || !(limit > 0)) return [];
+    await this.#whenReady();
+    const rows = await this.#calls.query({
+      text: `SELECT * FROM ${this.#names.qualified('holders')}($1, $2, $3, $4)`,
+      values: [this.#clock.callTime(), rule.name, keyBytes(key), Math.min(Math.floor(limit), 2 ** 31 - 1)],
+    });
+    return rows.map((row) => {
+      const { slot, until_ms } = row as { slot: string; until_ms: string };
+      return { slot: Number(slot), untilMs: Number(until_ms) };
+    });
+  }
+
+  async clear(rule: StoreRule, key: string): Promise<void> {
+    await this.#whenReady();
+    await this.#call('clear', [rule.name, keyBytes(key)]);
+  }
+
+  /** Clears count, lock and level, and tells every process sharing the schema and prefix (NOTIFY). */
+  async reset(rule: StoreRule, key: string): Promise<boolean> {
+    await this.#whenReady();
+    const rows = await this.#call('reset', [rule.name, keyBytes(key), announcement(rule.name, key, false)]);
+    return (rows[0] as { reset?: unknown } | undefined)?.reset === true;
+  }
+
+  /** Sets (or, `limit` null, clears) the limit of one key of one rule, for every process from its next decision. */
+  async override(rule: StoreRule, key: string, limit: number | null, forMs?: number): Promise<void> {
+    await this.#whenReady();
+    await this.#call('override', [
+      rule.name,
+      keyBytes(key),
+      limit,
+      forMs ?? null,
+      announcement(rule.name, key, true),
+    ]);
+  }
+
+  async locked(rule: StoreRule, limit: number): Promise<LockInfo[]> {
+    await this.#whenReady();
+    const rows = await this.#calls.query({
+      text: `SELECT * FROM ${this.#names.qualified('locked')}($1, $2, $3)`,
+      values: [this.#clock.callTime(), rule.name, Math.min(limit, 2 ** 31 - 1)],
+    });
+    return rows.map((row) => {
+      const { key, until_ms, level, now_ms } = row as {
+        key: Buffer;
+        until_ms: string;
+        level: number;
+        now_ms: string;
+      };
+      const lockedUntil = Number(until_ms);
+      return {
+        rule: rule.name,
+        key: key.toString('utf8'),
+        remainingMs: lockedUntil - Number(now_ms),
+        lockedUntil,
+        level,
+      };
+    });
+  }
+
+  /**
+   * Calls `listener` when any process resets a key or changes its override (LISTEN on a connection of
+   * the store's own); `('', '')` after that connection was lost: resets may have been missed.
+   */
+  onReset(listener: (rule: string, key: string) => void): void {
+    this.#subscription.listen(listener);
+  }
+
+  /**
+   * Calls `listener` when any process frees slots of a concurrency key: a release (announced by the
+   * refund call with NOTIFY on a channel of its own, LISTENed to on one more connection from the first
+   * call on) or a reset or override change (the reset channel); `('', '')` after a listening connection
+   * was lost. Resolves once both channels are listened to.
+   */
+  onFree(listener: (rule: string, key: string) => void): Promise<void> {
+    this.#subscription.listen(listener);
+    this.#frees ??= new ResetSubscription(this.#pool, this.#names.freeChannel);
+    this.#frees.listen(listener);
+    return Promise.all([this.#subscription.live(), this.#frees.live()]).then(() => undefined);
+  }
+
+  /** One round trip: resolves when PostgreSQL answers, rejects with the cause when it does not. */
+  async ping(): Promise<void> {
+    await this.#calls.query({ text: 'SELECT 1' });
+  }
+
+  /** One step of the background sweep, at once: resolves with the number of rows deleted. */
+  sweep(): Promise<number> {
+    return this.#sweeper.sweep();
+  }
+
+  /** Stops the clock sync, the sweep and the LISTEN connection; the pool stays open (it is the caller's). */
+  async close(): Promise<void> {
+    this.#clock.stop();
+    this.#sweeper.stop();
+    this.#subscription.close();
+    this.#frees?.close();
+  }
+
+  /** A call of one of the store's functions with the time first; its rows. */
+  #call(fn: string, args: unknown[]): Promise<unknown[]> {
+    const params = args.map((_, i) => `$${i + 2}`).join(', ');
+    return this.#calls.query({
+      text: `SELECT ${this.#names.qualified(fn)}($1, ${params}) AS ${fn}`,
+      values: [this.#clock.callTime(), ...args],
+    });
+  }
+
+  /** The schema installed (or found at this version) and the clock read, once; tried again after a failure. */
+  #whenReady(): Promise<void> {
+    this.#ready ??= (async () => {
+      await ensureSchema(this.#calls, this.#names);
+      await this.#clock.sync();
+    })().catch((error: unknown) => {
+      this.#ready = undefined;
+      throw error;
+    });
+    return this.#ready;
+  }
+}

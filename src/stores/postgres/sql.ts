@@ -1,0 +1,155 @@
+// The PostgreSQL store's SQL: the sql/ files rendered for one schema and table prefix, every name a quoted identifier.
+import { createHash } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { refuse } from '../../config/refuse.js';
+import { describe } from '../../errors.js';
+
+/**
+ * The version of the tables and functions the sql/ files make; a later release migrates from it (a store
+ * finding an older one runs the whole script again: it creates what is missing and replaces the functions).
+ * 2: the concurrency window (sql/concurrency.sql, renew and holders in sql/holders.sql), reset keeping a
+ * concurrency key's last slot id, GCRA's TAT ceiling. 3: refunds answer whether each released slot was
+ * still held (give_back in sql/refund.sql; refund stays for processes of version 2).
+ */
+export const SCHEMA_VERSION = 3;
+
+/** The sql/ files in the order they are run: tables and types, the algorithms, then what calls them. */
+const FILES = [
+  'schema',
+  'fixed',
+  'calendar',
+  'sliding-log',
+  'sliding',
+  'token-bucket',
+  'gcra',
+  'concurrency',
+  'algorithms',
+  'check',
+  'refund',
+  'keys',
+  'holders',
+];
+
+/** PostgreSQL cuts identifiers at 63 bytes: the prefix leaves room for the longest name it starts. */
+const MAX_IDENTIFIER_BYTES = 63;
+const LONGEST_NAME = 'token_bucket_expires_at';
+export const MAX_PREFIX_BYTES = MAX_IDENTIFIER_BYTES - LONGEST_NAME.length;
+
+/** The schema and table prefix a store works in, and the names derived from them. */
+export interface PostgresNames {
+  readonly schema: string;
+  readonly prefix: string;
+  /** `"schema"."prefix<name>"`: a table or function, quoted. */
+  qualified(name: string): string;
+  /** The channel resets and overrides are announced on (a name of hex digits, safe to LISTEN to unquoted). */
+  readonly channel: string;
+  /** The channel releases of concurrency slots are announced on: listened to only while a call waits. */
+  readonly freeChannel: string;
+  /** The key of the advisory lock the installation takes, so that processes install one at a time. */
+  readonly installLock: string;
+}
+
+/** A quoted identifier: any text but NUL is safe inside double quotes, its own quotes doubled. */
+export function quoteIdent(name: string): string {
+  return `"${name.replaceAll('"', '""')}"`;
+}
+
+/**
+ * Checks the schema and prefix options (refusing what PostgreSQL would cut or reject) and derives the
+ * names. Any other text is allowed: every name is quoted, so an option cannot be read as SQL.
+ */
+export function postgresNames(schema: unknown, prefix: unknown): PostgresNames {
+  if (typeof schema !== 'string' || schema === '' || schema.includes('\0')) {
+    refuse(
+      'ERR_OPTION',
+      'PostgresStore',
+      `schema must be a non-empty string without NUL, got ${describe(schema)}`,
+    );
+  }
+  if (Buffer.byteLength(schema) > MAX_IDENTIFIER_BYTES) {
+    refuse('ERR_OPTION', 'PostgresStore', `schema must be at most 63 bytes long, got ${describe(schema)}`);
+  }
+  if (typeof prefix !== 'string' || prefix.includes('\0') || Buffer.byteLength(prefix) > MAX_PREFIX_BYTES) {
+    refuse(
+      'ERR_OPTION',
+      'PostgresStore',
+      `tablePrefix must be a string of at most ${MAX_PREFIX_BYTES} bytes without NUL, got ${describe(prefix)}`,
+    );
+  }
+  const digest = createHash('sha256').update(`${schema}\0${prefix}`).digest();
+  return {
+    schema,
+    prefix,
+    qualified: (name) => `${quoteIdent(schema)}.${quoteIdent(prefix + name)}`,
+    channel: `ratekeeper_${digest.subarray(0, 12).toString('hex')}`,
+    freeChannel: `ratekeeper_${digest.subarray(0, 12).toString('hex')}_free`,
+    installLock: digest.readBigInt64BE(12).toString(),
+  };
+}
+
+/**
+ * The sql/ folder: walks up from this module's own folder, which is src/stores/ when run from source
+ * and dist/ in the built package.
+ */
+function findSqlDir(from: string = dirname(fileURLToPath(import.meta.url))): string {
+  for (let dir = from; ; dir = dirname(dir)) {
+    if (existsSync(join(dir, 'sql', 'check.sql'))) return join(dir, 'sql');
+    if (dirname(dir) === dir) throw new Error(`ratekeeper: cannot find sql/check.sql above ${from}`);
+  }
+}
+
+let sources: string[] | undefined;
+
+/** The text of sql/<file>.sql (read once). */
+const fileTexts = new Map<string, string>();
+function sqlFile(file: string): string {
+  let text = fileTexts.get(file);
+  if (text === undefined) {
+    text = readFileSync(join(findSqlDir(), `${file}.sql`), 'utf8');
+    fileTexts.set(file, text);
+  }
+  return text;
+}
+
+/** SQL text with each name between at signs replaced for these names (schemaSql's rendering); `tag` for $$. */
+function render(names: PostgresNames, text: string, tag = '$$'): string {
+  return text.replaceAll('$$', tag).replace(/@([a-z_]+)@/g, (_, name: string) => {
+    if (name === 'schema') return quoteIdent(names.schema);
+    if (name === 'channel') return `'${names.channel}'`;
+    if (name === 'free_channel') return `'${names.freeChannel}'`;
+    return quoteIdent(names.prefix + name);
+  });
+}
+
+/**
+ * The whole schema for these names, as one script of statements: what a store runs on first use, and
+ * what `npx ratekeeper sql` prints for teams that run their migrations themselves. Running it again is
+ * harmless. Function bodies are dollar-quoted with a tag found in no name, so a name cannot end one.
+ */
+export function schemaSql(names: PostgresNames): string {
+  sources ??= FILES.map(sqlFile);
+  let tag = '$rk$';
+  for (let i = 0; names.schema.includes(tag) || names.prefix.includes(tag); i++) tag = `$rk${i}$`;
+  const body = sources.map((text) => render(names, text, tag)).join('\n');
+  const version = render(
+    names,
+    `INSERT INTO @schema@.@schema_version@ (one, version) VALUES (true, ${SCHEMA_VERSION})\n` +
+      `  ON CONFLICT (one) DO UPDATE SET version = EXCLUDED.version;\n`,
+    tag,
+  );
+  return `${body}\n-- Written last: the version this schema is at.\n${version}`;
+}
+
+/**
+ * A statement the store sends (not part of the schema): sql/<file>.sql rendered for these names, its
+ * comment lines dropped. It holds no dollar quotes, so a name cannot end one.
+ */
+export function statementSql(names: PostgresNames, file: string): string {
+  const text = sqlFile(file)
+    .split('\n')
+    .filter((line) => !line.startsWith('--'))
+    .join('\n');
+  return render(names, text);
+}

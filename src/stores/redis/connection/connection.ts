@@ -1,0 +1,46 @@
+// The one door through which the Redis store talks to Redis: a small interface, implemented once per client
+// library (redis-connection-ioredis.ts, redis-connection-node-redis.ts; redis-client.ts picks one).
+import type { StoreLiveness } from '../../store.js';
+
+/** A subscription made by `RedisConnection.subscribe`. */
+export interface RedisSubscription {
+  /** Unsubscribes and closes the connection it used. */
+  close(): void;
+}
+
+/** Sends commands to one node (a Cluster master picked by `eachMaster`). */
+export interface RedisNode {
+  send(command: string, args: readonly string[]): Promise<unknown>;
+}
+
+/**
+ * Every command the Redis store sends goes through this interface, so that supporting another client
+ * library means implementing it once. Replies are decoded as RESP2 clients do: integers as numbers,
+ * bulk and simple strings as strings, arrays as arrays, nil as null; an error reply rejects with an
+ * Error whose message is Redis's own (`NOSCRIPT ...`, `OOM ...`). A command that fails because the
+ * client has no connection rejects with the cause of the last connection fault (`ECONNREFUSED`,
+ * `WRONGPASS` ...) as its message and `code` (see `ConnectionFaults`).
+ */
+export interface RedisConnection {
+  /** True for a Redis Cluster: the keys of one command must share a slot, and they pick the node. */
+  readonly cluster: boolean;
+  /** The client's first connection and how long its calls have waited unanswered (see `ClientLiveness`). */
+  readonly liveness: StoreLiveness;
+  /**
+   * Sends one command. `routingKey`, one of the command's keys, picks the node on a Cluster; without
+   * one the client chooses (commands without keys).
+   */
+  send(command: string, args: readonly string[], routingKey?: string): Promise<unknown>;
+  /** Runs `action` on every master node (the one server, off a Cluster), all at once. */
+  eachMaster<T>(action: (node: RedisNode) => Promise<T>): Promise<T[]>;
+  /**
+   * Subscribes to `channel` on a connection of its own, kept subscribed across reconnections.
+   * `onMessage` gets each message; `onResubscribed` is called each time the subscription is made again
+   * after a reconnection (messages published meanwhile were missed).
+   */
+  subscribe(
+    channel: string,
+    onMessage: (message: string) => void,
+    onResubscribed: () => void,
+  ): RedisSubscription;
+}

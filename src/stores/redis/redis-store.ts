@@ -1,0 +1,310 @@
+// The Redis store: limits shared by every process through Redis (standalone, Sentinel or Cluster), decided in Lua.
+
+import { assertKnownFields, fieldsOf } from '../../config/known-fields.js';
+import { mustBe, refuse } from '../../config/refuse.js';
+import { REDIS_STORE_DEFAULTS } from '../../defaults.js';
+import type { LockInfo } from '../../types.js';
+import type {
+  EvalMode,
+  EvalResult,
+  HeldSlot,
+  Refund,
+  Settler,
+  Store,
+  StoreLiveness,
+  StoreOp,
+  StoreRule,
+} from '../store.js';
+import { Batcher } from './batches.js';
+import { connectionOf, type RedisClient } from './client.js';
+import { RedisClock } from './clock.js';
+import { SlotGroups } from './cluster-groups.js';
+import type { RedisConnection } from './connection/connection.js';
+import { Frees } from './frees.js';
+import { readHolders } from './holders.js';
+import { isGrouped, type KeySpace, opKeys } from './keys.js';
+import { readLocks } from './lock-index.js';
+import type { ScriptTime } from './op-text.js';
+import { Overrides } from './overrides.js';
+import { Resets } from './resets.js';
+import { loadScripts } from './scripts.js';
+
+export interface RedisStoreOptions {
+  /**
+   * The Redis client, whose kind the store finds by itself: an ioredis (5, 6) or iovalkey `Redis`
+   * (standalone, or Sentinel through its `sentinels` option) or `Cluster`; or a node-redis (`redis` 5, 6)
+   * client from `createClient`, `createCluster` or `createSentinel`, connected (`await client.connect()`).
+   * The store never opens or closes it. Fail-fast settings (ioredis `enableOfflineQueue: false`,
+   * node-redis `disableOfflineQueue: true`) let the limiter's `onStoreError` policy act at once during
+   * an outage, and a fault then names its cause (ECONNREFUSED, ENOTFOUND, WRONGPASS).
+   */
+  client: RedisClient;
+  /** Prefix of every key and of the reset channel; must not contain `{` or `}`. @default 'rk' */
+  prefix?: string;
+  /** Replaces the Redis server's clock (epoch ms), for tests; sent to every script. @default the server's TIME */
+  clock?: () => number;
+  /** How often the offset to the server's clock (for calendar periods) is read again. @default 60000 */
+  clockSyncIntervalMs?: number;
+}
+
+/**
+ * Keeps limits in Redis so that every process and machine shares them. Requests whose keys share a
+ * slot are decided by lua/check.lua (all their rules, all-or-nothing); those made in the same turn of
+ * the event loop go out together as one script call that decides them in turn, each as if it were
+ * alone. The Redis server's clock is the time unless `clock` is given.
+ * @example
+ * const store = new RedisStore({ client: new Redis(process.env.REDIS_URL) });
+ * const limiter = createLimiter({ store, rules });
+ */
+const REDIS_STORE_FIELDS = fieldsOf<RedisStoreOptions>({
+  client: true,
+  prefix: true,
+  clock: true,
+  clockSyncIntervalMs: true,
+});
+
+/** Refunds sent together: at most this many per call (as decisions, 32 per call). */
+const MAX_REFUNDS_PER_CALL = 32;
+
+interface PendingRefunds {
+  readonly refunds: Refund[];
+  readonly time: ScriptTime;
+  /** Each caller's settler, and in `sizes` the number of its refunds: its share of the answer, in order. */
+  readonly waiters: Array<Settler<boolean[]>>;
+  readonly sizes: number[];
+}
+
+export class RedisStore implements Store {
+  readonly local = false;
+  /** The client's first connection and how long its calls have waited unanswered: see the failure policy. */
+  readonly liveness: StoreLiveness;
+  readonly #connection: RedisConnection;
+  readonly #space: KeySpace;
+  readonly #clock: RedisClock;
+  readonly #batcher: Batcher;
+  readonly #groups: SlotGroups;
+  readonly #resets: Resets;
+  readonly #overrides: Overrides;
+  /** Refunds asked for in this turn of the event loop, sent together (see refund). */
+  #refunds: PendingRefunds | undefined;
+  readonly #frees: Frees;
+
+  constructor(options: RedisStoreOptions) {
+    const connection = connectionOf(options?.client);
+    assertKnownFields(options, REDIS_STORE_FIELDS, 'RedisStore');
+    const prefix = options.prefix ?? REDIS_STORE_DEFAULTS.prefix;
+    if (typeof prefix !== 'string' || prefix === '' || /[{}]/.test(prefix))
+      refuse('ERR_OPTION', 'RedisStore', mustBe('prefix', "a non-empty string without '{' or '}'", prefix));
+    const scripts = loadScripts();
+    this.#connection = connection;
+    this.liveness = connection.liveness;
+    const space = { prefix, cluster: connection.cluster };
+    this.#resets = new Resets(connection, scripts.reset, space);
+    this.#frees = new Frees(connection, prefix);
+    this.#overrides = new Overrides(connection, scripts.override, space, this.#resets);
+    // The scripts' keys: the override keys of the rules that have had an override.
+    this.#space = { ...space, overrides: this.#overrides };
+    this.#clock = new RedisClock(
+      connection,
+      options.clock,
+      options.clockSyncIntervalMs ?? REDIS_STORE_DEFAULTS.clockSyncIntervalMs,
+    );
+    this.#batcher = new Batcher(connection, scripts.check, scripts.checkCrossSlot, this.#space);
+    this.#groups = new SlotGroups(connection, this.#batcher, scripts, this.#space);
+  }
+
+  now(): number {
+    return this.#clock.now();
+  }
+
+  /**
+   * One script call when every op's keys share a slot (always on a standalone server), shared with
+   * the other requests made in the same turn of the event loop. On a Cluster, a request over several
+   * slots is decided group by group (SlotGroups): all-or-nothing overall.
+   */
+  evaluate(ops: readonly StoreOp[], mode: EvalMode): Promise<EvalResult> {
+    return new Promise((resolve, reject) => this.evaluateInto(ops, mode, { resolve, reject }));
+  }
+
+  /** `evaluate`, settling `into` (the failure policy's deadline call): one promise per decision, not two. */
+  evaluateInto(ops: readonly StoreOp[], mode: EvalMode, into: Settler<EvalResult>): void {
+    try {
+      // Refunds asked for before this decision go first: a slot released, then taken again.
+      if (this.#refunds !== undefined) this.#sendRefunds();
+      if (ops.length === 0) {
+        into.resolve({ nowMs: this.now(), results: [] });
+        return;
+      }
+      // An injected clock is read once, so every group of a Cluster request decides at the same time.
+      const time = this.#clock.scriptTime();
+      const slot = this.#groups.slotOf(ops);
+      if (slot !== undefined) this.#batcher.enqueue(slot, ops, mode, time, into);
+      else
+        this.#groups.evaluate(ops, mode, time).then(
+          (result) => into.resolve(result),
+          (error: unknown) => into.reject(error),
+        );
+    } catch (error) {
+      // A fault is a rejection, never a throw, as from an async method.
+      into.reject(error);
+    }
+  }
+
+  /**
+   * Refunds (releases of concurrency slots among them) asked for in the same turn of the event loop go
+   * in one call, at most MAX_REFUNDS_PER_CALL each (one per slot group on a Cluster), sent when the turn
+   * ends or when a decision or another command is asked for after them, so commands still reach Redis
+   * in the order they were asked for. No figures are read back: per refund, whether it was still held
+   * (a release of slots that lapsed, or were reset, is false).
+   */
+  refund(refunds: readonly Refund[]): Promise<boolean[]> {
+    return new Promise((resolve, reject) => this.refundInto(refunds, { resolve, reject }));
+  }
+
+  /** `refund`, settling `into` (a release under the failure policy's deadlines): no promise of its own. */
+  refundInto(refunds: readonly Refund[], into: Settler<boolean[]>): void {
+    if (refunds.length === 0) {
+      into.resolve([]);
+      return;
+    }
+    try {
+      // Decisions asked for before go first; refunds waiting already stay, to go with this one.
+      this.#batcher.flush();
+      const time = this.#clock.scriptTime();
+      let pending = this.#refunds;
+      if (pending !== undefined && pending.time !== time) {
+        this.#sendRefunds();
+        pending = undefined;
+      }
+      if (pending === undefined) {
+        const created: PendingRefunds = { refunds: [], time, waiters: [], sizes: [] };
+        pending = created;
+        this.#refunds = created;
+        setImmediate(() => {
+          if (this.#refunds === created) this.#sendRefunds();
+        });
+      }
+      for (let i = 0; i < refunds.length; i++) pending.refunds.push(refunds[i] as Refund);
+      pending.waiters.push(into);
+      pending.sizes.push(refunds.length);
+      if (pending.refunds.length >= MAX_REFUNDS_PER_CALL) this.#sendRefunds();
+    } catch (error) {
+      into.reject(error);
+    }
+  }
+
+  /** Sends the refunds waiting for the end of the turn. */
+  #sendRefunds(): void {
+    const pending = this.#refunds;
+    if (pending === undefined) return;
+    this.#refunds = undefined;
+    this.#groups.refund(pending.refunds, pending.time).then(
+      (held) => {
+        const { waiters, sizes } = pending;
+        // A call of one caller (a release per request) is its whole answer.
+        if (waiters.length === 1) (waiters[0] as Settler<boolean[]>).resolve(held);
+        else
+          for (let w = 0, at = 0; w < waiters.length; w++) {
+            const size = sizes[w] as number;
+            (waiters[w] as Settler<boolean[]>).resolve(held.slice(at, at + size));
+            at += size;
+          }
+      },
+      (error: unknown) => {
+        for (const w of pending.waiters) w.reject(error);
+      },
+    );
+  }
+
+  /** Sends what is waiting (refunds, or open batches of decisions) ahead of another command. */
+  #flush(): void {
+    if (this.#refunds !== undefined) this.#sendRefunds();
+    this.#batcher.flush();
+  }
+
+  async renew(slots: readonly Refund[]): Promise<boolean[]> {
+    if (slots.length === 0) return [];
+    this.#flush();
+    return this.#groups.renew(slots, this.#clock.scriptTime());
+  }
+
+  async holders(rule: StoreRule, key: string, limit: number): Promise<HeldSlot[]> {
+    if (rule.type !== 'concurrency') return [];
+    this.#flush();
+    return readHolders(this.#connection, opKeys(this.#space.prefix, rule.name, key).count, limit, this.now());
+  }
+
+  async clear(rule: StoreRule, key: string): Promise<void> {
+    this.#flush();
+    // A grouped rule's state is one of its identity's record: the others stay.
+    if (isGrouped(rule)) return this.#resets.clear(rule, key, this.#clock.scriptTime());
+    const count = opKeys(this.#space.prefix, rule.name, key).count;
+    await this.#connection.send('DEL', [count], count);
+  }
+
+  reset(rule: StoreRule, key: string): Promise<boolean> {
+    this.#flush();
+    return this.#resets.reset(rule, key, this.#clock.scriptTime());
+  }
+
+  /**
+   * Sets (or, `limit` null, clears) the limit of one key of one rule, for `forMs` (store clock) or until
+   * cleared, in every process sharing the prefix from its next decision; their deny caches forget the
+   * key. Decisions read it in their own script call; rules that never had one do not read it at all.
+   */
+  async override(rule: StoreRule, key: string, limit: number | null, forMs?: number): Promise<void> {
+    this.#flush();
+    await this.#overrides.set(rule.name, key, limit, forMs, this.#clock.scriptTime());
+  }
+
+  locked(rule: StoreRule, limit: number): Promise<LockInfo[]> {
+    this.#flush();
+    return readLocks(this.#connection, this.#space, rule.name, limit, this.now());
+  }
+
+  /**
+   * Subscribes (once, lazily, on a connection of its own) to resets announced by any process. After a
+   * reconnection `listener('', '')` is called: resets announced while the subscriber was away were
+   * missed, so local caches should forget everything.
+   */
+  onReset(listener: (rule: string, key: string) => void): void {
+    this.#resets.listen(listener);
+  }
+
+  /**
+   * Subscribes (once, lazily, on a connection of its own) to the slots freed by any process: releases
+   * (announced on a channel of their own) and resets or override changes (the reset channel). Resolves
+   * once the subscription is live.
+   */
+  onFree(listener: (rule: string, key: string) => void): Promise<void> {
+    this.#resets.listen(listener);
+    return Promise.all([this.#resets.heard(), this.#frees.listen(listener)]).then(() => undefined);
+  }
+
+  /** One round trip (PING): resolves when Redis answers, rejects with the cause when it does not (`limiter.health()`). */
+  async ping(): Promise<void> {
+    await this.#connection.send('PING', []);
+  }
+
+  /**
+   * Sends the releases and refunds still waiting for the end of the turn and waits for them (a caller that
+   * disconnects its client next would lose them), then stops the clock sync and the subscribers; the
+   * client passed in stays open (it is the caller's).
+   */
+  async close(): Promise<void> {
+    const pending = this.#refunds;
+    if (pending !== undefined) {
+      const sent = new Promise<void>((settle) => {
+        pending.waiters.push({ resolve: () => settle(), reject: settle });
+        pending.sizes.push(0);
+      });
+      this.#sendRefunds();
+      await sent;
+    }
+    this.#clock.stop();
+    this.#overrides.close();
+    this.#resets.close();
+    this.#frees.close();
+    this.#batcher.close();
+  }
+}

@@ -1,0 +1,95 @@
+// Resets: lua/reset.lua clears a key, and every process sharing the prefix hears of it (deny caches forget it).
+
+import type { StoreRule } from '../store-ops.js';
+import { resetCall } from './calls.js';
+import { RedisChannel } from './channel.js';
+import type { RedisConnection } from './connection/connection.js';
+import { type KeySpace, resetChannel } from './keys.js';
+import type { ScriptTime } from './op-text.js';
+import { integers } from './replies.js';
+import { type RedisScript, runScriptThen } from './scripts.js';
+
+/**
+ * Called with the rule and key reset, or whose override changed (`override` true); `('', '')`:
+ * announcements may have been missed, forget everything.
+ */
+export type ResetListener = (rule: string, key: string, override: boolean) => void;
+
+export class Resets {
+  readonly #connection: RedisConnection;
+  readonly #script: RedisScript;
+  readonly #space: KeySpace;
+  readonly #channel: RedisChannel;
+  readonly #listeners = new Set<ResetListener>();
+
+  constructor(connection: RedisConnection, script: RedisScript, space: KeySpace) {
+    this.#connection = connection;
+    this.#script = script;
+    this.#space = space;
+    this.#channel = new RedisChannel(
+      connection,
+      resetChannel(space.prefix),
+      (message) => {
+        if (typeof message[0] !== 'string' || typeof message[1] !== 'string') return;
+        const override = message[2] === 'o';
+        for (const notify of this.#listeners) notify(message[0], message[1], override);
+      },
+      () => {
+        for (const notify of this.#listeners) notify('', '', false);
+      },
+    );
+  }
+
+  /**
+   * Clears count, lock and level (and the lock's lock-index entry, in the same call), then announces
+   * the reset. Resolves true when the key was locked.
+   */
+  async reset(rule: StoreRule, key: string, time: ScriptTime): Promise<boolean> {
+    const { keys, args } = resetCall(this.#space, rule, key, time);
+    // Announced in the same write as the reset, so that Redis runs it right after. Redis then writes
+    // the news to the subscribers before its replies to this process (a reply for it was pending
+    // first), so another process on the same server hears of the reset before this one's resolves.
+    const announce = () => this.#channel.publish([rule.name, key]);
+    const reply = await runScriptThen(this.#connection, this.#script, keys, args, announce);
+    const [wasLocked] = integers(reply, 2, 'reset');
+    return wasLocked === 1;
+  }
+
+  /**
+   * Clears the count of a grouped rule for one identity (store.clear): its state in the identity's
+   * record, which one script call takes out; lock and level stay, nobody is told (as a count key's DEL).
+   */
+  async clear(rule: StoreRule, key: string, time: ScriptTime): Promise<void> {
+    const { keys, args } = resetCall(this.#space, rule, key, time, true);
+    await runScriptThen(this.#connection, this.#script, keys, args, undefined);
+  }
+
+  /** Tells every process that the override of `key` for `rule` changed (its deny cache forgets the key). */
+  announceOverride(rule: string, key: string): Promise<unknown> {
+    return this.#channel.publish([rule, key, 'o']);
+  }
+
+  /**
+   * Resolves once this process's subscription (made now if need be) hears back a hello it publishes
+   * (again every 100 ms until then): from then on it misses no announcement, until a reconnection,
+   * which listeners hear as `('', '')`.
+   */
+  heard(): Promise<void> {
+    return this.#channel.live();
+  }
+
+  /**
+   * Subscribes (once, lazily, on a connection of its own) to resets announced by any process. After a
+   * reconnection `listener('', '')` is called: resets announced while the subscriber was away were
+   * missed, so local caches should forget everything.
+   */
+  listen(listener: ResetListener): void {
+    this.#listeners.add(listener);
+    this.#channel.open();
+  }
+
+  close(): void {
+    this.#listeners.clear();
+    this.#channel.close();
+  }
+}
