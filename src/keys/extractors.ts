@@ -11,7 +11,7 @@ import {
   memoized,
   type Normalizer,
   OVERSIZED,
-  Sentinel,
+  ReservedKey,
   UNPARSED_BODY,
   UNPARSED_BODY_KEY,
   UNRESOLVED_IP,
@@ -34,7 +34,7 @@ export type Extractor = (req: RequestInfo) => string | undefined;
 
 /**
  * Returns what a key form reads from a request: the user's text (normalized; a composite's or a template's
- * parts joined, escaped), a `Sentinel`, or undefined when the rule does not apply to it.
+ * parts joined, escaped), a `ReservedKey`, or undefined when the rule does not apply to it.
  */
 export type Reader = (req: RequestInfo) => Material | undefined;
 
@@ -57,7 +57,7 @@ export function createExtractor(spec: KeySpec, options: KeyOptions): Extractor {
     const address = ipExtractor(options);
     return (req) => {
       const key = address(req);
-      return typeof key === 'string' ? key : (key as Sentinel).identity;
+      return typeof key === 'string' ? key : (key as ReservedKey).identity;
     };
   }
   const read = createReader(spec, options);
@@ -96,7 +96,7 @@ function composite(spec: ReadonlyArray<string | KeyExtractor>, options: KeyOptio
       }
     }
     if (!present) return undefined;
-    return reserved ? Sentinel.assembled(out) : out;
+    return reserved ? ReservedKey.assembled(out) : out;
   };
 }
 
@@ -227,7 +227,7 @@ function ipExtractor(options: KeyOptions): Reader {
 function unparsedBody(
   spec: string,
   rule: string | undefined,
-): (req: RequestInfo, body: unknown) => Sentinel | undefined {
+): (req: RequestInfo, body: unknown) => ReservedKey | undefined {
   const warn = warnOnce(UNPARSED_BODY_WARNING);
   return (req, body) => {
     const headers = req.headers;
@@ -258,7 +258,7 @@ const SOURCES: ReadonlyArray<readonly [string, (req: RequestInfo) => unknown]> =
 
 /**
  * A template such as `'sms:{body.phone}'`. With one placeholder its value is used as it is (a leading `#`
- * doubled, apart from the sentinels); an absent value: the rule does not apply. With several, each value is
+ * doubled, apart from the reserved keys); an absent value: the rule does not apply. With several, each value is
  * escaped for the template's own characters (and a leading `#`), and an absent value is an empty one, as in
  * a composite key: the rule applies while any is present.
  */
@@ -293,7 +293,7 @@ function template(spec: string, options: KeyOptions): Reader {
   const literal = new Set(
     `${pieces.filter((p): p is string => typeof p === 'string').join('')}%`.replace(/[\p{L}\p{N}]/gu, ''),
   );
-  // A user's value never starts with a bare '#', which only a sentinel's does.
+  // A user's value never starts with a bare '#', which only a reserved key's does.
   const escapeValue =
     placeholders < 2
       ? (value: string): string => (value.charCodeAt(0) === 35 ? `#${value}` : value)
@@ -322,16 +322,16 @@ function template(spec: string, options: KeyOptions): Reader {
       }
     }
     if (!present) return undefined;
-    return reserved ? Sentinel.assembled(out) : out;
+    return reserved ? ReservedKey.assembled(out) : out;
   };
 }
 
-/** A key function's value, as any request material; a `Sentinel` it hands on (the login recipe's) stays one. */
+/** A key function's value, as any request material; a `ReservedKey` it hands on (the login recipe's) stays one. */
 function fromFunction(fn: KeyExtractor, options: KeyOptions): Reader {
   const text = material(options.normalize, undefined, options.rule);
   return (req) => {
     const value: unknown = fn(req);
-    return value instanceof Sentinel ? value : text(value);
+    return value instanceof ReservedKey ? value : text(value);
   };
 }
 
@@ -352,7 +352,7 @@ function escapeChar(c: string): string {
 
 /**
  * Escapes the separator, so user `a|b` with IP `c` never equals user `a` with IP `b|c`; and, in a user's
- * text (`user`), a leading `#`, so that only a sentinel's part starts with one.
+ * text (`user`), a leading `#`, so that only a reserved key's part starts with one.
  */
 function escapePart(value: string, user: boolean): string {
   const escaped = /[%|]/.test(value) ? value.replace(/%/g, '%25').replace(/\|/g, '%7C') : value;

@@ -1,6 +1,6 @@
 // Key material from a request, made safe before any work is done on it: bounded in length, normalized in
 // linear time and once per request, and turned into an identity that no other material shares. Also the
-// sentinels: identities reserved for requests whose material cannot key them alone.
+// reserved keys: identities reserved for requests whose material cannot key them alone.
 import { createHash } from 'node:crypto';
 
 /**
@@ -14,12 +14,12 @@ export const MAX_KEY_LENGTH = 8192;
 export const MAX_IDENTITY_LENGTH = 256;
 
 /**
- * A key that no request value can produce: a sentinel (`OVERSIZED`, `UNRESOLVED_IP`, `UNPARSED_BODY`), or a
- * composite or template key with a sentinel among its parts. Only this module and the extractors make
- * them; a key function may hand one on (the login recipe does), but cannot forge one.
+ * A key that no request value can produce, standing in for material that cannot key a request alone: one of
+ * `OVERSIZED`, `UNRESOLVED_IP`, `UNPARSED_BODY` (`'#unresolved-ip'`), or a composite or template key with one
+ * of those among its parts. Only this module and the extractors make them; a key function may hand one on (the login recipe does), but cannot forge one.
  */
-export class Sentinel {
-  /** The sentinel's text, as it reads inside a composite or template key (`'#unresolved-ip'`). */
+export class ReservedKey {
+  /** The reserved key's text, as it reads inside a composite or template key (`'#unresolved-ip'`). */
   readonly text: string;
   /** The identity it counts on. */
   readonly identity: string;
@@ -29,14 +29,14 @@ export class Sentinel {
     this.identity = identity;
   }
 
-  /** One of the three sentinels: its identity is its text, a form no user value takes (see `userKey`). */
-  static named(text: `#${string}`): Sentinel {
-    return new Sentinel(text, text);
+  /** One of the three reserved keys: its identity is its text, a form no user value takes (see `userKey`). */
+  static named(text: `#${string}`): ReservedKey {
+    return new ReservedKey(text, text);
   }
 
-  /** A composite or template key assembled with a sentinel among its parts. */
-  static assembled(text: string): Sentinel {
-    return new Sentinel(text, userKey(text));
+  /** A composite or template key assembled with a reserved key among its parts. */
+  static assembled(text: string): ReservedKey {
+    return new ReservedKey(text, userKey(text));
   }
 }
 
@@ -57,12 +57,12 @@ export const UNRESOLVED_IP_KEY = '#unresolved-ip';
  */
 export const UNPARSED_BODY_KEY = '#unparsed-body';
 
-export const OVERSIZED = Sentinel.named(OVERSIZED_KEY);
-export const UNRESOLVED_IP = Sentinel.named(UNRESOLVED_IP_KEY);
-export const UNPARSED_BODY = Sentinel.named(UNPARSED_BODY_KEY);
+export const OVERSIZED = ReservedKey.named(OVERSIZED_KEY);
+export const UNRESOLVED_IP = ReservedKey.named(UNRESOLVED_IP_KEY);
+export const UNPARSED_BODY = ReservedKey.named(UNPARSED_BODY_KEY);
 
-/** What a key form reads from a request: the user's text (normalized), or a sentinel. */
-export type Material = string | Sentinel;
+/** What a key form reads from a request: the user's text (normalized), or a reserved key. */
+export type Material = string | ReservedKey;
 
 /** A lone surrogate: UTF-8 (Redis, pub/sub) would turn every one into U+FFFD. */
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
@@ -86,9 +86,9 @@ export function boundIdentity(identity: string): string {
 
 /**
  * The key a rule counts a user's text on (after the rule's `normalize`): the text with one more `#` in front
- * when it starts with `#`, then bounded (`boundIdentity`). Sentinels and digests are `#` and a letter, digit,
+ * when it starts with `#`, then bounded (`boundIdentity`). Reserved keys and digests are `#` and a letter, digit,
  * `-` or `_`; a user's text never takes that form, so an account named `#OVERSIZED` keys as `##oversized`,
- * apart from the sentinel. The key `status`, `reset` and `override` take for that text.
+ * apart from the reserved key. The key `status`, `reset` and `override` take for that text.
  * @example userKey('alice')  // 'alice'
  * @example userKey('#alice') // '##alice'
  * @example limiter.reset('login-account-cap', userKey(normalizeIdentity(username)))

@@ -183,9 +183,9 @@ export function loginRules(options: LoginRulesOptions = {}): Rule[] {
     );
   }
   // The username as the account rules key it, unless the device is trusted for it: its text (normalized; a
-  // composite's parts joined), or a sentinel (a body nothing parsed, a name past MAX_KEY_LENGTH), counted as
+  // composite's parts joined), or a reserved key (a body nothing parsed, a name past MAX_KEY_LENGTH), counted as
   // the cap counts it and never handed to isTrustedDevice as if it were someone's name. The function returns
-  // the sentinel object itself, which the limiter keys on as such: a string would be a user's text.
+  // the ReservedKey object itself, which the limiter keys on as such: a string would be a user's text.
   const accountKey = ((req: RequestInfo) => {
     const name = username(req);
     return name === undefined || (typeof name === 'string' && trusted(req, name) === true) ? undefined : name;

@@ -255,7 +255,7 @@ describe('key forms', () => {
     );
   });
 
-  it("gives a user's text starting with # one more #, so it never takes a sentinel's or a digest's form", async () => {
+  it("gives a user's text starting with # one more #, so it never takes a reserved key's or a digest's form", async () => {
     const long = 'y'.repeat(300);
     const digest = (await keyOf('body.user', { body: { user: long } })) as string;
     expect(digest).to.match(/^#[\w-]{43}$/);

@@ -1,4 +1,4 @@
-// Property tests of key identities: after normalization, no request value takes a sentinel's or a digest's
+// Property tests of key identities: after normalization, no request value takes a reserved key's or a digest's
 // form, and two values a rule tells apart never share an identity, in single, composite and template keys.
 import { expect } from 'chai';
 import fc from 'fast-check';
@@ -12,13 +12,13 @@ import {
 } from '../../../src/keys/material.js';
 import type { KeySpec, RequestInfo } from '../../../src/types.js';
 
-const SENTINELS = new Set([OVERSIZED_KEY, UNRESOLVED_IP_KEY, UNPARSED_BODY_KEY]);
+const RESERVED_KEYS = new Set([OVERSIZED_KEY, UNRESOLVED_IP_KEY, UNPARSED_BODY_KEY]);
 const DIGEST = /^#[\w-]{43}$/;
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 const OVERSIZED_VALUE = 'o'.repeat(MAX_KEY_LENGTH + 1);
 
 /**
- * Values that come close to every reserved form: sentinels' words in any case and width, '#', '%', '|' and
+ * Values that come close to every reserved form: reserved keys' words in any case and width, '#', '%', '|' and
  * the template characters, lone surrogates, digests sent as names, nothing at all, and over-long text.
  */
 const piece = fc.constantFrom(
@@ -54,7 +54,7 @@ const value = fc.oneof(
   { weight: 1, arbitrary: fc.constantFrom(undefined, null, OVERSIZED_VALUE) },
 );
 
-/** What a rule keys on for a value: its normalized text, the oversized sentinel, or nothing. */
+/** What a rule keys on for a value: its normalized text, the oversized reserved key, or nothing. */
 function meaning(v: string | null | undefined, normalize: boolean): string {
   if (v === undefined || v === null || v === '') return 'absent';
   if (v.length > MAX_KEY_LENGTH) return 'oversized';
@@ -76,7 +76,7 @@ const req = (body: Record<string, unknown>): RequestInfo => ({
 describe('Key identities (properties over normalization)', () => {
   for (const normalize of [false, true]) {
     describe(normalize ? 'normalized' : 'as sent', () => {
-      it('a single field: no value reaches a sentinel or a digest, and values told apart stay apart', () => {
+      it('a single field: no value reaches a reserved key or a digest, and values told apart stay apart', () => {
         const extract = extractor('body.a', normalize);
         fc.assert(
           fc.property(value, value, (x, y) => {
@@ -89,7 +89,7 @@ describe('Key identities (properties over normalization)', () => {
               if (m === 'absent') expect(k).to.equal(undefined);
               else if (m === 'oversized') expect(k).to.equal(OVERSIZED_KEY);
               else {
-                expect(SENTINELS.has(k as string), `${k} is a sentinel`).to.equal(false);
+                expect(RESERVED_KEYS.has(k as string), `${k} is a reserved key`).to.equal(false);
                 // A digest only for text that cannot be stored as it is (a lone surrogate, over 256).
                 if (DIGEST.test(k as string))
                   expect(m.slice(5)).to.satisfy((t: string) => LONE_SURROGATE.test(t) || t.length >= 256);
@@ -132,7 +132,7 @@ describe('Key identities (properties over normalization)', () => {
               const applies = (m: string[]) =>
                 parts === 1 ? m[0] !== 'absent' : m.some((p) => p !== 'absent');
               expect(k1 !== undefined).to.equal(applies(m1));
-              if (k1 !== undefined) expect(SENTINELS.has(k1), k1).to.equal(false);
+              if (k1 !== undefined) expect(RESERVED_KEYS.has(k1), k1).to.equal(false);
               if (k1 !== undefined && k2 !== undefined)
                 expect(k1 === k2, `${JSON.stringify([m1, m2])} -> ${JSON.stringify([k1, k2])}`).to.equal(
                   m1.join('\u0000') === m2.join('\u0000'),
