@@ -1,10 +1,8 @@
-// The PostgreSQL store's SQL: the sql/ files rendered for one schema and table prefix, every name a quoted identifier.
+// The PostgreSQL store's SQL: the sql/ files (embedded in the build) rendered for one schema and table prefix, every name a quoted identifier.
 import { createHash } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { refuse } from '../../config/refuse.js';
 import { describe } from '../../errors.js';
+import { SQL_TEXTS } from './sql-texts.js';
 
 /**
  * The version of the tables and functions the sql/ files make; a later release migrates from it (a store
@@ -89,27 +87,12 @@ export function postgresNames(schema: unknown, prefix: unknown): PostgresNames {
   };
 }
 
-/**
- * The sql/ folder: walks up from this module's own folder, which is src/stores/ when run from source
- * and dist/ in the built package.
- */
-function findSqlDir(from: string = dirname(fileURLToPath(import.meta.url))): string {
-  for (let dir = from; ; dir = dirname(dir)) {
-    if (existsSync(join(dir, 'sql', 'check.sql'))) return join(dir, 'sql');
-    if (dirname(dir) === dir) throw new Error(`ratekeeper: cannot find sql/check.sql above ${from}`);
-  }
-}
-
 let sources: string[] | undefined;
 
-/** The text of sql/<file>.sql (read once). */
-const fileTexts = new Map<string, string>();
+/** The text of sql/<file>.sql (embedded at build time by `npm run embed`). */
 function sqlFile(file: string): string {
-  let text = fileTexts.get(file);
-  if (text === undefined) {
-    text = readFileSync(join(findSqlDir(), `${file}.sql`), 'utf8');
-    fileTexts.set(file, text);
-  }
+  const text = SQL_TEXTS[file];
+  if (text === undefined) throw new Error(`ratekeeper: no SQL file named '${file}' (sql/${file}.sql)`);
   return text;
 }
 

@@ -1,12 +1,10 @@
-// The Lua scripts of the Redis store: the lua/ files assembled into one Redis function library (FCALL),
-// and into scripts run by SHA (EVALSHA) where a server has no functions.
+// The Lua scripts of the Redis store: the lua/ modules (embedded in the build) assembled into one Redis function
+// library (FCALL), and into scripts run by SHA (EVALSHA) where a server has no functions.
 import { createHash } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { FUNCTION_CONFLICT_WARNING, warnOnce } from '../../warnings.js';
 import type { RedisConnection } from './connection/connection.js';
 import { FunctionConflict, loadLibrary, NO_FUNCTIONS, type RedisLibrary } from './function-library.js';
+import { LUA_TEXTS } from './lua-texts.js';
 
 /**
  * A script ready to run: as a function of the store's library (FCALL `fn`), or, where the server has
@@ -36,15 +34,11 @@ export interface RedisScripts {
   readonly override: RedisScript;
 }
 
-/**
- * The lua/ folder: walks up from this module's own folder, which is src/stores/ when run from source
- * (tests through tsx) and dist/ in the built package (ESM, or CommonJS through tsup's shim).
- */
-export function findLuaDir(from: string = dirname(fileURLToPath(import.meta.url))): string {
-  for (let dir = from; ; dir = dirname(dir)) {
-    if (existsSync(join(dir, 'lua', 'check.lua'))) return join(dir, 'lua');
-    if (dirname(dir) === dir) throw new Error(`ratekeeper: cannot find lua/check.lua above ${from}`);
-  }
+/** The text of the Lua module `name` (lua/<name>.lua, embedded at build time by `npm run embed`). */
+function luaModule(name: string): string {
+  const text = LUA_TEXTS[name];
+  if (text === undefined) throw new Error(`ratekeeper: no Lua module named '${name}' (lua/${name}.lua)`);
+  return text;
 }
 
 /**
@@ -54,12 +48,12 @@ export function findLuaDir(from: string = dirname(fileURLToPath(import.meta.url)
  * TypeScript twins. In a function library the modules are built once, by the first call that needs
  * them, and kept for the next calls; a script builds them again on every call.
  */
-function assembleModules(main: string, dir: string): string {
+function assembleModules(main: string): string {
   const sources = new Map<string, string>();
   const add = (code: string) => {
     for (const [, name] of code.matchAll(/require\('([\w-]+)'\)/g)) {
       if (name === undefined || sources.has(name)) continue;
-      const source = readFileSync(join(dir, `${name}.lua`), 'utf8');
+      const source = luaModule(name);
       sources.set(name, source);
       add(source);
     }
@@ -88,11 +82,11 @@ function assembleModules(main: string, dir: string): string {
 }
 
 /** A script: the modules, then `main`, the body that reads KEYS and ARGV (run by EVAL/EVALSHA). */
-export function assembleScript(main: string, dir: string = findLuaDir()): string {
+export function assembleScript(main: string): string {
   return [
     // Redis < 5 refuses writes after TIME unless effects are replicated; 5+ does so by default.
     'if redis.replicate_commands then redis.replicate_commands() end',
-    assembleModules(main, dir),
+    assembleModules(main),
     main,
   ].join('\n');
 }
@@ -126,9 +120,9 @@ const DRIVERS: readonly Driver[] = [
  * hash of its code, so that processes running different versions of ratekeeper on one server each find
  * their own.
  */
-function assembleLibrary(dir: string): { library: RedisLibrary; names: Map<string, string> } {
+function assembleLibrary(): { library: RedisLibrary; names: Map<string, string> } {
   const body = [
-    assembleModules(DRIVERS.map((d) => d.call).join('\n'), dir),
+    assembleModules(DRIVERS.map((d) => d.call).join('\n')),
     ...DRIVERS.map((d) => `-- ${d.name}: ${d.call} ${d.flags ?? ''}`),
   ].join('\n');
   const tag = sha1(body).slice(0, 16);
@@ -146,11 +140,10 @@ function assembleLibrary(dir: string): { library: RedisLibrary; names: Map<strin
 
 let loaded: RedisScripts | undefined;
 
-/** Reads and assembles every script once per process; the SHA is computed here, never hard-coded. */
+/** Assembles every script once per process; the SHA is computed here, never hard-coded. */
 export function loadScripts(): RedisScripts {
   if (loaded !== undefined) return loaded;
-  const dir = findLuaDir();
-  const { library, names } = assembleLibrary(dir);
+  const { library, names } = assembleLibrary();
   const script = (driver: string, source: string): RedisScript => ({
     name: driver,
     source,
@@ -160,7 +153,7 @@ export function loadScripts(): RedisScripts {
   });
   const driver = (name: string) => {
     const found = DRIVERS.find((d) => d.name === name) as Driver;
-    return script(name, assembleScript(`return ${found.call}`, dir));
+    return script(name, assembleScript(`return ${found.call}`));
   };
   // A shebang must be the first line; Redis before 7 cannot compile it (redis-batches.ts then stops
   // using it).
