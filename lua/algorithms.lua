@@ -8,7 +8,7 @@
 -- encode(state, op, nowMs) -> value, TTL (ms): what load reads and save writes, for check.lua's
 -- fresh-key path; the others (sliding, sliding log, concurrency) have prepare(op, nowMs) and create(key, op), which
 -- write the state an op leaves on an empty key (freshAdmits). The string ones also run on a state in
--- their identity's record (inRecord, algOf; record.lua): one key for the rules of an identity that its
+-- their identity record (inRecord, algOf; identity-record.lua): one key for the rules of an identity that its
 -- limiter groups.
 
 -- Window type -> its algorithm, from its module (built on the first require).
@@ -36,24 +36,24 @@ local byType = setmetatable({}, {
 -- SET with both NX and GET: Redis 7.0 and later.
 local SET_NX_GET = (redis.REDIS_VERSION_NUM or 0) >= 0x070000
 
--- The algorithm of an op whose rule's state is one in its identity's record (op.field, the rule's
--- name; protocol.lua readOp; record.lua): the same verdicts and state values as `alg`, read from and
--- written into the record (GET, then SET of the whole record with its TTL). No `encode` (the string
+-- The algorithm of an op whose rule's state is one in its identity record (op.field, the rule's
+-- name; protocol.lua readOp; identity-record.lua): the same verdicts and state values as `alg`, read from and
+-- written into the identity record (GET, then SET of the whole record with its TTL). No `encode` (the string
 -- fast paths of check.lua: SET NX GET of the state itself); its value is `recordEncode`.
 local function inRecord(alg)
-  local record = require('record')
+  local identityRecord = require('identity-record')
   local encode, decode = alg.encode, alg.decode
   local variant = setmetatable({}, { __index = alg })
   variant.encode, variant.recordEncode, variant.field = false, encode, true
   variant.load = function(key, op)
-    local found = record.read(key)
+    local found = identityRecord.read(key)
     return found and decode(found.states[op.field])
   end
   variant.save = function(key, state, op, nowMs)
     local value, ttl = encode(state, op, nowMs)
-    local changed = record.live(record.read(key), nowMs)
-    record.put(changed, op.field, value, ttl, nowMs)
-    record.write(key, changed, nowMs)
+    local changed = identityRecord.live(identityRecord.read(key), nowMs)
+    identityRecord.put(changed, op.field, value, ttl, nowMs)
+    identityRecord.write(key, changed, nowMs)
   end
   -- freshAdmits: the value and TTL of the state an op leaves on an empty state.
   variant.prepare = function(op, nowMs)
@@ -64,20 +64,20 @@ local function inRecord(alg)
     end
   end
   variant.create = function(key, op, nowMs)
-    local changed = record.live(record.read(key), nowMs)
-    record.put(changed, op.field, op.freshValue, op.freshTtl, nowMs)
-    record.write(key, changed, nowMs)
+    local changed = identityRecord.live(identityRecord.read(key), nowMs)
+    identityRecord.put(changed, op.field, op.freshValue, op.freshTtl, nowMs)
+    identityRecord.write(key, changed, nowMs)
   end
   variant.drop = function(key, op, nowMs)
-    local found = record.read(key)
+    local found = identityRecord.read(key)
     if found == nil or found.states[op.field] == nil then return end
     found.states[op.field] = nil
-    record.write(key, found, nowMs)
+    identityRecord.write(key, found, nowMs)
   end
   return variant
 end
 
--- Window type -> its algorithm on a record's state (inRecord), built on first use.
+-- Window type -> its algorithm on an identity record's state (inRecord), built on first use.
 local byField = setmetatable({}, {
   __index = function(known, windowType)
     local found = inRecord(byType[windowType])
@@ -86,7 +86,7 @@ local byField = setmetatable({}, {
   end,
 })
 
--- The algorithm an op is decided by: its window type's, on its own key or in its identity's record.
+-- The algorithm an op is decided by: its window type's, on its own key or in its identity record.
 -- Kept on the op (op.alg; its copies keep it too), so that the drivers read `op.alg or algOf(op)`: a
 -- field, not a call, on every use after the first.
 local function algOf(op)
@@ -96,7 +96,7 @@ local function algOf(op)
   return alg
 end
 
--- Deletes an op's state: its key, or its state in the identity's record.
+-- Deletes an op's state: its key, or its state in the identity record.
 local function drop(alg, key, op, nowMs)
   if alg.drop then
     alg.drop(key, op, nowMs)
@@ -119,7 +119,7 @@ local function withCost(op, cost)
   for k, v in pairs(op) do copy[k] = v end
   copy.cost, copy.costText = cost, tostring(cost)
   -- Not the original's fresh state (check.lua): that was for its cost.
-  copy.freshAtMs, copy.freshAllowed = nil, nil
+  copy.freshAtMs, copy.freshAllowed, copy.freshReplyAtMs = nil, nil, nil
   return copy
 end
 

@@ -1,6 +1,10 @@
--- An identity's record: the states of its grouped rules (StoreRule.grouped) in one string at
--- <prefix>:{<identity>}, read and written whole. A module (require('record')), not a script: no KEYS,
--- no ARGV, no reply of its own.
+-- An identity record: the states of an identity's grouped rules (StoreRule.grouped) in one string
+-- at <prefix>:{<identity>}, read and written whole (the layout; the eval mode 'record' is another thing).
+--
+-- KEYS        none: a module (require('identity-record')), not a script
+-- ARGV        none
+-- Returns     { parse, format, read, write, live, put, intText }: records as { endMs (epoch ms, store
+--             clock), states = { [rule] = state text } }; ttl arguments in ms
 --
 -- Value: "<endMs>|<rule>=<state>|<rule>=<state>...": endMs (epoch ms, store clock) is when the key may
 -- go, the latest window end of a state written into it, and its TTL; each state is its rule's string

@@ -1,5 +1,5 @@
 -- Limit overrides (limiter.override): the value of an override key, read by check.lua and refund.lua for
--- the ops whose rule has had an override, written by override.lua. A module (require('overrides')), not a
+-- the ops whose rule has had an override, written by set-override.lua. A module (require('overrides')), not a
 -- script: no KEYS, no ARGV, no reply of its own; required only where an override is read or written,
 -- so that decisions of rules without overrides never build it. Times in epoch ms (store clock).
 
@@ -25,7 +25,7 @@ local function withOverride(op, limit)
   for k, v in pairs(op) do copy[k] = v end
   copy.limit = limit
   -- Not the original's fresh state (check.lua): that was for its limit.
-  copy.freshAtMs, copy.freshAllowed = nil, nil
+  copy.freshAtMs, copy.freshAllowed, copy.freshReplyAtMs = nil, nil, nil
   if op.burstFollows then copy.burst = limit end
   return copy
 end

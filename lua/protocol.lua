@@ -1,6 +1,28 @@
--- The Lua side of src/stores/redis/op-text.ts and redis-keys.ts: how ops and the time arrive in ARGV,
--- and the format of a lock's value and of a lock-index member. A module (require('protocol')), not a
--- script: no KEYS, no reply of its own; readOps and readOp read the drivers' ARGV as laid out here.
+-- The wire protocol of the Redis store, both ways: how ops and the time arrive in ARGV (the Lua side
+-- of src/stores/redis/op-text.ts and keys.ts), how check.lua's results go back (read by
+-- src/stores/redis/replies.ts), and the format of a lock's value and of a lock-index member.
+--
+-- KEYS        none: a module (require('protocol')), not a script
+-- ARGV        none of its own: readOp and readOps read the drivers' ARGV as laid out below
+-- Returns     { SERVER_TIME, clockMs, isServerMs, memo, readOp, readOps, lockValue, readLockValue,
+--             lockIndexMember, putResult, putFresh }: clockMs in epoch ms; putResult and putFresh
+--             return the reply position after what they wrote
+--
+-- The check reply (check.lua; the one reply format, decoded by replies.ts decodeCheckReply): a flat
+-- array of integers. First the server's time (epoch ms; 0 when no request asked for it), then per
+-- request, per op, its result:
+--   head      the sum of the Flag values that hold + LEVEL_UNIT x the lock level
+--   remaining units; left out with REMAINING_DERIVED: it is max(0, the limit in force - count)
+--   resetMs   ms
+--   count     units
+--   receipt   left out with RECEIPT_DERIVED: it is the request's time + resetMs (a window's end); a
+--             concurrency op's slot id, when not 0 and the request's time is a whole ms, is sent as
+--             its distance from the request's first id (id - time x SLOT_IDS_PER_MS): a few digits
+--   retryAfterMs ms, only with RETRY_AFTER_FOLLOWS (else 0)
+--   lockedUntil  epoch ms, only with LOCKED (else 0)
+--   limit     the override's limit in force (units), only with OVERRIDDEN (else the op's limit)
+-- A request whose evaluation raised an error has, in place of its results, the error's message (a
+-- string). A figure is left out only where the client computes it exactly from integers it read.
 
 local num = require('values').num
 -- As locals: clockMs runs on every call.
@@ -26,7 +48,7 @@ local function isServerMs(ms)
   return ms == serverMs
 end
 
--- An op travels as one text (opText in redis-op-text.ts): its 13 fields joined by ',': type, limit,
+-- An op travels as one text (opText in src/stores/redis/op-text.ts): its 13 fields joined by ',': type, limit,
 -- sizeMs, buckets, burst, flags, lockout durationMs (0: no lockout), escalate, maxDurationMs (0: no cap),
 -- forgetAfterMs, cost (units), periodEndMs, nextPeriodEndMs (epoch ms, calendar windows; else 0), and
 -- a 14th, the rule's name, when flags has 8.
@@ -34,11 +56,11 @@ end
 -- read: the usual case costs nothing) and keeps its own count key; else the sum of 1 (dry run), 2
 -- (read the key's override: its override key follows its count key in KEYS), 4 (with 2: its burst
 -- follows the limit) and 8 (the rule's state is a field of its identity's hash, named by the 14th
--- field: its "count key" in KEYS is that hash, <prefix>:{<identity>}), ruleFlags in redis-op-text.ts.
+-- field: its "count key" in KEYS is that hash, <prefix>:{<identity>}), ruleFlags in op-text.ts.
 -- Such an op has readsOverride, burstFollows and field (the rule's name, or nil) as those say.
 -- Ops and request shapes are read from their text once and kept (memo): in a function library (FCALL)
 -- the next calls find them, so a decision parses nothing; a script (EVAL) keeps them for its call.
--- A kept op is shared by its uses: never modified, but for the fresh-state memo of check.lua.
+-- A kept op is shared by its uses: never modified, but for its fresh-state memos (algorithms.lua freshAdmits, putFresh).
 local function parseOp(text)
   local f, k = {}, 0
   for field in string.gmatch(text, '[^,]+') do
@@ -121,7 +143,85 @@ local function lockIndexMember(level, identity)
   return num(level) .. ':' .. identity
 end
 
+-- The bits of a check reply head (Flag in src/stores/redis/replies.ts: the same names and values).
+local Flag = {
+  ALLOWED = 1, LOCKED = 2, LOCKED_NOW = 4, RETRY_AFTER_FOLLOWS = 8, OVERRIDDEN = 16, REMAINING_DERIVED = 32,
+  RECEIPT_DERIVED = 64,
+}
+-- As locals: read for every result.
+local ALLOWED, LOCKED, LOCKED_NOW, RETRY_AFTER_FOLLOWS = Flag.ALLOWED, Flag.LOCKED, Flag.LOCKED_NOW, Flag.RETRY_AFTER_FOLLOWS
+local OVERRIDDEN, REMAINING_DERIVED, RECEIPT_DERIVED = Flag.OVERRIDDEN, Flag.REMAINING_DERIVED, Flag.RECEIPT_DERIVED
+-- The lock level counts in multiples of this, above the flags.
+local LEVEL_UNIT = 128
+-- Slot ids per ms (concurrency.lua, src/algorithms/concurrency.ts).
+local SLOT_IDS_PER_MS = 1024
+
+-- Appends result r of an op whose limit was `limit` at requestNowMs to the reply at b (see the header);
+-- `override`: the override that decided it ({ limit }) or false; `slotIds`: a concurrency op. Returns
+-- the new end.
+local function putResult(reply, b, r, override, limit, requestNowMs, slotIds)
+  local retryAfterMs, locked = r.retryAfterMs, r.locked
+  local remaining, resetMs, count, receipt = r.remaining, r.resetMs, r.count, r.receipt
+  local head = LEVEL_UNIT * r.level
+  if override then
+    head = head + OVERRIDDEN
+    limit = override.limit
+  end
+  if r.allowed then head = head + ALLOWED end
+  if locked then head = head + LOCKED end
+  if r.lockedNow then head = head + LOCKED_NOW end
+  if retryAfterMs ~= 0 then head = head + RETRY_AFTER_FOLLOWS end
+  local derivedRemaining = count % 1 == 0 and remaining == math.max(0, limit - count)
+  local derivedReceipt = resetMs % 1 == 0 and receipt == requestNowMs + resetMs
+  if derivedRemaining then head = head + REMAINING_DERIVED end
+  if derivedReceipt then head = head + RECEIPT_DERIVED end
+  b = b + 1
+  reply[b] = head
+  if not derivedRemaining then
+    b = b + 1
+    reply[b] = remaining
+  end
+  reply[b + 1], reply[b + 2] = resetMs, count
+  b = b + 2
+  if not derivedReceipt then
+    if slotIds and receipt ~= 0 and requestNowMs % 1 == 0 then receipt = receipt - requestNowMs * SLOT_IDS_PER_MS end
+    b = b + 1
+    reply[b] = receipt
+  end
+  if retryAfterMs ~= 0 then
+    b = b + 1
+    reply[b] = retryAfterMs
+  end
+  if locked then
+    b = b + 1
+    reply[b] = r.lockedUntil
+  end
+  if override then
+    b = b + 1
+    reply[b] = override.limit
+  end
+  return b
+end
+
+-- Appends the result of an op that found its key empty and counted at nowMs: its algorithm's verdict
+-- on an empty state. Every empty key the op meets at nowMs has that result: its integers are made once
+-- per op and time and kept on the op.
+local function putFresh(reply, b, op, alg, nowMs)
+  local ints = op.freshReply
+  if op.freshReplyAtMs ~= nowMs then
+    local r = alg.evaluate(nil, op, nowMs, false)
+    r.level = 0
+    ints = {}
+    putResult(ints, 0, r, false, op.limit, nowMs, op.type == 'concurrency')
+    op.freshReply, op.freshReplyAtMs = ints, nowMs
+  end
+  for k = 1, #ints do reply[b + k] = ints[k] end
+  return b + #ints
+end
+
 return {
+  putResult = putResult,
+  putFresh = putFresh,
   SERVER_TIME = SERVER_TIME,
   clockMs = clockMs,
   isServerMs = isServerMs,

@@ -7,8 +7,8 @@
 --             the identity's slot on a Cluster
 -- ARGV[1]     now, epoch ms; 'server' for the server's TIME
 -- ARGV[2]     the identity (the limiter's key string)
--- ARGV[3]     when the rule is grouped (its state one of the identity's record, record.lua): the rule's
---             name, and KEYS[1] is the record <prefix>:{<identity>}; else absent
+-- ARGV[3]     when the rule is grouped (its state one of the identity record's, identity-record.lua): the rule's
+--             name, and KEYS[1] is the identity record <prefix>:{<identity>}; else absent
 -- ARGV[4]     with ARGV[3]: 'clear' takes the rule's state only (store.clear), lock and level stay
 -- Reply: array of 2 integers: wasLocked (1 when a lock was in force, else 0), level of the lock found
 --   (0: none).
@@ -20,11 +20,11 @@ return function(KEYS, ARGV)
   local field = ARGV[3]
   if field then
     -- The rule's state alone: the identity's other rules keep theirs.
-    local record = require('record')
-    local found = record.read(KEYS[1])
+    local identityRecord = require('identity-record')
+    local found = identityRecord.read(KEYS[1])
     if found and found.states[field] then
       found.states[field] = nil
-      record.write(KEYS[1], found, nowMs)
+      identityRecord.write(KEYS[1], found, nowMs)
     end
     -- `clear`: the count only.
     if ARGV[4] == 'clear' then return { 0, 0 } end

@@ -31,7 +31,7 @@ export interface StoreRule {
   /**
    * Keep the rule's state beside the other grouped rules of the same identity, in one record per
    * identity: on Redis one string `<prefix>:{<identity>}` holding each grouped rule's state under its
-   * name (lua/record.lua), rather than a key of its own. Only fixed, calendar, token-bucket and gcra
+   * name (lua/identity-record.lua), rather than a key of its own. Only fixed, calendar, token-bucket and gcra
    * rules are grouped (other types ignore it); the limiter sets it on those that share their `key`
    * form with another such rule (rules/compile.ts). The verdicts are the same either way; the memory
    * store and PostgreSQL keep one state per rule and identity and ignore it. Absent: false.

@@ -148,7 +148,7 @@ describe('TypeScript and Lua algorithms step for step (function-level parity)', 
         );
       });
       if (!HASHED.includes(type)) continue;
-      // A grouped rule's state: one of its identity's record (lua/record.lua).
+      // A grouped rule's state: one of its identity record (lua/identity-record.lua).
       it(`${type} in a record: ${what} gives the same verdict and the same state, ${HASHED_RUNS} random cases`, async () => {
         await fc.assert(
           fc.asyncProperty(cases(type), async (drawn) => {

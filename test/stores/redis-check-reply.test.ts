@@ -74,8 +74,9 @@ describe('Redis check script: the reply leaves out derived figures', () => {
       nowMs = NOW + i;
       const { reply, result } = await call(prefix, o, nowMs);
       const expected = memory.evaluateSync([o], 'check').results[0] as OpResult;
-      // The first call finds the key empty (FRESH, one integer); the others leave figures out.
-      if (i > 0) {
+      // The first call finds the key empty and sends its fresh result like any other; every call leaves
+      // derived figures out.
+      {
         const head = reply[1] as number;
         expect(head & Flag.REMAINING_DERIVED, 'remaining derived').to.not.equal(0);
         // A denial took nothing: its receipt is 0, sent, and its retryAfterMs follows.

@@ -1,5 +1,5 @@
 // A store whose every rule is grouped (StoreRule.grouped): on RedisStore every fixed, calendar,
-// token-bucket and gcra rule then keeps its state in its identity's record (lua/record.lua), so the
+// token-bucket and gcra rule then keeps its state in its identity's record (lua/identity-record.lua), so the
 // conformance suite, written with one rule per key mostly, runs on that layout too.
 import type {
   EvalMode,

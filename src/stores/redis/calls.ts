@@ -1,5 +1,5 @@
 // The KEYS and ARGV of each script call: lua/check.lua's batch of requests (CheckCall), and the calls of
-// lua/refund.lua, lua/override.lua and lua/reset.lua.
+// lua/refund.lua, lua/set-override.lua and lua/reset.lua.
 
 import type { EvalMode, StoreOp, StoreRule } from '../store.js';
 import { escapeIdentity } from './hash-tags.js';
@@ -260,7 +260,7 @@ export function renewCall(
   return { keys, args: ops.fields().concat(body) };
 }
 
-/** KEYS and ARGV of lua/override.lua: `limit` null clears, `forMs` undefined holds until cleared. */
+/** KEYS and ARGV of lua/set-override.lua: `limit` null clears, `forMs` undefined holds until cleared. */
 export function overrideCall(
   space: KeySpace,
   rule: string,

@@ -18,7 +18,7 @@ export function countKey(prefix: string, tag: string, rule: string): string {
 
 /**
  * The record of an identity (already escaped: `tag`) that holds the states of its grouped rules, each
- * under the rule's name (StoreRule.grouped, lua/record.lua); its TTL is the latest of their window ends.
+ * under the rule's name (StoreRule.grouped, lua/identity-record.lua); its TTL is the latest of their window ends.
  */
 export function identityKey(prefix: string, tag: string): string {
   return `${prefix}:{${tag}}`;
@@ -60,7 +60,7 @@ export interface RedisOpKeys {
 }
 
 /**
- * The limit override of a rule for an identity (lua/override.lua writes it), beside its count key: read
+ * The limit override of a rule for an identity (lua/set-override.lua writes it), beside its count key: read
  * by the scripts only for rules that have had an override (OverrideReads).
  */
 export function overrideKey(count: string): string {

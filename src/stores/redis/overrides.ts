@@ -1,4 +1,4 @@
-// Limit overrides on Redis: lua/override.lua sets one beside its key's count; the scripts read those of the
+// Limit overrides on Redis: lua/set-override.lua sets one beside its key's count; the scripts read those of the
 // rules that have had one, so that every other rule's decisions cost what they did before overrides.
 
 import { overrideCall } from './calls.js';

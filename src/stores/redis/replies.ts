@@ -1,29 +1,27 @@
-// Script replies read back: the flags of a lua/check.lua reply and its decoding, request by request (a
-// fresh key's result is its algorithm's verdict on an empty state, computed here), and the checks of
-// the other scripts' integer replies.
+// Script replies read back: lua/check.lua's reply decoded request by request (its format is written
+// once, in lua/protocol.lua's header), and the checks of the other scripts' integer replies.
+
 import { SLOT_IDS_PER_MS } from '../../algorithms/concurrency.js';
-import { algorithms } from '../../algorithms/index.js';
+import { windowKind } from '../../algorithms/index.js';
 import type { OpResult, StoreOp } from '../store.js';
 import { type ScriptTime, SERVER_TIME } from './op-text.js';
 
-/** The bits of a lua/check.lua reply head (Flag in lua/check.lua: the same names and values). */
+/** The bits of a check reply head (lua/protocol.lua: the same names and values). */
 export const Flag = {
   ALLOWED: 1,
+  /** lockedUntil follows (after retryAfterMs). */
   LOCKED: 2,
   LOCKED_NOW: 4,
   RETRY_AFTER_FOLLOWS: 8,
-  LOCKED_UNTIL_FOLLOWS: 16,
   /** An override decided the limit, which follows (after retryAfterMs and lockedUntil). */
-  OVERRIDDEN: 32,
-  /** Alone: the key was empty and the op counted; its result is its algorithm's on an empty state. */
-  FRESH: 64,
+  OVERRIDDEN: 16,
   /** `remaining` was left out: it is max(0, the limit in force - count). */
-  REMAINING_DERIVED: 128,
+  REMAINING_DERIVED: 32,
   /** `receipt` was left out: it is the request's time + resetMs (a window's end). */
-  RECEIPT_DERIVED: 256,
+  RECEIPT_DERIVED: 64,
 } as const;
-/** The level counts in multiples of this, above the flags (LEVEL_UNIT in lua/check.lua). */
-export const LEVEL_UNIT = 512;
+/** The level counts in multiples of this, above the flags (LEVEL_UNIT in lua/protocol.lua). */
+export const LEVEL_UNIT = 128;
 
 /** The integers of a script reply (integer replies arrive as numbers). */
 export function integers(reply: unknown, expected: number, script: string): number[] {
@@ -79,28 +77,6 @@ export function decodeCheckReply(
 }
 
 /**
- * The result of an op whose key was empty and which counted (Flag.FRESH): its algorithm's verdict on an
- * empty state at `nowMs`, as lua/check.lua reached it.
- */
-function freshResult(op: StoreOp, nowMs: number): OpResult {
-  const v = algorithms[op.rule.type].evaluate(undefined, op, nowMs, false);
-  return {
-    allowed: v.allowed,
-    limit: op.limit,
-    overridden: false,
-    remaining: v.remaining,
-    resetMs: v.resetMs,
-    retryAfterMs: v.retryAfterMs,
-    locked: false,
-    count: v.count,
-    receipt: v.receipt,
-    level: 0,
-    lockedUntil: 0,
-    lockedNow: false,
-  };
-}
-
-/**
  * Reads the results of one request (its `ops`, decided at `nowMs`) from `reply`, starting at `at`, into
  * `results`. Returns the position after them, or -1 when the reply does not have that shape.
  */
@@ -113,11 +89,6 @@ function decodeResults(
 ): number {
   for (let k = 0; k < results.length; k++) {
     const head = reply[at];
-    if (head === Flag.FRESH) {
-      results[k] = freshResult(ops[k] as StoreOp, nowMs);
-      at++;
-      continue;
-    }
     if (typeof head !== 'number') return -1;
     at++;
     // A remainder rather than &: it stays exact past 2^31.
@@ -130,11 +101,11 @@ function decodeResults(
     let receipt: unknown = 0;
     if ((flags & Flag.RECEIPT_DERIVED) === 0) {
       receipt = reply[at++];
-      // A slot id comes as its distance from the request's first (lua/check.lua put).
+      // A slot id comes as its distance from the request's first (lua/protocol.lua putResult).
       if (
         receipt !== 0 &&
         typeof receipt === 'number' &&
-        (ops[k] as StoreOp).rule.type === 'concurrency' &&
+        windowKind((ops[k] as StoreOp).rule.type).holdsSlots &&
         Number.isInteger(nowMs)
       )
         receipt += nowMs * SLOT_IDS_PER_MS;
@@ -144,7 +115,7 @@ function decodeResults(
     const overridden = (flags & Flag.OVERRIDDEN) !== 0;
     let limit: unknown = (ops[k] as StoreOp).limit;
     if (flags & Flag.RETRY_AFTER_FOLLOWS) retryAfterMs = reply[at++];
-    if (flags & Flag.LOCKED_UNTIL_FOLLOWS) lockedUntil = reply[at++];
+    if (flags & Flag.LOCKED) lockedUntil = reply[at++];
     if (overridden) limit = reply[at++];
     if (
       typeof remaining !== 'number' ||

@@ -112,7 +112,7 @@ const DRIVERS: readonly Driver[] = [
   { name: 'refund', call: "require('refund')(KEYS, ARGV)" },
   { name: 'renew', call: "require('renew')(KEYS, ARGV)" },
   { name: 'reset', call: "require('reset')(KEYS, ARGV)" },
-  { name: 'override', call: "require('override')(KEYS, ARGV)" },
+  { name: 'override', call: "require('set-override')(KEYS, ARGV)" },
 ];
 
 /**
