@@ -1,6 +1,7 @@
 // The manual's code as users meet it: every ```ts block of README.md and docs/*.md type-checked with
 // --strict and nodenext against the packed package, every ```js block run, and every export of every
-// entry point named somewhere in the manual.
+// entry point named somewhere in the manual. The README stays short and links the rest: the table of contents
+// of docs/, the error codes in docs/errors.md, bench/RESULTS.md's one-line-per-library table.
 //
 // The package is packed (`npm pack`) and unpacked into .samples-test/node_modules/ratekeeper; the
 // samples' other imports (express, koa, ioredis, fastify, hono, their @types) resolve from the
@@ -253,9 +254,19 @@ describe('the manual: README.md and docs/*.md', function () {
     expect(missing, 'exports no page of the manual names').to.deep.equal([]);
   });
 
+  it('keeps the README a short manual: at most 300 lines, the rest in docs/, CONTRIBUTING.md and CHANGELOG.md', () => {
+    const readme = readFileSync(join(root, 'README.md'), 'utf8');
+    expect(readme.trimEnd().split('\n').length).to.be.at.most(300);
+    for (const page of ['CONTRIBUTING.md', 'CHANGELOG.md', 'docs/errors.md', 'docs/api.md'])
+      expect(readme, `the README links ${page}`).to.include(`](${page}`);
+  });
+
   it("links every docs/ page from the README's table of contents of docs/", () => {
     const readme = readFileSync(join(root, 'README.md'), 'utf8');
-    const toc = readme.slice(readme.indexOf('## The manual: docs/'), readme.indexOf('## Error codes'));
+    const from = readme.indexOf('## The manual: docs/');
+    expect(from, 'the README has the section "## The manual: docs/"').to.be.greaterThan(-1);
+    const next = readme.indexOf('\n## ', from + 1);
+    const toc = readme.slice(from, next < 0 ? undefined : next);
     const pages = readdirSync(join(root, 'docs')).filter((f) => f.endsWith('.md'));
     expect(pages.filter((f) => !toc.includes(`](docs/${f})`))).to.deep.equal([]);
   });
@@ -274,12 +285,14 @@ describe('the manual: README.md and docs/*.md', function () {
     expect(readme).to.include(rows.join('\n'));
   });
 
-  it("lists every error class's every code in the README's table of error codes", () => {
+  it("lists every error class's every code in docs/errors.md's table of error codes, linked from the README", () => {
     const readme = readFileSync(join(root, 'README.md'), 'utf8');
-    const table = readme.slice(
-      readme.indexOf('## Error codes'),
-      readme.indexOf('\n## ', readme.indexOf('## Error codes') + 1),
-    );
+    expect(readme, 'the README links docs/errors.md').to.include('](docs/errors.md)');
+    const page = readFileSync(join(root, 'docs', 'errors.md'), 'utf8');
+    const from = page.indexOf('## Error codes');
+    expect(from, 'docs/errors.md has the section "## Error codes"').to.be.greaterThan(-1);
+    const next = page.indexOf('\n## ', from + 1);
+    const table = page.slice(from, next < 0 ? undefined : next);
     const rows = new Set(
       [...table.matchAll(/^\| `(ERR_\w+)` \| `(\w+)` \|/gm)].map(([, code, cls]) => `${cls} ${code}`),
     );
@@ -300,11 +313,11 @@ describe('the manual: README.md and docs/*.md', function () {
     expect(codes.length).to.be.greaterThan(15);
     expect(
       codes.filter((c) => !rows.has(c)),
-      'codes missing from the README table',
+      'codes missing from the table in docs/errors.md',
     ).to.deep.equal([]);
     expect(
       [...rows].filter((r) => !codes.includes(r)),
-      'README rows no error class carries',
+      'rows of docs/errors.md no error class carries',
     ).to.deep.equal([]);
   });
 });
