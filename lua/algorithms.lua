@@ -10,6 +10,12 @@
 -- write the state an op leaves on an empty key (freshAdmits). The string ones also run on a state in
 -- their identity record (inRecord, algOf; identity-record.lua): one key for the rules of an identity that its
 -- limiter groups.
+--
+-- KEYS        none: a module (require('algorithms')); load and save take a count key from the drivers
+-- ARGV        none
+-- Returns     { byType, algOf, loadLive, withCost, freshAdmits, readOrCreate, drop, SET_NX_GET }: algorithms
+--             by window type; loadLive a state or nil; freshAdmits a boolean (op.freshValue, op.freshTtl
+--             in ms set); readOrCreate a state, nil or true (created)
 
 -- Window type -> its algorithm, from its module (built on the first require).
 local function build(windowType)

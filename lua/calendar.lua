@@ -4,6 +4,12 @@
 -- ARGV; it returns Lua tables. The op carries this period's end and the next one's (epoch ms, computed
 -- in TypeScript from the store's clock); the script picks between them with its own now.
 -- State, encoding and receipt: fixed.lua's counter.
+--
+-- KEYS        none: a module (require('calendar')); its algorithm gets an op's count key from the drivers
+-- ARGV        none
+-- Returns     { calendar, periodEnd }: calendar is the algorithm table of algorithms.lua's header (load, save, evaluate, apply, refund, expiresAt, decode, encode): a
+--             verdict is { allowed, remaining (units), resetMs (ms), retryAfterMs (ms), count (units),
+--             receipt (the period's end, epoch ms) }; periodEnd(op, nowMs), epoch ms
 
 local counter = require('fixed')
 local evaluateCounter, refundCounter = counter.evaluateCounter, counter.refundCounter

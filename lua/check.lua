@@ -1,7 +1,7 @@
 -- Decides a batch of requests one after the other, each exactly as its own call in that order would
 -- (src/stores/memory/memory-store.ts evaluateSync, step for step). Requests are independent: one that
 -- denies or fails leaves the others as they would be. This file reads the arguments and writes the
--- reply; each request goes to one of three deciders by its shape (request-shape.lua): decide-plain.lua
+-- reply; each request goes to one of three deciders by its shape (protocol.lua readShape): decide-plain.lua
 -- (mode check, consuming, no lockout, no override: most requests), decide-grouped.lua (such a request
 -- whose ops all keep their state in one identity record) and decide.lua (everything else: locks,
 -- overrides, peek and record modes). All keys must hash to one slot: on a Cluster the TypeScript
@@ -35,8 +35,9 @@
 --             result (units, ms, epoch ms), or the request's error message
 
 local protocol, algorithms, request = require('protocol'), require('algorithms'), require('request')
-local readShape, decide, plain, grouped = require('request-shape'), require('decide'), require('decide-plain'), require('decide-grouped')
-local clockMs, putResult, putFresh, SERVER_TIME = protocol.clockMs, protocol.putResult, protocol.putFresh, protocol.SERVER_TIME
+local decide, plain, grouped = require('decide'), require('decide-plain'), require('decide-grouped')
+local clockMs, readShape, putResult, putFresh = protocol.clockMs, protocol.readShape, protocol.putResult, protocol.putFresh
+local SERVER_TIME = protocol.SERVER_TIME
 local freshAdmits, readOrCreate, algOf, drop = algorithms.freshAdmits, algorithms.readOrCreate, algorithms.algOf, algorithms.drop
 local decidePlain, createsAll, createAll, distinctKeys = plain.decidePlain, plain.createsAll, plain.createAll, plain.distinctKeys
 local decideGrouped, oneKey = grouped.decideGrouped, grouped.oneKey
@@ -73,7 +74,7 @@ local function decideRequest(shape, requestNowMs, KEYS, keyAt, ARGV, at, reply, 
   local ok, err
   if shape.plain then
     for i = 1, n do
-      -- The op's key, or the record of the op before (request-shape.lua's `same`).
+      -- The op's key, or the record of the op before (protocol.lua readShape's `same`).
       if same and same[i] then countKeys[i] = countKeys[i - 1] else countKeys[i], keyAt = KEYS[keyAt], keyAt + 1 end
       created[i] = false
     end

@@ -8,6 +8,13 @@
 -- SLOT_IDS_PER_MS). Receipt: the id of the op's first slot; an op of cost c holds ids receipt .. receipt+c-1.
 -- The state as loaded holds only what a decision reads (the live holders' count, the soonest and
 -- latest lease ends, seq), never the whole set: a decision costs the same with 1 or 1000 holders.
+--
+-- KEYS        none: a module (require('concurrency')); its algorithm gets an op's count key from the drivers
+-- ARGV        none
+-- Returns     { concurrency, renew, release }: concurrency is the algorithm table of algorithms.lua's header (load, save, evaluate, apply, refund, expiresAt, prepare, create): a
+--             verdict is { allowed, remaining (units), resetMs (ms), retryAfterMs (ms), count (units),
+--             receipt (the first slot id) };
+--             renew and release return 1 when every unit was still held, else 0
 
 local values = require('values')
 local num, ttlMs = values.num, values.ttlMs

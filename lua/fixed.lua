@@ -8,6 +8,13 @@
 -- endRel = endMs - 1577836800000 (ms since 2020-01-01) and count < 10^7, so Redis stores it as an
 -- int-encoded string; when that does not fit (count >= 10^7, a fractional or far-away end),
 -- the text "<endMs>:<count>". The window end lives in the value, never only in the TTL. Receipt: endMs.
+--
+-- KEYS        none: a module (require('fixed')); its algorithm gets an op's count key from the drivers
+-- ARGV        none
+-- Returns     { fixed, evaluateCounter, refundCounter, decodeCounter, encodeCounter, loadCounter, saveCounter }:
+--             fixed is the algorithm table of algorithms.lua's header (load, save, evaluate, apply, refund, expiresAt, decode, encode): a
+--             verdict is { allowed, remaining (units), resetMs (ms), retryAfterMs (ms), count (units),
+--             receipt (the window's end, epoch ms) }
 
 local values = require('values')
 local num, ttlMs = values.num, values.ttlMs

@@ -7,6 +7,12 @@
 -- decisions count whole units relative to now, exactly (unitsIn). The state is time, so a key whose
 -- limit changes between requests keeps its backlog, counted in units of the new limit. Receipt: 0.
 -- The op's limit and burst: ARGV fields of each op (burst = the explicit one, else the op's limit).
+--
+-- KEYS        none: a module (require('gcra')); its algorithm gets an op's count key from the drivers
+-- ARGV        none
+-- Returns     { gcra }: the algorithm table of algorithms.lua's header (load, save, evaluate, apply, refund, expiresAt, decode, encode): a
+--             verdict is { allowed, remaining (units), resetMs (ms), retryAfterMs (ms), count (units),
+--             receipt (0) }
 
 local intMath, values = require('int-math'), require('values')
 local ceilDiv, floorDiv, round = intMath.ceilDiv, intMath.floorDiv, intMath.round

@@ -2,6 +2,11 @@
 -- the ops whose rule has had an override, written by set-override.lua. A module (require('overrides')), not a
 -- script: no KEYS, no ARGV, no reply of its own; required only where an override is read or written,
 -- so that decisions of rules without overrides never build it. Times in epoch ms (store clock).
+--
+-- KEYS        none: a module (require('overrides')); apply reads the override keys check.lua and refund.lua pass it
+-- ARGV        none
+-- Returns     { apply, overrideValue, readOverride, withOverride }: an override is { limit (units), untilMs
+--             (epoch ms; 0: until cleared) }; overrideValue gives a key's text
 
 local num = require('values').num
 

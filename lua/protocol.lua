@@ -1,11 +1,11 @@
--- The wire protocol of the Redis store, both ways: how ops and the time arrive in ARGV (the Lua side
+-- The wire protocol of the Redis store, both ways: how ops, request shapes and the time arrive in ARGV (the Lua side
 -- of src/stores/redis/op-text.ts and keys.ts), how check.lua's results go back (read by
 -- src/stores/redis/replies.ts), and the format of a lock's value and of a lock-index member.
 --
 -- KEYS        none: a module (require('protocol')), not a script
 -- ARGV        none of its own: readOp and readOps read the drivers' ARGV as laid out below
--- Returns     { SERVER_TIME, clockMs, isServerMs, memo, readOp, readOps, lockValue, readLockValue,
---             lockIndexMember, putResult, putFresh }: clockMs in epoch ms; putResult and putFresh
+-- Returns     { SERVER_TIME, clockMs, isServerMs, memo, readOp, readOps, readShape, lockValue,
+--             readLockValue, lockIndexMember, putResult, putFresh }: clockMs in epoch ms; putResult and putFresh
 --             return the reply position after what they wrote
 --
 -- The check reply (check.lua; the one reply format, decoded by replies.ts decodeCheckReply): a flat
@@ -127,6 +127,79 @@ local function readOps(ARGV, at)
   return ops, at + 1 + m
 end
 
+-- The first byte of an op's part in a shape that shares the identity record of the op before it.
+local CARET = string.byte('^')
+
+-- A request shape of check.lua from its text (check.lua's header: ARGV shape), read once and kept:
+-- { mode, consumeNothing, n, ops, locks, reads, plain, keys, fields, recordParts, same }: n ops
+-- (readOp); per op whether it has a lockout (locks), reads its override (reads: false when none does)
+-- and shares the identity record of the op before (same: false when none does); plain: check mode,
+-- consuming, no lockout, no override (decide-plain.lua); keys: how many KEYS a request of the shape
+-- has; fields: per op its rule's name when every op's state is in one identity record
+-- (decide-grouped.lua), else false; recordParts: decide-grouped.lua freshRecord's pieces.
+local function parseShape(text)
+  local mode, nothing
+  local n, shapeOps, locks, reads, keys, same = 0, {}, {}, false, 0, false
+  local fields = {}
+  for part in string.gmatch(text, '[^|]+') do
+    if mode == nil then
+      mode = part
+    elseif nothing == nil then
+      nothing = part
+    else
+      n = n + 1
+      -- '^': the op's state is in the record of the op before (same identity): its key is not sent again.
+      if string.byte(part, 1) == CARET then
+        part = string.sub(part, 2)
+        if not same then
+          same = {}
+          for k = 1, n - 1 do same[k] = false end
+        end
+        same[n] = true
+      elseif same then
+        same[n] = false
+      end
+      local op = readOp(part)
+      shapeOps[n], locks[n] = op, op.lockMs ~= 0
+      -- Every op in the record, each rule once.
+      if fields then
+        for k = 1, n - 1 do
+          if fields[k] == op.field then fields = false end
+        end
+      end
+      if fields and op.field then fields[n] = op.field else fields = false end
+      if not (same and same[n]) then keys = keys + 1 end
+      if locks[n] then keys = keys + 2 end
+      if op.readsOverride then
+        keys = keys + 1
+        if not reads then
+          reads = {}
+          for k = 1, n do reads[k] = false end
+        end
+        reads[n] = true
+      elseif reads then
+        reads[n] = false
+      end
+    end
+  end
+  local plain = mode == 'check' and nothing == '0' and not reads
+  for i = 1, n do
+    if locks[i] then plain = false end
+  end
+  if n == 0 then fields = false end
+  local recordParts = false
+  if fields then
+    recordParts = {}
+    for i = 1, n do recordParts[2 * i] = '|' .. fields[i] .. '=' end
+  end
+  return {
+    mode = mode, consumeNothing = nothing == '1', n = n, ops = shapeOps, locks = locks, reads = reads,
+    plain = plain, keys = keys, fields = fields, recordParts = recordParts, same = same,
+  }
+end
+
+local readShape = memo(parseShape)
+
 -- A lock key's value: "<untilMs>:<level>:<forgetAtMs>" (epoch ms, level >= 1).
 local function lockValue(untilMs, level, forgetAtMs)
   return num(untilMs) .. ':' .. num(level) .. ':' .. num(forgetAtMs)
@@ -228,6 +301,7 @@ return {
   memo = memo,
   readOp = readOp,
   readOps = readOps,
+  readShape = readShape,
   lockValue = lockValue,
   readLockValue = readLockValue,
   lockIndexMember = lockIndexMember,

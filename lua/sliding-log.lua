@@ -5,6 +5,12 @@
 -- State: a ZSET at the count key, one member per distinct millisecond: score = ts (epoch ms),
 -- member "<ts>:<cost>" (units hit at that ms). A hit at an ms already logged replaces its member.
 -- Receipt = ts of the entry the op was added to.
+--
+-- KEYS        none: a module (require('sliding-log')); its algorithm gets an op's count key from the drivers
+-- ARGV        none
+-- Returns     { slidingLog }: the algorithm table of algorithms.lua's header (load, save, evaluate, apply, refund, expiresAt, prepare, create): a
+--             verdict is { allowed, remaining (units), resetMs (ms), retryAfterMs (ms), count (units),
+--             receipt (an entry's epoch ms) }
 
 local num, ttlMs = require('values').num, require('values').ttlMs
 

@@ -5,6 +5,12 @@
 -- State: a HASH at the count key, field = bucket index (floor(t / width)), value = units counted in
 -- that bucket. Buckets that stopped counting are deleted whenever the key is written.
 -- Receipt = the bucket index the op was counted in.
+--
+-- KEYS        none: a module (require('sliding')); its algorithm gets an op's count key from the drivers
+-- ARGV        none
+-- Returns     { sliding }: the algorithm table of algorithms.lua's header (load, save, evaluate, apply, refund, expiresAt, prepare, create): a
+--             verdict is { allowed, remaining (units), resetMs (ms), retryAfterMs (ms), count (units),
+--             receipt (a bucket index) }
 
 local num, ttlMs = require('values').num, require('values').ttlMs
 

@@ -6,6 +6,12 @@
 -- integer arithmetic, here as in TypeScript.
 -- State: one string at the count key, "<scaled>:<ts>": scaled tokens left at ts (epoch ms of the last refill).
 -- Receipt: 0 (a refund puts tokens back wherever the bucket stands).
+--
+-- KEYS        none: a module (require('token-bucket')); its algorithm gets an op's count key from the drivers
+-- ARGV        none
+-- Returns     { tokenBucket }: the algorithm table of algorithms.lua's header (load, save, evaluate, apply, refund, expiresAt, decode, encode): a
+--             verdict is { allowed, remaining (units), resetMs (ms), retryAfterMs (ms), count (units),
+--             receipt (0) }
 
 local intMath, values = require('int-math'), require('values')
 local ceilDiv, floorDiv, num, ttlMs = intMath.ceilDiv, intMath.floorDiv, values.num, values.ttlMs

@@ -1,6 +1,10 @@
 -- How numbers and expiry times are written to Redis by every algorithm's save (no TypeScript twin: the
 -- memory store keeps numbers as numbers). A module (require('values')), not a script: no KEYS, no ARGV,
 -- no reply. Units: ms (epoch for atMs and nowMs, relative for the TTL returned).
+--
+-- KEYS        none: a module (require('values'))
+-- ARGV        none
+-- Returns     { num, ttlMs }: num(x) is text; ttlMs(atMs, nowMs) is ms (relative, at least 1)
 
 local floor, fmod, sformat = math.floor, math.fmod, string.format
 local MILLION = 1000000
