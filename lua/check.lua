@@ -34,15 +34,15 @@
 -- Reply       protocol.lua's check reply: the server's time (epoch ms), then per request, per op, its
 --             result (units, ms, epoch ms), or the request's error message
 
-local protocol, algorithms, request = require('protocol'), require('algorithms'), require('request')
+local protocol, algorithms = require('protocol'), require('algorithms')
 local decide, plain, grouped = require('decide'), require('decide-plain'), require('decide-grouped')
 local clockMs, readShape, putResult, putFresh = protocol.clockMs, protocol.readShape, protocol.putResult, protocol.putFresh
 local SERVER_TIME = protocol.SERVER_TIME
 local freshAdmits, readOrCreate, algOf, drop = algorithms.freshAdmits, algorithms.readOrCreate, algorithms.algOf, algorithms.drop
 local decidePlain, createsAll, createAll, distinctKeys = plain.decidePlain, plain.createsAll, plain.createAll, plain.distinctKeys
 local decideGrouped, oneKey = grouped.decideGrouped, grouped.oneKey
-local countKeys, lockKeys, indexKeys, identities = request.countKeys, request.lockKeys, request.indexKeys, request.identities
-local results, created, held, NONE = request.results, request.created, request.held, request.NONE
+local countKeys, lockKeys, indexKeys, identities = plain.countKeys, plain.lockKeys, plain.indexKeys, plain.identities
+local results, created, held, NONE = plain.results, plain.created, plain.held, plain.NONE
 -- SET with both NX and GET: Redis 7.0 and later (algorithms.lua readOrCreate uses GET then SET before).
 local SET_NX_GET = algorithms.SET_NX_GET
 -- ARGV[1] of a call whose requests have several shapes.
@@ -138,7 +138,7 @@ local function decideSingles(shape, op, alg, now, KEYS, keyAt, last, ARGV, at, r
   local encodes, value, ttl = SET_NX_GET and alg.encode, op.freshValue, op.freshTtl
   while keyAt <= last do
     -- false: the key was empty and now holds the op's fresh state; else what decidePlain reads in
-    -- request.lua's `held`.
+    -- decide-plain.lua's `held`.
     local found
     if encodes then
       found = redis.pcall('SET', KEYS[keyAt], value, 'NX', 'GET', 'PX', ttl)

@@ -8,17 +8,17 @@
 -- (SET PX: its TTL the latest of its states' ends). A denial writes nothing.
 --
 -- KEYS        none of its own: the identity record <prefix>:{<identity>} comes from check.lua as
---             request.lua's countKeys[1]
+--             decide-plain.lua's countKeys[1]
 -- ARGV        none
 -- Returns     { decideGrouped, oneKey }: decideGrouped(ops, n, nowMs, shape) leaves each op's result in
---             request.lua's `results` (units and ms as an algorithm's verdict), or created[i] = true for
+--             decide-plain.lua's `results` (units and ms as an algorithm's verdict), or created[i] = true for
 --             an op that consumed on an empty state (its result is its fresh state's); oneKey(n),
 --             whether the request's count keys are one key.
 
-local algorithms, request, identityRecord = require('algorithms'), require('request'), require('identity-record')
+local algorithms, plain, identityRecord = require('algorithms'), require('decide-plain'), require('identity-record')
 local freshAdmits, algOf, SET_NX_GET = algorithms.freshAdmits, algorithms.algOf, algorithms.SET_NX_GET
-local countKeys, states, results, created = request.countKeys, request.states, request.results, request.created
-local evaluated, unconsumed, uncreated = request.evaluated, request.unconsumed, request.uncreated
+local countKeys, states, results, created = plain.countKeys, plain.states, plain.results, plain.created
+local evaluated, unconsumed, uncreated = plain.evaluated, plain.unconsumed, plain.uncreated
 local intText, concat = identityRecord.intText, table.concat
 
 -- The identity record a request of `shape` makes on a new identity at nowMs when every op admits on

@@ -3,21 +3,59 @@
 -- A key whose state is one string is written first, optimistically: `SET key <fresh state> NX GET PX`
 -- creates it when it was empty (the fresh state is encoded once per op and time: algorithms.lua
 -- freshAdmits), or returns what it held, written nothing; a request that then denies deletes the keys
--- it created, which were empty. Needs Redis 7 (SET NX GET); before, GET then SET.
+-- it created, which were empty. Needs Redis 7 (SET NX GET); before, GET then SET. The request's tables
+-- (per op i: its count key or identity record, lock key, lock index, identity, loaded state, result,
+-- whether it created its empty key, what a fast loop found in a key it could not create) live here, and
+-- so do the verdict steps decide.lua and decide-grouped.lua share with it; check.lua fills the keys and
+-- reads the results. They are reused by the next request of the call.
 --
 -- KEYS        none of its own: each op's count key <prefix>:{<identity>}:<rule> comes from check.lua
---             in request.lua's countKeys
+--             in countKeys
 -- ARGV        none
--- Returns     { decidePlain, createsAll, createAll, distinctKeys }: decidePlain(ops, n, nowMs,
---             optimistic) leaves each op's result in request.lua's `results` (units and ms as an
---             algorithm's verdict), or created[i] = true for an op that created its empty key (its
---             result is its fresh state's); the others return booleans (see each).
+-- Returns     { decidePlain, createsAll, createAll, distinctKeys, the request's tables (countKeys,
+--             lockKeys, indexKeys, identities, states, results, created, held, NONE), evaluated,
+--             unconsumed, uncreated }: decidePlain(ops, n, nowMs, optimistic) leaves each op's result in
+--             `results` (an algorithm's verdict: remaining and count in units, resetMs and
+--             retryAfterMs in ms, receipt, level), or created[i] = true for an op that created its
+--             empty key (its result is its fresh state's); the others return booleans (see each).
 
-local algorithms, request = require('algorithms'), require('request')
+local algorithms = require('algorithms')
 local loadLive, freshAdmits, readOrCreate = algorithms.loadLive, algorithms.freshAdmits, algorithms.readOrCreate
-local algOf, drop, SET_NX_GET = algorithms.algOf, algorithms.drop, algorithms.SET_NX_GET
-local countKeys, states, results, created, held = request.countKeys, request.states, request.results, request.created, request.held
-local evaluated, unconsumed, uncreated, NONE = request.evaluated, request.unconsumed, request.uncreated, request.NONE
+local algOf, drop, SET_NX_GET, withCost = algorithms.algOf, algorithms.drop, algorithms.SET_NX_GET, algorithms.withCost
+
+local countKeys, states, results, created, held = {}, {}, {}, {}, {}
+-- In `held`: the key held no live state.
+local NONE = {}
+-- Phase 1 on op i's live state (nil: none), not created: its verdict at nowMs (no lock level), kept
+-- with the state. Returns whether it denies the request (a denial that is not a dry run).
+local function evaluated(i, op, alg, state, nowMs)
+  local r = alg.evaluate(state, op, nowMs, false)
+  r.level = 0
+  states[i], results[i] = state, r
+  return not r.allowed and not op.dryRun
+end
+
+-- Phase 2 for op i of a request that does not consume it (it denied, another rule did, or it costs
+-- nothing): its result reports its state as it is, nothing received.
+local function unconsumed(i, op, alg, nowMs)
+  local r = results[i]
+  if r.allowed then
+    local now = alg.evaluate(states[i], withCost(op, 0), nowMs, false)
+    r.remaining, r.resetMs, r.count, r.receipt = now.remaining, now.resetMs, now.count, 0
+  else
+    r.receipt = 0
+  end
+end
+
+-- Phase 2 for op i that created its state (created[i]) in a request another rule denied: the state it
+-- made is taken back by the caller; its result reports the empty state.
+local function uncreated(i, op, alg, nowMs)
+  created[i] = false
+  local now = alg.evaluate(nil, withCost(op, 0), nowMs, false)
+  now.receipt, now.level = 0, 0
+  results[i] = now
+end
+
 
 -- The state a fast loop left in held[i] for op i (check.lua, createAll): the value SET NX GET returned,
 -- the state readOrCreate read, NONE, or an error (raised).
@@ -116,4 +154,8 @@ local function distinctKeys(n)
   return true
 end
 
-return { decidePlain = decidePlain, createsAll = createsAll, createAll = createAll, distinctKeys = distinctKeys }
+return {
+  decidePlain = decidePlain, createsAll = createsAll, createAll = createAll, distinctKeys = distinctKeys,
+  countKeys = countKeys, lockKeys = {}, indexKeys = {}, identities = {}, states = states, results = results,
+  created = created, held = held, NONE = NONE, evaluated = evaluated, unconsumed = unconsumed, uncreated = uncreated,
+}

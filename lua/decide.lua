@@ -4,19 +4,19 @@
 -- always adds (record) or writes nothing (peek); an exceeded enforced lockout rule locks its key and
 -- lists the lock in its rule's lock index, in this same call.
 --
--- KEYS        none of its own: the request's keys come from check.lua in request.lua's tables (count
+-- KEYS        none of its own: the request's keys come from check.lua in decide-plain.lua's tables (count
 --             key, lock key <prefix>:{<identity>}:<rule>:l, the rule's lock index ZSET)
 -- ARGV        none
 -- Returns     decide(ops, n, mode, consumeNothing, nowMs, reads, overrideKeys, overrides): nothing;
---             each op's result in request.lua's `results` (remaining and count in units, resetMs,
+--             each op's result in decide-plain.lua's `results` (remaining and count in units, resetMs,
 --             retryAfterMs in ms, lockedUntil in epoch ms, level); overrides[i], the override that
 --             decided op i ({ limit in units, untilMs in epoch ms }) or false, when `reads`.
 
-local protocol, values, algorithms, request = require('protocol'), require('values'), require('algorithms'), require('request')
+local protocol, values, algorithms, plain = require('protocol'), require('values'), require('algorithms'), require('decide-plain')
 local num, ttlMs = values.num, values.ttlMs
 local loadLive, algOf, drop = algorithms.loadLive, algorithms.algOf, algorithms.drop
-local countKeys, lockKeys, indexKeys, identities = request.countKeys, request.lockKeys, request.indexKeys, request.identities
-local states, results, unconsumed = request.states, request.results, request.unconsumed
+local countKeys, lockKeys, indexKeys, identities = plain.countKeys, plain.lockKeys, plain.indexKeys, plain.identities
+local states, results, unconsumed = plain.states, plain.results, plain.unconsumed
 
 -- The request being decided (set by decide).
 local ops, mode, nowMs, denied
@@ -70,7 +70,7 @@ local function lockIfExceeded(i, write)
   indexLock(i, untilMs, level)
 end
 
--- Decides the request whose n ops are `requestOps` (their keys in request.lua's tables). `reads`:
+-- Decides the request whose n ops are `requestOps` (their keys in decide-plain.lua's tables). `reads`:
 -- false, or per op whether it reads its override (in overrideKeys); `overrides` receives them.
 local function decide(requestOps, n, requestMode, consumeNothing, requestNowMs, reads, overrideKeys, overrides)
   ops, mode, nowMs, denied = requestOps, requestMode, requestNowMs, consumeNothing
