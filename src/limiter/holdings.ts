@@ -183,7 +183,7 @@ export class Holdings {
     for (let i = 0; i < ops.length; i++) {
       const op = ops[i] as RuleOp;
       const r = results[i] as OpResult;
-      if (op.rule.type !== 'concurrency' || op.cost === 0 || r.receipt === 0 || !(r.allowed || added))
+      if (!op.compiled.facts.holdsSlots || op.cost === 0 || r.receipt === 0 || !(r.allowed || added))
         continue;
       held ??= new Held(store);
       held.slots.push({ op, receipt: r.receipt });

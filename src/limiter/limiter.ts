@@ -79,7 +79,7 @@ export class Limiter extends EventEmitter<LimiterEvents> {
       this.#policy.callInto(operation, send);
     const failed = (error: unknown, operation: string) =>
       emitStoreError(this, this.#log, error, operation, 'none');
-    const leases = resolved.rules.filter((r) => r.store.type === 'concurrency').map((r) => r.store.sizeMs);
+    const leases = resolved.rules.filter((r) => r.facts.holdsSlots).map((r) => r.store.sizeMs);
     // A slot this process freed wakes its own waiters at once (others hear it from the store).
     const freed = (rule: string, key: string) => this.#paced.freed(rule, key);
     this.#holdings =
