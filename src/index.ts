@@ -61,12 +61,15 @@ export { PostgresStore } from './stores/postgres/postgres-store.js';
 export type { RedisStoreOptions } from './stores/redis/redis-store.js';
 export { RedisStore } from './stores/redis/redis-store.js';
 export type {
+  ConnectionLiveness,
   EvalMode,
   EvalResult,
+  HeldSlot,
   OpResult,
   Refund,
-  Settler,
   Store,
+  StoreChange,
+  StoreChangeListener,
   StoreLiveness,
   StoreLockout,
   StoreOp,

@@ -144,6 +144,13 @@ export interface RuleResult {
    * `slot + 1`, ...), what `limiter.release` frees; absent when it holds none.
    */
   slot?: number;
+  /**
+   * Rules whose count waits for the outcome (`countOn`, `resetOnSuccess`) or the actual cost (`settle`):
+   * the id of what this decision reserved, what `limiter.report` and `limiter.settle` find it by, so a
+   * copy of the decision (structured-cloned, or parsed from JSON) reports and settles it too; absent
+   * when it reserved nothing.
+   */
+  reservation?: number;
 }
 
 export interface Decision {

@@ -2,15 +2,7 @@
 // wall-clock bracket around it, and each call the library made to its store (through a wrapper on the store).
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { createWriteStream, type WriteStream } from 'node:fs';
-import type {
-  EvalMode,
-  EvalResult,
-  Refund,
-  Settler,
-  Store,
-  StoreOp,
-  StoreRule,
-} from '../../src/stores/store.js';
+import type { EvalMode, EvalResult, Refund, Store, StoreOp, StoreRule } from '../../src/stores/store.js';
 
 /** Which store a record is about: the Redis Cluster, the standalone Redis or the PostgreSQL server. */
 export type StoreName = 'cluster' | 'standalone' | 'postgres';
@@ -251,24 +243,13 @@ export function recordingStore(
   const overrides: Partial<Store> = {
     evaluate,
     refund: refund as Store['refund'],
-    clear: (rule: StoreRule, key: string) => settle('C', [[rule.name, key, 0]], store.clear(rule, key)),
+    // Counts cleared (resetOnSuccess) are recorded; an operator's reset is not.
+    reset: (rule: StoreRule, key: string, options?: { keepLock?: boolean }) =>
+      options?.keepLock === true
+        ? settle('C', [[rule.name, key, 0]], store.reset(rule, key, options))
+        : store.reset(rule, key, options),
   };
   if (store.renew !== undefined) overrides.renew = renew;
-  // The settler forms the limiter prefers where a store has them (the Redis store) are recorded too.
-  if (store.evaluateInto !== undefined)
-    overrides.evaluateInto = (ops: readonly StoreOp[], mode: EvalMode, into: Settler<EvalResult>) => {
-      evaluate(ops, mode).then(
-        (result) => into.resolve(result),
-        (error: unknown) => into.reject(error),
-      );
-    };
-  if (store.refundInto !== undefined)
-    overrides.refundInto = ((refunds: readonly Refund[], into: Settler<unknown>) => {
-      refund(refunds).then(
-        (answer) => into.resolve(answer),
-        (error: unknown) => into.reject(error),
-      );
-    }) as NonNullable<Store['refundInto']>;
   return new Proxy(store, {
     get(target, prop) {
       if (prop in overrides) return overrides[prop as keyof Store];

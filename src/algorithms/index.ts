@@ -19,14 +19,8 @@ export {
   verdict,
   type WindowField,
   type WindowKind,
-  type WindowTraits,
 } from './algorithm.js';
 
-/**
- * The registry of window types. Every list or check of types elsewhere is read from here (`WINDOW_TYPES`, a
- * type's `kind`) or from a rule's facts; the unions that name them (`WindowType`, the public `WindowSpec`),
- * the Lua and the PL/pgSQL twins are held to it by test/unit/algorithms/registry-lists.test.ts.
- */
 export const algorithms: Readonly<Record<WindowType, Algorithm<unknown>>> = {
   fixed,
   calendar,
@@ -35,15 +29,11 @@ export const algorithms: Readonly<Record<WindowType, Algorithm<unknown>>> = {
   'token-bucket': tokenBucket,
   gcra,
   concurrency,
-  // Each its own state type: `satisfies` holds the keys to WindowType (none missing, none extra).
-} satisfies Record<WindowType, Pick<Algorithm<unknown>, 'kind'>> as Record<WindowType, Algorithm<unknown>>;
-
-/** The window types, in the registry's order (PostgreSQL numbers them 1, 2, ... in this order). */
-export const WINDOW_TYPES: readonly WindowType[] = Object.keys(algorithms) as WindowType[];
+} as Record<WindowType, Algorithm<unknown>>;
 
 /** Every name a rule's `window.type` may give (types, then aliases), to the type it names. */
 const BY_NAME: ReadonlyMap<string, WindowType> = new Map([
-  ...WINDOW_TYPES.map((type) => [type, type] as const),
+  ...(Object.keys(algorithms) as WindowType[]).map((type) => [type, type] as const),
   ...(Object.entries(algorithms) as Array<[WindowType, Algorithm<unknown>]>).flatMap(([type, a]) =>
     a.kind.aliases.map((alias) => [alias, type] as const),
   ),

@@ -1,7 +1,13 @@
 // Store-call deadlines: one shared, unref'd ticker instead of a timer per call, and the rule that tells a
 // slow store from a failed one.
 import { performance } from 'node:perf_hooks';
-import type { Settler, StoreLiveness } from '../stores/store.js';
+import type { ConnectionLiveness } from '../stores/store.js';
+
+/** What settles a timed call: the first of `resolve` or `reject` wins. */
+interface Settler<T> {
+  resolve(value: T): void;
+  reject(error: unknown): void;
+}
 
 /** How often pending calls are checked: a call fails at most this long (plus event-loop lag) after its deadline. */
 export const DEADLINE_TICK_MS = 10;
@@ -18,7 +24,7 @@ const MAX_SILENCE_STEP_MS = 2 * DEADLINE_TICK_MS;
  * a test passes its own to step time and run the checks itself.
  */
 export interface DeadlineClock {
-  /** Milliseconds on a monotonic clock, the one `StoreLiveness.silentSinceMs()` reads. */
+  /** Milliseconds on a monotonic clock, the one `ConnectionLiveness.silentSinceMs()` reads. */
   now(): number;
   /** Calls `tick` every `DEADLINE_TICK_MS` until the returned function is called; never holds the process open. */
   every(tick: () => void): () => void;
@@ -118,7 +124,7 @@ export interface LateErrors {
 export class Deadlines {
   readonly #silentMs: number;
   readonly #maxWaitMs: number;
-  readonly #liveness: StoreLiveness | undefined;
+  readonly #liveness: ConnectionLiveness | undefined;
   readonly #errors: LateErrors;
   readonly #clock: DeadlineClock;
   #head: Pending | undefined;
@@ -136,7 +142,7 @@ export class Deadlines {
   constructor(
     silentMs: number,
     maxWaitMs: number,
-    liveness: StoreLiveness | undefined,
+    liveness: ConnectionLiveness | undefined,
     errors: LateErrors,
     clock: DeadlineClock = realClock,
   ) {
@@ -158,9 +164,9 @@ export class Deadlines {
   }
 
   /**
-   * A call that `send` makes, settling the settler it is given (a store's `evaluateInto`): settles as
-   * `send` settles it, or rejects as `race` does. One promise, this one; a throw from `send` rejects it.
-   * `after` is told how it ended, once, before the promise settles.
+   * A call that `send` makes, settling the settler it is given: settles as `send` settles it, or rejects
+   * as `race` does. A throw from `send` rejects it. `after` is told how it ended, once, before the
+   * promise settles.
    */
   start<T>(send: (into: Settler<T>) => void, after?: AfterCall): Promise<T> {
     return new Promise<T>((resolve, reject) => {
@@ -236,7 +242,7 @@ export class Deadlines {
    * nothing outstanding; else the time since its last answer, grown by at most MAX_SILENCE_STEP_MS per
    * check, so that the silence of a store starved of CPU with this process is not read as a failure.
    */
-  #silence(liveness: StoreLiveness, nowMs: number): number {
+  #silence(liveness: ConnectionLiveness, nowMs: number): number {
     const sinceMs = liveness.connecting() === undefined ? liveness.silentSinceMs() : undefined;
     const stepMs = Math.min(nowMs - this.#checkedMs, MAX_SILENCE_STEP_MS);
     this.#checkedMs = nowMs;

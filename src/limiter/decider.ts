@@ -110,7 +110,7 @@ export class Decider {
       const startedMs = observers.storeCalls ? performance.now() : -1;
       let result: EvalResult | undefined;
       try {
-        result = await policy.timedEvaluate(ops, mode);
+        result = await policy.timed(() => store.evaluate(ops, mode));
       } catch (error) {
         policy.decisionFailed(error);
         if (startedMs >= 0) observers.storeCall(mode, startedMs, error);

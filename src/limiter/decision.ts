@@ -2,6 +2,26 @@
 import type { OpResult } from '../stores/store.js';
 import type { Decision, RuleResult } from '../types.js';
 
+/** The last reservation id handed out in this process (see `RuleResult.reservation`). */
+let lastReservation = 0;
+
+/**
+ * The reservation id of `decision`: the one a rule of it has already (the outcome's and the actual
+ * cost's reservations of one decision share it), else a new one.
+ */
+export function reservationOf(decision: Decision): number {
+  for (const r of decision.rules) if (r.reservation !== undefined) return r.reservation;
+  return ++lastReservation;
+}
+
+/** The reservation id a decision, or a copy of it, carries; undefined when it reserved nothing. */
+export function reservationIn(decision: Decision): number | undefined {
+  const rules = decision?.rules;
+  if (!Array.isArray(rules)) return undefined;
+  for (const r of rules) if (typeof r?.reservation === 'number') return r.reservation;
+  return undefined;
+}
+
 export function ruleResult(
   rule: string,
   key: string,

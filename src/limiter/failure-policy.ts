@@ -9,7 +9,6 @@ import {
   type EvalResult,
   isSyncStore,
   type OpResult,
-  type Settler,
   type Store,
   type StoreOp,
   type StoreRule,
@@ -116,39 +115,6 @@ export class FailurePolicy {
     return call;
   }
 
-  /**
-   * A decision's store call, `timed`: through the store's `evaluateInto` when it has one and its first
-   * connection is made, so that the deadlines' promise is the decision's only one.
-   */
-  timedEvaluate(ops: readonly StoreOp[], mode: EvalMode): Promise<EvalResult> {
-    const store = this.#store;
-    const deadlines = this.#deadlines;
-    const into = store.evaluateInto;
-    if (deadlines === undefined || into === undefined || store.liveness?.connecting() !== undefined)
-      return this.timed(() => store.evaluate(ops, mode));
-    return deadlines.start<EvalResult>((settler) => into.call(store, ops, mode, settler));
-  }
-
-  /**
-   * `call` for a store call that settles a settler (`refundInto`): the deadlines' promise is its only
-   * one; health and observers are told as `call` tells them.
-   */
-  callInto<T>(operation: string, send: (into: Settler<T>) => void): Promise<T> {
-    const deadlines = this.#deadlines;
-    if (deadlines === undefined) return new Promise<T>((resolve, reject) => send({ resolve, reject }));
-    if (!this.#observers.storeCalls) return deadlines.start(send, this.#keepHealth);
-    const startedMs = performance.now();
-    return deadlines.start(send, (failed, error) => {
-      this.#keepHealth(failed, error);
-      this.#observers.storeCall(operation, startedMs, failed ? error : undefined);
-    });
-  }
-
-  readonly #keepHealth = (failed: boolean, error: unknown): void => {
-    if (failed) this.health.failed(error);
-    else this.health.succeeded();
-  };
-
   /** Any other store call (`report`, `reset`, `status` ...): timed, its outcome kept in `health` and told to observers. */
   call<T>(operation: string, promise: Promise<T>): Promise<T> {
     // A local store (no deadlines): its own promise, not one more wrapped around it (a release per request).
@@ -188,9 +154,10 @@ export class FailurePolicy {
    */
   async checkHealth(): Promise<StoreHealth> {
     const store = this.#store;
-    if (store.ping !== undefined && !store.local) {
+    const liveness = store.liveness;
+    if (liveness !== undefined && !store.local) {
       try {
-        await this.call('ping', store.ping());
+        await this.call('ping', liveness.ping());
         this.health.recovered();
       } catch {
         // Kept in the health state, which is the answer.

@@ -1,127 +1,32 @@
 // Held concurrency slots: each admitted decision's slots, renewed by this process while held, freed by `release`.
 
-import type { OpResult, Refund, Settler, Store } from '../stores/store.js';
+import type { OpResult, Refund, Store } from '../stores/store.js';
 import type { Decision, RuleResult } from '../types.js';
 import type { Observers, SlotEvent } from './observers.js';
 import type { RuleOp } from './op-builder.js';
 
-/**
- * The slots one decision holds, in the store that decided it. Released through a batch (ReleaseBatch), it
- * is the settler of its own store call: the store's answer is kept here, no object made per release.
- */
-class Held implements Settler<boolean[] | undefined> {
+/** The slots one decision holds, in the store that decided it. */
+interface Held {
   readonly store: Store;
-  readonly slots: Refund[] = [];
+  readonly slots: Refund[];
   /** Renewal ticks a release that failed has been tried again (see #tick). */
-  tries = 0;
-  /** Whether it is in the list of slots held; its neighbours there (see Holdings #first). */
-  listed = false;
-  prev: Held | undefined = undefined;
-  next: Held | undefined = undefined;
-  /** The batch its release went out in, told when the store answered. */
-  batch: ReleaseBatch | undefined = undefined;
-  /** Whether the store answered its release (in its batch), and that answer: per slot, still held. */
-  answered = false;
-  stillHeld: boolean[] | undefined = undefined;
-
-  constructor(store: Store) {
-    this.store = store;
-  }
-
-  resolve(stillHeld: boolean[] | undefined): void {
-    this.answered = true;
-    this.stillHeld = stillHeld;
-    this.batch?.answered();
-  }
-
-  reject(error: unknown): void {
-    this.batch?.failed(error);
-  }
+  tries: number;
 }
 
-/**
- * The key of a slot id in Holdings' index: the id's low 30 bits, a small integer (ids are about 2^50,
- * numbers V8 keeps on the heap and hashes in its runtime). Ids that share a key are told apart by `holds`.
- */
-function slotKey(slot: number): number {
-  return slot % 1073741824;
+/** Where a held slot is found: its id is unique per rule and key only. */
+function slotId(rule: string, key: string, slot: number): string {
+  return `${slot} ${rule.length} ${rule}${key}`;
 }
 
 export interface HoldingsParts {
   /** Every store call goes through the failure policy (timed, health kept). */
   call<T>(operation: string, promise: Promise<T>): Promise<T>;
-  /** `call` for a store call that settles a settler (a store's `refundInto`). */
-  callInto<T>(operation: string, send: (into: Settler<T>) => void): Promise<T>;
   /** A store call that failed: the `storeError` event. */
   failed(error: unknown, operation: string): void;
   /** Slots of `rule` for `key` were freed in the store (calls waiting for one try again). */
   freed(rule: string, key: string): void;
   /** Told of the slots held, released and lapsed (metrics), when some observer listens. */
   observers: Observers;
-}
-
-/** Whether `held` holds the slots of `rule` for `key` from `slot` on (a rule result's `slot`). */
-function holds(held: Held, rule: string, key: string, slot: number): boolean {
-  for (const { op, receipt } of held.slots) {
-    if (receipt === slot && op.rule.name === rule && op.key === key) return true;
-  }
-  return false;
-}
-
-/**
- * The releases of one turn to a store that batches its refunds per turn (`refundInto`): one promise and
- * one deadline for them all, not one per release. Each release is handed to the store at once (its own
- * batch is sent when the turn ends, or earlier ahead of a decision), its Held the call's settler, which
- * tells the batch; the batch settles its deadline once the store has answered every one of them, and
- * rejects it when one failed.
- */
-class ReleaseBatch {
-  readonly store: Store;
-  readonly helds: Held[] = [];
-  /** Settles when every release of the batch was answered (never rejects: failures are handled). */
-  done!: Promise<void>;
-  /** Takes releases until its turn ends or it settled (a store that failed at once). */
-  open = true;
-  readonly #into: NonNullable<Store['refundInto']>;
-  /** The deadline's settler, given at once by `callInto`. */
-  #settler: Settler<void> | undefined;
-  /** Store calls made and not answered yet. */
-  #waiting = 0;
-  #failure: { error: unknown } | undefined;
-
-  constructor(store: Store, into: NonNullable<Store['refundInto']>) {
-    this.store = store;
-    this.#into = into;
-  }
-
-  start(settler: Settler<void>): void {
-    this.#settler = settler;
-  }
-
-  add(held: Held): Promise<void> {
-    this.helds.push(held);
-    this.#waiting++;
-    held.batch = this;
-    held.answered = false;
-    held.stillHeld = undefined;
-    this.#into.call(this.store, held.slots, held);
-    return this.done;
-  }
-
-  /** One of its releases was answered. */
-  answered(): void {
-    if (--this.#waiting > 0) return;
-    this.open = false;
-    const settler = this.#settler as Settler<void>;
-    if (this.#failure === undefined) settler.resolve();
-    else settler.reject(this.#failure.error);
-  }
-
-  /** One of its releases failed. */
-  failed(error: unknown): void {
-    this.#failure ??= { error };
-    this.answered();
-  }
 }
 
 /**
@@ -133,21 +38,12 @@ class ReleaseBatch {
  * is down) is tried again at each renewal until the lease has run out on its own.
  */
 export class Holdings {
-  /**
-   * Held slots by the key (slotKey) of the id of their first slot: ids are unique per rule and key only
-   * (fresh keys taken in the same millisecond share one), so an entry is one Held or the few that share
-   * the key. A number keys the map without a string made and hashed per request.
-   */
-  readonly #bySlot = new Map<number, Held | Held[]>();
-  /**
-   * The slots held, a list linked through each Held (newest first): added and taken out without a
-   * collection's hashing per request.
-   */
-  #first: Held | undefined;
+  /** Held slots by rule, key and the id of each of their slots (slotId). */
+  readonly #bySlot = new Map<string, Held>();
+  /** The slots held, oldest first. */
+  readonly #held = new Set<Held>();
   /** Releases that failed, tried again at the next renewals. */
   readonly #unreleased = new Set<Held>();
-  /** The release batches of this turn, one per store that batches refunds (usually one store). */
-  readonly #batches: ReleaseBatch[] = [];
   readonly #renewEveryMs: number;
   readonly #parts: HoldingsParts;
   #timer: NodeJS.Timeout | undefined;
@@ -161,9 +57,7 @@ export class Holdings {
   /** Slots held now by this process (for tests and metrics). */
   get size(): number {
     let slots = 0;
-    for (let held = this.#first; held !== undefined; held = held.next) {
-      for (const slot of held.slots) slots += slot.op.cost;
-    }
+    for (const held of this.#held) for (const slot of held.slots) slots += slot.op.cost;
     return slots;
   }
 
@@ -183,15 +77,15 @@ export class Holdings {
     for (let i = 0; i < ops.length; i++) {
       const op = ops[i] as RuleOp;
       const r = results[i] as OpResult;
-      if (!op.compiled.facts.holdsSlots || op.cost === 0 || r.receipt === 0 || !(r.allowed || added))
+      if (op.rule.type !== 'concurrency' || op.cost === 0 || r.receipt === 0 || !(r.allowed || added))
         continue;
-      held ??= new Held(store);
+      held ??= { store, slots: [], tries: 0 };
       held.slots.push({ op, receipt: r.receipt });
-      this.#index(r.receipt, held);
+      this.#bySlot.set(slotId(op.rule.name, op.key, r.receipt), held);
       (decision.rules[i] as RuleResult).slot = r.receipt;
     }
     if (held === undefined) return;
-    this.#list(held);
+    this.#held.add(held);
     this.#tell(held, 'held');
     this.#schedule();
   }
@@ -200,28 +94,21 @@ export class Holdings {
    * Frees the slots a decision holds, once: undefined when it holds none (never did, or released already).
    * Observers are told once the store answered: `released` for each slot it still held, `lapsed` for one
    * it no longer did (this process stalled past the lease, or the key was reset), also when the late
-   * release runs before the renewal that would have found it gone. On a store that batches its refunds per turn (`refundInto`), the releases of one turn
-   * share one promise and one deadline (see ReleaseBatch): a release per request makes none of its own.
+   * release runs before the renewal that would have found it gone.
    */
   release(decision: Decision): Promise<void> | undefined {
-    // One decision's slots are one Held (see hold): found once, one promise and no Promise.all for it.
-    let first: Promise<void> | undefined;
-    let work: Promise<void>[] | undefined;
+    const freeing: Promise<void>[] = [];
     for (const r of decision.rules) {
       if (r.slot === undefined) continue;
-      const held = this.#find(r.rule, r.key, r.slot);
+      const held = this.#bySlot.get(slotId(r.rule, r.key, r.slot));
       if (held === undefined) continue;
       this.#forget(held);
-      const freeing = this.#free(held);
-      if (first === undefined) first = freeing;
-      else if (first !== freeing) {
-        if (work === undefined) work = [first, freeing];
-        else if (!work.includes(freeing)) work.push(freeing);
-      }
+      freeing.push(this.#free(held));
     }
     // The renewal timer is not cleared here: the next tick stops it when nothing is held by then. An app
     // whose requests do not overlap would otherwise clear it and arm it again on every request.
-    return work === undefined ? first : Promise.all(work).then(() => undefined);
+    if (freeing.length < 2) return freeing[0];
+    return Promise.all(freeing).then(() => undefined);
   }
 
   /**
@@ -230,12 +117,9 @@ export class Holdings {
    */
   close(): void {
     this.#closed = true;
-    for (let held = this.#first; held !== undefined; held = held.next) {
-      held.listed = false;
-      this.#tell(held, 'lapsed');
-    }
+    for (const held of this.#held) this.#tell(held, 'lapsed');
     for (const held of this.#unreleased) this.#tell(held, 'lapsed');
-    this.#first = undefined;
+    this.#held.clear();
     this.#bySlot.clear();
     this.#unreleased.clear();
     this.#unschedule();
@@ -247,66 +131,17 @@ export class Holdings {
     for (const { op } of held.slots) observers.slot(op.rule.name, op.cost, change);
   }
 
-  #list(held: Held): void {
-    const first = this.#first;
-    held.next = first;
-    held.prev = undefined;
-    if (first !== undefined) first.prev = held;
-    this.#first = held;
-    held.listed = true;
-  }
-
-  #unlist(held: Held): void {
-    if (!held.listed) return;
-    const { prev, next } = held;
-    if (prev === undefined) this.#first = next;
-    else prev.next = next;
-    if (next !== undefined) next.prev = prev;
-    held.prev = undefined;
-    held.next = undefined;
-    held.listed = false;
-  }
-
-  #index(slot: number, held: Held): void {
-    const at = slotKey(slot);
-    const found = this.#bySlot.get(at);
-    if (found === undefined) this.#bySlot.set(at, held);
-    else if (Array.isArray(found)) {
-      if (!found.includes(held)) found.push(held);
-    } else if (found !== held) this.#bySlot.set(at, [found, held]);
-  }
-
-  #find(rule: string, key: string, slot: number): Held | undefined {
-    const found = this.#bySlot.get(slotKey(slot));
-    if (found === undefined || !Array.isArray(found)) {
-      return found !== undefined && holds(found, rule, key, slot) ? found : undefined;
-    }
-    return found.find((held) => holds(held, rule, key, slot));
-  }
-
   #forget(held: Held): void {
-    this.#unlist(held);
-    for (const { receipt } of held.slots) {
-      const at = slotKey(receipt);
-      const found = this.#bySlot.get(at);
-      if (found === held) this.#bySlot.delete(at);
-      else if (Array.isArray(found)) {
-        const rest = found.filter((other) => other !== held);
-        if (rest.length === 0) this.#bySlot.delete(at);
-        else this.#bySlot.set(at, rest.length === 1 ? (rest[0] as Held) : rest);
-      }
-    }
+    this.#held.delete(held);
+    for (const { op, receipt } of held.slots) this.#bySlot.delete(slotId(op.rule.name, op.key, receipt));
   }
 
   /** Frees a held's slots in its store: the release's promise, its outcome handled (it never rejects). */
   #free(held: Held): Promise<void> {
-    const store = held.store;
-    const into = store.refundInto;
-    if (into !== undefined) return this.#batchOf(store, into).add(held);
     let refunded: Promise<boolean[] | undefined>;
     try {
       // Undefined from a store that does not say (see Store.refund).
-      refunded = this.#parts.call('release', store.refund(held.slots) as Promise<boolean[] | undefined>);
+      refunded = this.#parts.call('release', held.store.refund(held.slots) as Promise<boolean[] | undefined>);
     } catch (error) {
       refunded = Promise.reject(error);
     }
@@ -314,37 +149,6 @@ export class Holdings {
       (stillHeld) => this.#freed(held, stillHeld),
       (error: unknown) => this.#retry(held, error),
     );
-  }
-
-  /** This turn's release batch for `store`, made on its first release. */
-  #batchOf(store: Store, into: NonNullable<Store['refundInto']>): ReleaseBatch {
-    const batches = this.#batches;
-    for (const batch of batches) if (batch.store === store && batch.open) return batch;
-    const batch = new ReleaseBatch(store, into);
-    batches.push(batch);
-    // Closed once the turn's I/O is done, before the store's own batch of refunds is sent (its
-    // setImmediate is queued by the batch's first refundInto, after this one).
-    setImmediate(() => {
-      batch.open = false;
-      batches.splice(batches.indexOf(batch), 1);
-    });
-    batch.done = this.#parts
-      .callInto<void>('release', (settler) => batch.start(settler))
-      .then(
-        () => {
-          for (const held of batch.helds) this.#freed(held, held.stillHeld);
-        },
-        (error: unknown) => {
-          // One report for the batch; the releases the store did not answer are tried again, those it
-          // answered (a store call of the batch that succeeded) are done.
-          this.#parts.failed(error, 'release');
-          for (const held of batch.helds) {
-            if (held.answered) this.#freed(held, held.stillHeld);
-            else this.#unrelease(held);
-          }
-        },
-      );
-    return batch;
   }
 
   /**
@@ -365,10 +169,6 @@ export class Holdings {
   /** A release that failed: reported, tried again at the next renewals. */
   #retry(held: Held, error: unknown): void {
     this.#parts.failed(error, 'release');
-    this.#unrelease(held);
-  }
-
-  #unrelease(held: Held): void {
     if (this.#closed) return;
     this.#unreleased.add(held);
     this.#schedule();
@@ -381,7 +181,7 @@ export class Holdings {
   }
 
   #unschedule(): void {
-    if (this.#first !== undefined || this.#unreleased.size > 0 || this.#timer === undefined) return;
+    if (this.#held.size > 0 || this.#unreleased.size > 0 || this.#timer === undefined) return;
     clearInterval(this.#timer);
     this.#timer = undefined;
   }
@@ -389,7 +189,7 @@ export class Holdings {
   /** One renewal: every slot held, one call per store; and the failed releases tried again. */
   async #tick(): Promise<void> {
     const byStore = new Map<Store, Held[]>();
-    for (let held = this.#first; held !== undefined; held = held.next) {
+    for (const held of this.#held) {
       const list = byStore.get(held.store);
       if (list === undefined) byStore.set(held.store, [held]);
       else list.push(held);
@@ -421,7 +221,7 @@ export class Holdings {
       for (let k = 0; k < held.slots.length; k++) if (stillHeld[at + k] === true) any = true;
       at += held.slots.length;
       // Lapsed (this process stalled longer than a lease) or reset by an operator: nothing left to renew.
-      if (!any && held.listed) {
+      if (!any && this.#held.has(held)) {
         this.#forget(held);
         this.#tell(held, 'lapsed');
       }

@@ -9,7 +9,7 @@ import { PacedCalls } from '../calls/paced-calls.js';
 import { describe } from '../errors.js';
 import { identityOf } from '../keys/direct-key.js';
 import type { RuleFacts } from '../rules/facts.js';
-import type { EvalMode, Settler, Store } from '../stores/store.js';
+import type { EvalMode, Store, StoreChange } from '../stores/store.js';
 import type { Acquired, Decision, LockInfo, Outcome, RequestInfo, Rule, RuleStatus } from '../types.js';
 import { Decider } from './decider.js';
 import { DenyCache } from './deny-cache.js';
@@ -67,27 +67,31 @@ export class Limiter extends EventEmitter<LimiterEvents> {
     this.#facts = Object.freeze(resolved.rules.map((r) => r.facts));
     this.#needsOutcomes = resolved.rules.some((r) => r.facts.countsOutcomes);
     this.#policy = new FailurePolicy(store, { ...resolved, policy: resolved.onStoreError }, this.#observers);
-    if (resolved.denyCacheMaxKeys !== undefined) {
-      const cache = new DenyCache(resolved.denyCacheMaxKeys);
-      this.#denyCache = cache;
-      // An empty rule name: the store may have missed resets (its subscriber reconnected), forget all.
-      store.onReset?.((rule, key) => (rule === '' ? cache.clear() : cache.delete(rule, key)));
-    }
+    if (resolved.denyCacheMaxKeys !== undefined) this.#denyCache = new DenyCache(resolved.denyCacheMaxKeys);
     this.#log = resolved.log;
     const call = <T>(operation: string, promise: Promise<T>) => this.#policy.call(operation, promise);
-    const callInto = <T>(operation: string, send: (into: Settler<T>) => void) =>
-      this.#policy.callInto(operation, send);
     const failed = (error: unknown, operation: string) =>
       emitStoreError(this, this.#log, error, operation, 'none');
-    const leases = resolved.rules.filter((r) => r.facts.holdsSlots).map((r) => r.store.sizeMs);
+    const leases = resolved.rules.filter((r) => r.store.type === 'concurrency').map((r) => r.store.sizeMs);
     // A slot this process freed wakes its own waiters at once (others hear it from the store).
     const freed = (rule: string, key: string) => this.#paced.freed(rule, key);
+    // What other processes changed: a reset key's denial is forgotten (an empty rule: the store may have
+    // missed changes, its subscriber reconnected: forget all), and freed slots wake the waiters.
+    const changed = (change: StoreChange, rule: string, key: string) => {
+      const cache = this.#denyCache;
+      if (change === 'reset' && cache !== undefined) {
+        if (rule === '') cache.clear();
+        else cache.delete(rule, key);
+      }
+      freed(rule, key);
+    };
+    if (this.#denyCache !== undefined)
+      store.onChange?.(changed).catch((error: unknown) => failed(error, 'onChange'));
     this.#holdings =
       leases.length === 0
         ? undefined
         : new Holdings(Math.floor(Math.min(...leases) / 3), {
             call,
-            callInto,
             failed,
             freed,
             observers: this.#observers,
@@ -126,9 +130,9 @@ export class Limiter extends EventEmitter<LimiterEvents> {
       // Frees in other processes, once a call waits for a slot; heard live, every waiter tries once more
       // (a free announced before the subscription was made would be missed).
       listenFrees: () =>
-        void store.onFree?.(freed).then(
+        void store.onChange?.(changed, { frees: true }).then(
           () => freed('', ''),
-          (error: unknown) => failed(error, 'onFree'),
+          (error: unknown) => failed(error, 'onChange'),
         ),
     });
   }

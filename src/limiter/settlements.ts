@@ -3,7 +3,7 @@
 import { describe, RateLimitRequestError } from '../errors.js';
 import type { OpResult, Refund, Store } from '../stores/store.js';
 import type { Decision, RuleResult } from '../types.js';
-import { decide } from './decision.js';
+import { decide, reservationIn, reservationOf } from './decision.js';
 import type { RuleOp } from './op-builder.js';
 
 /** The error a bad actual cost is refused with; undefined for a non-negative integer. */
@@ -45,10 +45,13 @@ export interface SettlementParts {
  * rule's count from the estimate to `cost`: a cost above it is added now, to the window current now, even
  * past the limit (a debt the window pays off: later requests wait), one below it gives the difference back,
  * as `report` gives a reservation back (only to the window that holds it). Store faults change nothing
- * (the estimate stands) and are told as `storeError`. Held per decision object, weakly.
+ * (the estimate stands) and are told as `storeError`. Found by the decision's reservation id
+ * (`RuleResult.reservation`), so a copy of the decision settles it too; forgotten once the decision the
+ * limiter returned is dropped.
  */
 export class Settlements {
-  readonly #byDecision = new WeakMap<Decision, Pending>();
+  readonly #byId = new Map<number, Pending>();
+  readonly #dropped = new FinalizationRegistry<number>((id) => this.#byId.delete(id));
   readonly #parts: SettlementParts;
 
   constructor(parts: SettlementParts) {
@@ -58,12 +61,18 @@ export class Settlements {
   /** Keeps the estimates an admitted decision reserved on `settle` rules. */
   keep(decision: Decision, store: Store, ops: readonly RuleOp[], results: readonly OpResult[]): void {
     const items: Estimate[] = [];
+    let id: number | undefined;
     for (let i = 0; i < ops.length; i++) {
       const op = ops[i] as RuleOp;
       const r = results[i] as OpResult;
-      if (op.compiled.settle && r.allowed) items.push({ op, receipt: r.receipt });
+      if (!op.compiled.settle || !r.allowed) continue;
+      items.push({ op, receipt: r.receipt });
+      id ??= reservationOf(decision);
+      (decision.rules[i] as RuleResult).reservation = id;
     }
-    if (items.length > 0) this.#byDecision.set(decision, { store, items, settled: undefined });
+    if (id === undefined) return;
+    this.#byId.set(id, { store, items, settled: undefined });
+    this.#dropped.register(decision, id);
   }
 
   /**
@@ -74,12 +83,11 @@ export class Settlements {
   settle(decision: Decision, cost: number): Promise<Decision> {
     const refused = settleCostError(cost);
     if (refused !== undefined) return Promise.reject(refused);
-    const pending = this.#byDecision.get(decision);
+    const id = reservationIn(decision);
+    const pending = id === undefined ? undefined : this.#byId.get(id);
     if (pending === undefined) return Promise.resolve(decision);
-    if (pending.settled === undefined) {
-      pending.settled = this.#settle(decision, pending, cost);
-      void pending.settled.then((settled) => this.#byDecision.set(settled, pending));
-    }
+    // The settled decision carries the same id (its rules are copies): settling it answers the same.
+    pending.settled ??= this.#settle(decision, pending, cost);
     return pending.settled;
   }
 

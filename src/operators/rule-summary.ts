@@ -33,8 +33,7 @@ export function describeWindow(window: WindowSpec): string {
     const zone = window.timezone === undefined ? '' : `, ${window.timezone}`;
     return 'cron' in window ? `per cron '${window.cron}'${zone}` : `per ${window.unit} (${title}${zone})`;
   }
-  // The one window with no size: bounded in time by its slots' lease.
-  if (!('size' in window)) {
+  if ('lease' in window || window.type === 'concurrency') {
     const lease = formatDuration(parseDuration(window.lease ?? RULE_DEFAULTS.concurrencyLeaseMs) ?? 0);
     return `in flight at once (${title}, lease ${lease})`;
   }

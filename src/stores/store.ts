@@ -1,19 +1,10 @@
-// The store contract: what the memory store and the Redis store both implement, step for step.
+// The store contract: what every store (memory, Redis, PostgreSQL, or one of your own) implements.
 
 import type { LockInfo } from '../types.js';
 import type { OpResult, StoreOp, StoreRule } from './store-ops.js';
 
 export type { OpResult, StoreLockout, StoreOp, StoreRule } from './store-ops.js';
 
-/**
- * A concurrency op's `refund` is its release: its receipt names its slots, and releasing slots that are
- * unknown, lapsed or released already does nothing.
- *
- * - `check`: decide every op; if none (that is enforced) denies, consume all that allow; else consume
- *   nothing, but lock each enforced lockout rule that was exceeded.
- * - `peek`: the same answer as `check`, nothing written.
- * - `record`: always add the cost, even past the limit; lock (if configured) once the total exceeds it.
- */
 /** A live concurrency slot: its id and when its lease ends (epoch ms, store clock). */
 export interface HeldSlot {
   slot: number;
@@ -34,10 +25,10 @@ export interface Refund {
 }
 
 /**
- * What a shared store tells the failure policy about its connection, so that a store that is slow (or
- * still connecting) is waited for and only one that failed is given up on.
+ * What a shared store's connection tells the failure policy, so that a store that is slow (or still
+ * connecting) is waited for and only one that failed is given up on.
  */
-export interface StoreLiveness {
+export interface ConnectionLiveness {
   /**
    * While the store's first connection is being made and has not failed: a promise that resolves once
    * it is ready and rejects with its fault. Undefined otherwise (connected, or the first attempt failed).
@@ -51,99 +42,107 @@ export interface StoreLiveness {
   silentSinceMs(): number | undefined;
 }
 
-/** What settles a call made for someone else's promise: the first of `resolve` or `reject` wins. */
-export interface Settler<T> {
-  resolve(value: T): void;
-  reject(error: unknown): void;
+/** A shared store's `liveness`: its connection's, and a round trip to ask the store itself. */
+export interface StoreLiveness extends ConnectionLiveness {
+  /**
+   * One round trip: resolves when the store answers, rejects with the cause when it cannot.
+   * `limiter.health()` calls it, under `storeTimeout`.
+   */
+  ping(): Promise<void>;
 }
 
+/**
+ * What another process (or another limiter on the same store) changed: `'reset'` for a key reset or
+ * its override changed (a deny cache forgets the key), `'free'` for concurrency slots freed (a call
+ * waiting for one tries again). An empty rule and key: changes may have been missed (the subscriber
+ * reconnected), forget or retry everything.
+ */
+export type StoreChange = 'reset' | 'free';
+
+export type StoreChangeListener = (change: StoreChange, rule: string, key: string) => void;
+
+/**
+ * The store contract. Every store decides (`evaluate`), gives back (`refund`), answers the operator
+ * calls (`reset`, `locked`), tells its clock (`now`) and closes. The optional members are capabilities;
+ * without one the limiter does without what it gives (each says what). A store passes the conformance
+ * suite in test/stores/conformance/ (docs/stores.md, "Writing a store").
+ *
+ * A concurrency op's `refund` is its release: its receipt names its slots, and releasing slots that are
+ * unknown, lapsed or released already does nothing.
+ */
 export interface Store {
-  /** True for stores inside this process (no deny cache or insurance needed in front of them). */
+  /** True for stores inside this process (no deny cache, deadlines or insurance needed in front of them). */
   readonly local: boolean;
   /** The store's current time in epoch ms: the clock calendar periods are computed on. */
   now(): number;
-  /** Decide all ops together (all consume or none does), see `EvalMode`. */
+  /**
+   * Decide all ops together (all consume or none does):
+   * - `check`: decide every op; if none (that is enforced) denies, consume all that allow; else consume
+   *   nothing, but lock each enforced lockout rule that was exceeded.
+   * - `peek`: the same answer as `check`, nothing written.
+   * - `record`: always add the cost, even past the limit; lock (if configured) once the total exceeds it.
+   */
   evaluate(ops: readonly StoreOp[], mode: EvalMode): Promise<EvalResult>;
   /**
-   * Optional, a capability: `evaluate` answered in the same call, no promise (the memory store). The
-   * same answer and atomicity; it throws what `evaluate` would reject with. The failure policy decides
-   * who calls it (see `SyncStore`): a local store's decisions through it, and the insurance store must
-   * have it (its answer stands in for a failed call at once).
+   * Capability, deciding synchronously: `evaluate` answered in the same call, no promise (the memory
+   * store). The same answer and atomicity; it throws what `evaluate` would reject with. A local store's
+   * decisions go through it, and an insurance store must have it (its answer stands in for a failed
+   * call at once).
    */
   evaluateSync?(ops: readonly StoreOp[], mode: EvalMode): EvalResult;
-  /**
-   * Optional, a capability: `evaluate` settling `into` instead of returning a promise (a shared store
-   * that keeps its calls' settle functions anyway: the Redis store's batches). The limiter then makes
-   * one promise per decision, the deadlines' own, where it would make a second around the store's.
-   * Never throws: a fault is `into.reject`.
-   */
-  evaluateInto?(ops: readonly StoreOp[], mode: EvalMode, into: Settler<EvalResult>): void;
   /**
    * Give reservations back (an outcome that does not count). Never goes below empty. Resolves, per refund,
    * whether what it gave back was still held: false for a concurrency slot some unit of which was no
    * longer held (released already, lapsed, or reset), whose release the limiter then counts `lapsed`, as
-   * `renew` answers; true for any other refund. A store written before this answer, resolving nothing,
-   * has every release counted `released`.
+   * `renew` answers; true for any other refund. A store that resolves nothing has every release counted
+   * `released`.
    */
   refund(refunds: readonly Refund[]): Promise<boolean[]> | Promise<void>;
   /**
-   * Optional, a capability: `refund` settling `into` instead of returning a promise (a store that keeps
-   * its callers' settle functions anyway: the Redis store's refunds, batched per turn of the event loop),
-   * with the same answer. The releases of concurrency slots in one turn then share one promise and one
-   * deadline (holdings.ts ReleaseBatch), each handed over at once. Never throws: a fault is `into.reject`.
-   */
-  refundInto?(refunds: readonly Refund[], into: Settler<boolean[]> | Settler<void>): void;
-  /**
-   * Renews held concurrency slots (each an op of a concurrency rule and the receipt its check returned,
-   * the first of its `cost` slots): their leases end `op.rule.sizeMs` from now, store clock. Resolves, per
-   * slot, whether every unit of it was still held; one released, lapsed or reset is not taken again.
-   * Optional: a store without it cannot hold concurrency rules (`createLimiter` refuses them).
+   * Capability, holding concurrency slots: renews held slots (each an op of a concurrency rule and the
+   * receipt its check returned, the first of its `cost` slots): their leases end `op.rule.sizeMs` from
+   * now, store clock. Resolves, per slot, whether every unit of it was still held; one released, lapsed
+   * or reset is not taken again. Without it `createLimiter` refuses concurrency rules.
    */
   renew?(slots: readonly Refund[]): Promise<boolean[]>;
   /**
-   * The live slots of a concurrency rule's key (operators' `status`): each one's id (whose high part is
-   * the ms it was taken, `SLOT_IDS_PER_MS`) and the epoch ms its lease ends, store clock; at most
-   * `limit` of them, oldest first. Optional: without it `status` lists no holders.
+   * Capability, listing slot holders (operators' `status`): the live slots of a concurrency rule's key,
+   * each one's id (whose high part is the ms it was taken, `SLOT_IDS_PER_MS`) and the epoch ms its lease
+   * ends, store clock; at most `limit` of them, oldest first. Without it `status` lists no holders.
    */
   holders?(rule: StoreRule, key: string, limit: number): Promise<HeldSlot[]>;
-  /** Clear the counted state of a rule for a key (resetOnSuccess); the lock and level stay. */
-  clear(rule: StoreRule, key: string): Promise<void>;
-  /** Clear count, lock and level. Resolves true when the key was locked. */
-  reset(rule: StoreRule, key: string): Promise<boolean>;
   /**
-   * Sets the limit of one key of one rule (`null` clears it), for every process sharing the store,
-   * from the next decision on: it wins over the ops' `limit`, a burst of 0 follows it, and results
-   * decided on it say `overridden`. `forMs`: it expires then (store clock); undefined: never. `reset`
-   * and `clear` leave it. Stores shared between processes tell `onReset` listeners (rule, key), so
-   * deny caches forget a key whose limit changed. Optional: without it `limiter.override` throws.
+   * Clear count, lock and level of a rule for a key. Resolves true when the key was locked. With
+   * `keepLock` only the counted state is cleared (`resetOnSuccess`): the lock and level stay, nobody is
+   * told, and it resolves false.
+   */
+  reset(rule: StoreRule, key: string, options?: { keepLock?: boolean }): Promise<boolean>;
+  /**
+   * Capability, run-time limits: sets the limit of one key of one rule (`null` clears it), for every
+   * process sharing the store, from the next decision on: it wins over the ops' `limit`, a burst of 0
+   * follows it, and results decided on it say `overridden`. `forMs`: it expires then (store clock);
+   * undefined: never. `reset` leaves it. Stores shared between processes tell `onChange` listeners
+   * `'reset'`, so deny caches forget a key whose limit changed. Without it `limiter.override` throws.
    */
   override?(rule: StoreRule, key: string, limit: number | null, forMs?: number): Promise<void>;
   /** Keys of a rule locked now, soonest unlock first, at most `limit`. */
   locked(rule: StoreRule, limit: number): Promise<LockInfo[]>;
   /**
-   * Stores shared between processes call `listener` when any process resets a key, so local caches
-   * (the deny cache) can forget it; `('', '')` means resets may have been missed (the subscriber
-   * reconnected): forget everything.
+   * Capability, hearing other processes' changes (see `StoreChange`): calls `listener` after any process
+   * (or limiter sharing the store) reset a key, changed its override, or, with `frees`, freed slots.
+   * `frees` is asked for only once a call waits for a slot (a store may announce frees to a process that
+   * listens for them only). Resolves once no change asked for, announced from then on, can be missed.
+   * Without it deny caches keep a reset key's denial until it expires, and a call waiting for a slot
+   * freed in another process tries again when the soonest lease ends.
    */
-  onReset?(listener: (rule: string, key: string) => void): void;
+  onChange?(listener: StoreChangeListener, options?: { frees?: boolean }): Promise<void>;
   /**
-   * Shared stores that hold concurrency slots: calls `listener` with the rule and key after any process
-   * freed slots of that key (a release, a reset), so that calls waiting for a slot try again at once;
-   * `('', '')`: frees may have been missed (the subscriber reconnected), every waiter tries again.
-   * Resolves once no free announced from then on can be missed. Optional: without it a waiter in
-   * another process tries again when the soonest lease ends.
-   */
-  onFree?(listener: (rule: string, key: string) => void): Promise<void>;
-  /**
-   * Shared stores: resolves when the store answers (a round trip), rejects with the cause when it
-   * cannot. `limiter.health()` calls it, under `storeTimeout`.
-   */
-  ping?(): Promise<void>;
-  /**
-   * Shared stores: their connection's liveness. Without it a call counts as failed `storeTimeout` after
-   * it was made, however busy the store or this process.
+   * Capability, for shared stores: their connection's liveness and a round trip. Without it a call counts
+   * as failed `storeTimeout` after it was made, however busy the store or this process, and
+   * `limiter.health()` reports the outcome of the last calls only.
    */
   readonly liveness?: StoreLiveness;
+  /** Ends the store's own work (timers, subscriptions), after what it was asked to write is written. */
   close(): Promise<void>;
 }
 

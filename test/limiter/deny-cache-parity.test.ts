@@ -46,8 +46,7 @@ function lagging(inner: Store, lagMs: number): Store {
     now: () => inner.now() - lagMs,
     evaluate: (ops: readonly StoreOp[], mode: EvalMode) => inner.evaluate(ops, mode),
     refund: (refunds) => inner.refund(refunds),
-    clear: (rule, key) => inner.clear(rule, key),
-    reset: (rule, key) => inner.reset(rule, key),
+    reset: (rule, key, options) => inner.reset(rule, key, options),
     locked: (rule, limit) => inner.locked(rule, limit),
     close: () => inner.close(),
   };

@@ -16,6 +16,7 @@ import {
   type Rule,
   type Store,
   type StoreCallInfo,
+  type StoreLiveness,
 } from '../../src/index.js';
 import { RECOMMENDED_REDIS_OPTIONS } from '../fixtures/redis-options.js';
 import { getRedis } from '../support/redis.js';
@@ -31,8 +32,7 @@ function replacing(inner: Store, methods: Partial<Store>): Store {
     now: () => inner.now(),
     evaluate: (ops, mode) => inner.evaluate(ops, mode),
     refund: (refunds) => inner.refund(refunds),
-    clear: (rule, key) => inner.clear(rule, key),
-    reset: (rule, key) => inner.reset(rule, key),
+    reset: (rule, key, options) => inner.reset(rule, key, options),
     locked: (rule, limit) => inner.locked(rule, limit),
     close: () => inner.close(),
     ...methods,
@@ -206,7 +206,21 @@ describe('limiter.observe and limiter.health', () => {
   it("health() asks the store's ping under storeTimeout: a refusal is down with its code, a hang is a timeout", async () => {
     const client = await redisClient();
     let ping: () => Promise<void> = async () => void (await client.ping());
-    const store = replacing(redisStore(client), { ping: () => ping() });
+    // Its liveness as a connection tracks it: silent since the oldest ping still unanswered.
+    let outstanding = 0;
+    let silentSince = 0;
+    const liveness: StoreLiveness = {
+      connecting: () => undefined,
+      silentSinceMs: () => (outstanding > 0 ? silentSince : undefined),
+      ping: () => {
+        if (outstanding++ === 0) silentSince = performance.now();
+        const answered = () => void outstanding--;
+        const pinging = ping();
+        pinging.then(answered, answered);
+        return pinging;
+      },
+    };
+    const store = replacing(redisStore(client), { liveness });
     const limiter = limiterOf({ store });
     expect((await limiter.health()).state).to.equal('ok');
 

@@ -56,8 +56,8 @@ describe('ratekeeper command line on PostgreSQL (--postgres)', function () {
     const schema = newSchema();
     const { limiter, store } = await startApp(schema);
     const heard = new Promise<void>((resolve) => {
-      store.onReset((rule, key) => {
-        if (rule === 'login' && key === 'alice') resolve();
+      void store.onChange((change, rule, key) => {
+        if (change === 'reset' && rule === 'login' && key === 'alice') resolve();
       });
     });
     const channel = postgresNames(schema, 'rk_').channel;

@@ -303,7 +303,9 @@ describe('PostgresStore', function () {
         const b = limiter([api(1, { type: 'fixed', size: '1h' })], { schema: shared });
         limiters.push(a);
         const heard: string[] = [];
-        storeA.onReset((_rule, key) => heard.push(key));
+        void storeA.onChange((change, _rule, key) => {
+          if (change === 'reset') heard.push(key);
+        });
         // Heard once B's announcements reach A: A's LISTEN connection is up.
         const hears = (key: string, times: number) =>
           until(`process A hears the reset of ${key}`, async () => {

@@ -182,7 +182,9 @@ describe('RedisStore through node-redis (the redis package)', function () {
       // A reset is announced twice when its script had to be loaded first: the test waits for the news.
       const storeRule = { name: 'api' } as Parameters<RedisStore['reset']>[0];
       try {
-        listener.onReset((rule, key) => heard.push(`${rule}/${key}`));
+        void listener.onChange((change, rule, key) => {
+          if (change === 'reset') heard.push(`${rule}/${key}`);
+        });
         await until('subscribed', async () => (await subscribers(server, on)) === 1);
         await announcer.reset(storeRule, 'user {1}');
         await until('the reset heard', () => last() === 'api/user {1}');
@@ -299,7 +301,9 @@ describe('RedisStore through node-redis (the redis package)', function () {
       const listener = new RedisStore({ client, prefix: on });
       const heard: Array<[string, string]> = [];
       try {
-        listener.onReset((rule, key) => heard.push([rule, key]));
+        void listener.onChange((change, rule, key) => {
+          if (change === 'reset') heard.push([rule, key]);
+        });
         const counts = () => Promise.all(cluster.nodes.map((node) => subscribers(node, on)));
         await until('subscribed', async () => (await counts()).reduce((a, b) => a + b, 0) === 1);
         await announcer.reset({ name: 'api' } as Parameters<RedisStore['reset']>[0], 'k');
@@ -321,8 +325,8 @@ describe('RedisStore through node-redis (the redis package)', function () {
       const heard = new Set<number>();
       try {
         stores.forEach((store, i) => {
-          store.onReset((rule) => {
-            if (rule === 'api') heard.add(i);
+          void store.onChange((change, rule) => {
+            if (change === 'reset' && rule === 'api') heard.add(i);
           });
         });
         const counts = () => Promise.all(cluster.nodes.map((node) => subscribers(node, on)));

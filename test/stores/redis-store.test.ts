@@ -140,8 +140,8 @@ describe('RedisStore', function () {
             await redis.refund([refund]);
           } else if (what < 0.1) {
             const rule = (rules[Math.floor(random() * rules.length)] as CompiledRule).store;
-            await memory.clear(rule, key);
-            await redis.clear(rule, key);
+            await memory.reset(rule, key, { keepLock: true });
+            await redis.reset(rule, key, { keepLock: true });
           } else if (what < 0.12) {
             const rule = (rules[Math.floor(random() * rules.length)] as CompiledRule).store;
             expect(await redis.reset(rule, key), context).to.equal(await memory.reset(rule, key));
@@ -177,8 +177,11 @@ describe('RedisStore', function () {
     try {
       const a = track(new RedisStore({ client, prefix }));
       const b = track(new RedisStore({ client: other, prefix }));
-      const heard = new Promise<[string, string]>((resolve) =>
-        b.onReset((rule, key) => resolve([rule, key])),
+      const heard = new Promise<[string, string]>(
+        (resolve) =>
+          void b.onChange((change, rule, key) => {
+            if (change === 'reset') resolve([rule, key]);
+          }),
       );
       const [rule] = compile([{ name: 'login', limit: 1, window: { type: 'fixed', size: '1m' } }]);
       // The subscription is made lazily, on a connection of its own: publish once Redis counts it.
@@ -640,10 +643,13 @@ describe('RedisStore', function () {
       const done = new Promise<void>((resolve) => {
         everyOne = resolve;
       });
-      await waiter.onFree((ruleName, key) => {
-        heard.push(`${ruleName}:${key}`);
-        if ([...all].every((k) => heard.includes(`slots:${k}`))) everyOne();
-      });
+      await waiter.onChange(
+        (_change, ruleName, key) => {
+          heard.push(`${ruleName}:${key}`);
+          if ([...all].every((k) => heard.includes(`slots:${k}`))) everyOne();
+        },
+        { frees: true },
+      );
       // Six identities in several slots: one release call per slot group, each publishing its own.
       const slots = new Set([...all].map((k) => tagSlot(opKeys(prefix, 'slots', k).tag)));
       expect(slots.size).to.be.at.least(2);

@@ -32,8 +32,8 @@ export function groupingEveryRule(store: Store): Store {
     evaluate: (ops: readonly StoreOp[], mode: EvalMode): Promise<EvalResult> =>
       store.evaluate(ops.map(op), mode),
     refund: (refunds: readonly Refund[]) => store.refund(refunds.map(refund)),
-    clear: (rule: StoreRule, key: string) => store.clear(grouped(rule), key),
-    reset: (rule: StoreRule, key: string) => store.reset(grouped(rule), key),
+    reset: (rule: StoreRule, key: string, options?: { keepLock?: boolean }) =>
+      store.reset(grouped(rule), key, options),
     locked: (rule: StoreRule, limit: number): Promise<LockInfo[]> => store.locked(grouped(rule), limit),
     close: () => store.close(),
   };
@@ -51,7 +51,6 @@ export function groupingEveryRule(store: Store): Store {
     wrapped.override = (rule: StoreRule, key: string, limit: number | null, forMs?: number) =>
       override(grouped(rule), key, limit, forMs);
   }
-  if (store.onReset) wrapped.onReset = store.onReset.bind(store);
-  if (store.ping) wrapped.ping = store.ping.bind(store);
+  if (store.onChange) wrapped.onChange = store.onChange.bind(store);
   return wrapped;
 }

@@ -1,7 +1,7 @@
 // Waiting for events instead of for a time: a store's calls still in flight (an outcome a response reports as
 // it goes out), a server's responses still open, a condition that a timer or a subscription will make true.
 import type { Server } from 'node:http';
-import type { LimiterOptions, Settler, Store } from '../../src/index.js';
+import type { LimiterOptions, Store } from '../../src/index.js';
 
 /**
  * For limiters whose test asserts what the store answered: a storeTimeout that no busy machine reaches by
@@ -36,26 +36,6 @@ export function trackStore(store: Store): TrackedStore {
       let method = wrapped.get(prop);
       if (method === undefined) {
         method = (...args: unknown[]) => {
-          // A call that settles a settler (evaluateInto, refundInto) is in flight until it is settled.
-          if (typeof prop === 'string' && prop.endsWith('Into')) {
-            const into = args[args.length - 1] as Settler<unknown>;
-            let settled!: () => void;
-            const done = new Promise<void>((resolve) => {
-              settled = resolve;
-            });
-            inFlight.add(done);
-            void done.then(() => inFlight.delete(done));
-            args[args.length - 1] = {
-              resolve: (v: unknown) => {
-                into.resolve(v);
-                settled();
-              },
-              reject: (error: unknown) => {
-                into.reject(error);
-                settled();
-              },
-            } satisfies Settler<unknown>;
-          }
           const result: unknown = value.apply(target, args);
           if (result instanceof Promise) {
             inFlight.add(result);

@@ -14,6 +14,7 @@ import type {
   OpResult,
   Refund,
   Store,
+  StoreChangeListener,
   StoreOp,
   StoreRule,
 } from '../store.js';
@@ -61,8 +62,8 @@ export class MemoryStore implements Store {
   readonly #timer: NodeJS.Timeout;
   /** Last time handed out: the store's clock never runs backwards. */
   #lastNow = 0;
-  /** `onFree` listeners: limiters sharing this store whose calls wait for a slot. */
-  readonly #freeListeners = new Set<(rule: string, key: string) => void>();
+  /** `onChange` listeners: limiters sharing this store whose calls wait for a slot. */
+  readonly #changeListeners = new Set<StoreChangeListener>();
   readonly #warnFull = warnOnce(MEMORY_STORE_FULL_WARNING);
   /** The entries of the evaluation under way, reused: evaluateSync never re-enters. */
   readonly #scratch: Array<Entry | undefined> = [];
@@ -226,7 +227,7 @@ export class MemoryStore implements Store {
       const op = this.#overrides.apply(refund.op, nowMs);
       const receipt = refund.receipt;
       const entry = this.#get(op.rule.name, op.key, nowMs);
-      if (algorithms[op.rule.type].kind.holdsSlots)
+      if (op.rule.type === 'concurrency')
         held[i] = stillHeld(entry?.state as HolderState | undefined, op, nowMs, receipt);
       if (entry?.state === undefined) continue;
       const algorithm = algorithms[op.rule.type];
@@ -239,21 +240,22 @@ export class MemoryStore implements Store {
         entry.exhausted = now.remaining === 0;
       }
       if (!this.#dropIfEmpty(entry)) this.#queues.place(entry, nowMs);
-      if (algorithms[op.rule.type].kind.holdsSlots) this.#freed(op.rule.name, op.key);
+      if (op.rule.type === 'concurrency') this.#freed(op.rule.name, op.key);
     }
     return held;
   }
 
   /**
-   * Calls `listener` after slots of a concurrency key were freed (released or reset) through this store,
-   * by any limiter sharing it: their calls waiting for a slot try again.
+   * Calls `listener` with `'free'` after slots of a concurrency key were freed (released or reset)
+   * through this store, by any limiter sharing it: their calls waiting for a slot try again. Nothing
+   * else is announced: no deny cache sits in front of a store in this process.
    */
-  async onFree(listener: (rule: string, key: string) => void): Promise<void> {
-    this.#freeListeners.add(listener);
+  async onChange(listener: StoreChangeListener): Promise<void> {
+    this.#changeListeners.add(listener);
   }
 
   #freed(rule: string, key: string): void {
-    for (const listener of this.#freeListeners) listener(rule, key);
+    for (const listener of this.#changeListeners) listener('free', rule, key);
   }
 
   async renew(slots: readonly Refund[]): Promise<boolean[]> {
@@ -270,14 +272,23 @@ export class MemoryStore implements Store {
 
   async holders(rule: StoreRule, key: string, limit: number): Promise<HeldSlot[]> {
     const state = this.#byRule.get(rule.name)?.get(key)?.state as HolderState | undefined;
-    if (!algorithms[rule.type].kind.holdsSlots || state === undefined) return [];
+    if (rule.type !== 'concurrency' || state === undefined) return [];
     const nowMs = this.now();
     const held: HeldSlot[] = [];
     for (const [slot, untilMs] of state.holders) if (untilMs > nowMs) held.push({ slot, untilMs });
     return held.sort((a, b) => a.slot - b.slot).slice(0, limit);
   }
 
-  async clear(rule: StoreRule, key: string): Promise<void> {
+  async reset(rule: StoreRule, key: string, options?: { keepLock?: boolean }): Promise<boolean> {
+    if (options?.keepLock === true) {
+      this.#clearCount(rule, key);
+      return false;
+    }
+    return this.#reset(rule, key);
+  }
+
+  /** The counted state of a key goes; its lock and level stay. */
+  #clearCount(rule: StoreRule, key: string): void {
     const entry = this.#byRule.get(rule.name)?.get(key);
     if (entry === undefined) return;
     entry.state = undefined;
@@ -287,11 +298,11 @@ export class MemoryStore implements Store {
     if (!this.#dropIfEmpty(entry)) this.#queues.place(entry, this.now());
   }
 
-  async reset(rule: StoreRule, key: string): Promise<boolean> {
+  #reset(rule: StoreRule, key: string): boolean {
     const entry = this.#byRule.get(rule.name)?.get(key);
     if (entry === undefined) return false;
     const wasLocked = entry.lock !== undefined && this.now() < entry.lock.untilMs;
-    if (algorithms[rule.type].kind.holdsSlots && entry.state !== undefined) {
+    if (rule.type === 'concurrency' && entry.state !== undefined) {
       // The holders go, the last slot id stays (until the state expires): no id is handed out twice.
       (entry.state as HolderState).holders.clear();
       entry.count = 0;
@@ -333,7 +344,7 @@ export class MemoryStore implements Store {
     this.#overrides.clear();
     this.#queues.clear();
     this.#locks.clear();
-    this.#freeListeners.clear();
+    this.#changeListeners.clear();
   }
 
   /** Drops every expired key. Runs on the timer; callable directly. */

@@ -111,6 +111,11 @@ export class PoolCalls implements StoreLiveness {
     return this.#outstanding > 0 ? this.#silentSinceMs : undefined;
   }
 
+  /** One round trip: resolves when PostgreSQL answers, rejects with the cause when it does not. */
+  async ping(): Promise<void> {
+    await this.query({ text: 'SELECT 1' });
+  }
+
   /** Runs one query on a connection of the pool, released (or discarded, after a fault) when it settles. */
   async query(config: Parameters<PostgresClient['query']>[0]): Promise<unknown[]> {
     const tries = (this.#pool.options.max ?? 10) + 1;

@@ -1,5 +1,4 @@
 // The PostgreSQL store: limits shared by every process through PostgreSQL, each request decided by one function call.
-import { windowKind } from '../../algorithms/index.js';
 import { assertKnownFields } from '../../config/known-fields.js';
 import { mustBe, refuse } from '../../config/refuse.js';
 import { POSTGRES_STORE_DEFAULTS } from '../../defaults.js';
@@ -11,6 +10,7 @@ import type {
   Refund,
   Store,
   StoreLiveness,
+  StoreChangeListener,
   StoreOp,
   StoreRule,
 } from '../store.js';
@@ -66,7 +66,7 @@ const FIELDS = [
 function frees(refunds: readonly Refund[]): string[] {
   const out = new Set<string>();
   for (const { op } of refunds)
-    if (windowKind(op.rule.type).holdsSlots) out.add(announcement(op.rule.name, op.key, false));
+    if (op.rule.type === 'concurrency') out.add(announcement(op.rule.name, op.key, false));
   return [...out];
 }
 
@@ -91,6 +91,8 @@ export class PostgresStore implements Store {
   /** Releases of concurrency slots announced by any process: listened to once a call waits for a slot. */
   #frees: ResetSubscription | undefined;
   readonly #pool: PostgresPool;
+  /** `onChange` listeners, told of what the subscriptions hear. */
+  readonly #changeListeners = new Set<StoreChangeListener>();
   readonly #checkText: string;
   readonly #checkName: string;
   readonly #batcher: CheckBatcher;
@@ -211,7 +213,7 @@ export class PostgresStore implements Store {
 
   /** The live slots of a concurrency key, oldest first, at most `limit` (operators' `status`). */
   async holders(rule: StoreRule, key: string, limit: number): Promise<HeldSlot[]> {
-    if (!windowKind(rule.type).holdsSlots || !(limit > 0)) return [];
+    if (rule.type !== 'concurrency' || !(limit > 0)) return [];
     await this.#whenReady();
     const rows = await this.#calls.query({
       text: `SELECT * FROM ${this.#names.qualified('holders')}($1, $2, $3, $4)`,
@@ -223,15 +225,17 @@ export class PostgresStore implements Store {
     });
   }
 
-  async clear(rule: StoreRule, key: string): Promise<void> {
-    await this.#whenReady();
-    await this.#call('clear', [rule.name, keyBytes(key)]);
-  }
-
-  /** Clears count, lock and level, and tells every process sharing the schema and prefix (NOTIFY). */
-  async reset(rule: StoreRule, key: string): Promise<boolean> {
+  /**
+   * Clears count, lock and level, and tells every process sharing the schema and prefix (NOTIFY); with
+   * `keepLock`, the count only, nobody told.
+   */
+  async reset(rule: StoreRule, key: string, options?: { keepLock?: boolean }): Promise<boolean> {
     await this.#whenReady();
     const rows = await this.#call('reset', [rule.name, keyBytes(key), announcement(rule.name, key, false)]);
+    if (options?.keepLock === true) {
+      await this.#call('clear', [rule.name, keyBytes(key)]);
+      return false;
+    }
     return (rows[0] as { reset?: unknown } | undefined)?.reset === true;
   }
 
@@ -273,29 +277,26 @@ export class PostgresStore implements Store {
 
   /**
    * Calls `listener` when any process resets a key or changes its override (LISTEN on a connection of
-   * the store's own); `('', '')` after that connection was lost: resets may have been missed.
+   * the store's own), and, with `frees`, frees slots of a concurrency key (the refund call's NOTIFY on
+   * a channel of its own, LISTENed to on one more connection from then on); `('', '')` after a
+   * listening connection was lost. Resolves once the channels asked for are listened to.
    */
-  onReset(listener: (rule: string, key: string) => void): void {
-    this.#subscription.listen(listener);
-  }
-
-  /**
-   * Calls `listener` when any process frees slots of a concurrency key: a release (announced by the
-   * refund call with NOTIFY on a channel of its own, LISTENed to on one more connection from the first
-   * call on) or a reset or override change (the reset channel); `('', '')` after a listening connection
-   * was lost. Resolves once both channels are listened to.
-   */
-  onFree(listener: (rule: string, key: string) => void): Promise<void> {
-    this.#subscription.listen(listener);
+  onChange(listener: StoreChangeListener, options?: { frees?: boolean }): Promise<void> {
+    this.#changeListeners.add(listener);
+    this.#subscription.listen(this.#heardReset);
+    if (options?.frees !== true) return this.#subscription.live();
     this.#frees ??= new ResetSubscription(this.#pool, this.#names.freeChannel);
-    this.#frees.listen(listener);
+    this.#frees.listen(this.#heardFree);
     return Promise.all([this.#subscription.live(), this.#frees.live()]).then(() => undefined);
   }
 
-  /** One round trip: resolves when PostgreSQL answers, rejects with the cause when it does not. */
-  async ping(): Promise<void> {
-    await this.#calls.query({ text: 'SELECT 1' });
-  }
+  readonly #heardReset = (rule: string, key: string): void => {
+    for (const listener of this.#changeListeners) listener('reset', rule, key);
+  };
+
+  readonly #heardFree = (rule: string, key: string): void => {
+    for (const listener of this.#changeListeners) listener('free', rule, key);
+  };
 
   /** One step of the background sweep, at once: resolves with the number of rows deleted. */
   sweep(): Promise<number> {

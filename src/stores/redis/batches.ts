@@ -1,6 +1,6 @@
 // Batching: the requests of one event-loop phase that one node can decide go out as one call of lua/check.lua.
 
-import type { EvalMode, EvalResult, Settler, StoreOp } from '../store.js';
+import type { EvalMode, EvalResult, StoreOp } from '../store.js';
 import { CheckCall } from './calls.js';
 import { decidedAt } from './clock.js';
 import type { RedisConnection } from './connection/connection.js';
@@ -9,6 +9,12 @@ import { hasLockout, type ScriptTime } from './op-text.js';
 import { decodeCheckReply } from './replies.js';
 import { type RedisScript, runScript } from './scripts.js';
 import { SlotMap } from './slot-map.js';
+
+/** What settles a caller's promise, kept until the reply comes: the first of `resolve` or `reject` wins. */
+export interface Settler<T> {
+  resolve(value: T): void;
+  reject(error: unknown): void;
+}
 
 /** A request waiting in a batch, and how to settle it. */
 interface QueuedRequest {

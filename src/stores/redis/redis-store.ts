@@ -1,6 +1,5 @@
 // The Redis store: limits shared by every process through Redis (standalone, Sentinel or Cluster), decided in Lua.
 
-import { windowKind } from '../../algorithms/index.js';
 import { assertKnownFields, fieldsOf } from '../../config/known-fields.js';
 import { mustBe, refuse } from '../../config/refuse.js';
 import { REDIS_STORE_DEFAULTS } from '../../defaults.js';
@@ -10,13 +9,13 @@ import type {
   EvalResult,
   HeldSlot,
   Refund,
-  Settler,
   Store,
   StoreLiveness,
+  StoreChangeListener,
   StoreOp,
   StoreRule,
 } from '../store.js';
-import { Batcher } from './batches.js';
+import { Batcher, type Settler } from './batches.js';
 import { connectionOf, type RedisClient } from './client.js';
 import { RedisClock } from './clock.js';
 import { SlotGroups } from './cluster-groups.js';
@@ -77,7 +76,7 @@ interface PendingRefunds {
 
 export class RedisStore implements Store {
   readonly local = false;
-  /** The client's first connection and how long its calls have waited unanswered: see the failure policy. */
+  /** The client's first connection, how long its calls have waited unanswered, and a PING: see the failure policy. */
   readonly liveness: StoreLiveness;
   readonly #connection: RedisConnection;
   readonly #space: KeySpace;
@@ -90,6 +89,8 @@ export class RedisStore implements Store {
   #refunds: PendingRefunds | undefined;
   readonly #frees: Frees;
 
+  /** `onChange` listeners, told of what the subscriptions hear. */
+  readonly #changeListeners = new Set<StoreChangeListener>();
   constructor(options: RedisStoreOptions) {
     const connection = connectionOf(options?.client);
     assertKnownFields(options, REDIS_STORE_FIELDS, 'RedisStore');
@@ -98,7 +99,15 @@ export class RedisStore implements Store {
       refuse('ERR_OPTION', 'RedisStore', mustBe('prefix', "a non-empty string without '{' or '}'", prefix));
     const scripts = loadScripts();
     this.#connection = connection;
-    this.liveness = connection.liveness;
+    const { liveness } = connection;
+    this.liveness = {
+      connecting: () => liveness.connecting(),
+      silentSinceMs: () => liveness.silentSinceMs(),
+      // One round trip (PING): resolves when Redis answers, rejects with the cause when it does not.
+      ping: async () => {
+        await connection.send('PING', []);
+      },
+    };
     const space = { prefix, cluster: connection.cluster };
     this.#resets = new Resets(connection, scripts.reset, space);
     this.#frees = new Frees(connection, prefix);
@@ -124,11 +133,11 @@ export class RedisStore implements Store {
    * slots is decided group by group (SlotGroups): all-or-nothing overall.
    */
   evaluate(ops: readonly StoreOp[], mode: EvalMode): Promise<EvalResult> {
-    return new Promise((resolve, reject) => this.evaluateInto(ops, mode, { resolve, reject }));
+    return new Promise((resolve, reject) => this.#evaluate(ops, mode, { resolve, reject }));
   }
 
-  /** `evaluate`, settling `into` (the failure policy's deadline call): one promise per decision, not two. */
-  evaluateInto(ops: readonly StoreOp[], mode: EvalMode, into: Settler<EvalResult>): void {
+  /** `evaluate`, settling `into`: the batch keeps each request's settler. */
+  #evaluate(ops: readonly StoreOp[], mode: EvalMode, into: Settler<EvalResult>): void {
     try {
       // Refunds asked for before this decision go first: a slot released, then taken again.
       if (this.#refunds !== undefined) this.#sendRefunds();
@@ -159,11 +168,11 @@ export class RedisStore implements Store {
    * (a release of slots that lapsed, or were reset, is false).
    */
   refund(refunds: readonly Refund[]): Promise<boolean[]> {
-    return new Promise((resolve, reject) => this.refundInto(refunds, { resolve, reject }));
+    return new Promise((resolve, reject) => this.#refund(refunds, { resolve, reject }));
   }
 
-  /** `refund`, settling `into` (a release under the failure policy's deadlines): no promise of its own. */
-  refundInto(refunds: readonly Refund[], into: Settler<boolean[]>): void {
+  /** `refund`, settling `into`: the turn's pending refunds keep each caller's settler. */
+  #refund(refunds: readonly Refund[], into: Settler<boolean[]>): void {
     if (refunds.length === 0) {
       into.resolve([]);
       return;
@@ -230,22 +239,22 @@ export class RedisStore implements Store {
   }
 
   async holders(rule: StoreRule, key: string, limit: number): Promise<HeldSlot[]> {
-    if (!windowKind(rule.type).holdsSlots) return [];
+    if (rule.type !== 'concurrency') return [];
     this.#flush();
     return readHolders(this.#connection, opKeys(this.#space.prefix, rule.name, key).count, limit, this.now());
   }
 
-  async clear(rule: StoreRule, key: string): Promise<void> {
+  /** With `keepLock`, the count only (a DEL of its key, or a grouped rule's state), nobody told. */
+  async reset(rule: StoreRule, key: string, options?: { keepLock?: boolean }): Promise<boolean> {
     this.#flush();
     // A grouped rule's state is one of its identity's record: the others stay.
-    if (isGrouped(rule)) return this.#resets.clear(rule, key, this.#clock.scriptTime());
-    const count = opKeys(this.#space.prefix, rule.name, key).count;
-    await this.#connection.send('DEL', [count], count);
-  }
-
-  reset(rule: StoreRule, key: string): Promise<boolean> {
-    this.#flush();
-    return this.#resets.reset(rule, key, this.#clock.scriptTime());
+    if (options?.keepLock !== true) return this.#resets.reset(rule, key, this.#clock.scriptTime());
+    if (isGrouped(rule)) await this.#resets.clear(rule, key, this.#clock.scriptTime());
+    else {
+      const count = opKeys(this.#space.prefix, rule.name, key).count;
+      await this.#connection.send('DEL', [count], count);
+    }
+    return false;
   }
 
   /**
@@ -264,28 +273,26 @@ export class RedisStore implements Store {
   }
 
   /**
-   * Subscribes (once, lazily, on a connection of its own) to resets announced by any process. After a
-   * reconnection `listener('', '')` is called: resets announced while the subscriber was away were
-   * missed, so local caches should forget everything.
+   * Subscribes (once, lazily, on a connection of its own) to resets and override changes announced by
+   * any process, and, with `frees`, to the slots freed by releases (a channel of their own, announced to
+   * every process but heard only by those that listen). After a reconnection the listener hears
+   * `('', '')`: what was announced while the subscriber was away was missed. With `frees`, resolves once
+   * the subscriptions are live.
    */
-  onReset(listener: (rule: string, key: string) => void): void {
-    this.#resets.listen(listener);
+  onChange(listener: StoreChangeListener, options?: { frees?: boolean }): Promise<void> {
+    this.#changeListeners.add(listener);
+    this.#resets.listen(this.#heardReset);
+    if (options?.frees !== true) return Promise.resolve();
+    return Promise.all([this.#resets.heard(), this.#frees.listen(this.#heardFree)]).then(() => undefined);
   }
 
-  /**
-   * Subscribes (once, lazily, on a connection of its own) to the slots freed by any process: releases
-   * (announced on a channel of their own) and resets or override changes (the reset channel). Resolves
-   * once the subscription is live.
-   */
-  onFree(listener: (rule: string, key: string) => void): Promise<void> {
-    this.#resets.listen(listener);
-    return Promise.all([this.#resets.heard(), this.#frees.listen(listener)]).then(() => undefined);
-  }
+  readonly #heardReset = (rule: string, key: string): void => {
+    for (const listener of this.#changeListeners) listener('reset', rule, key);
+  };
 
-  /** One round trip (PING): resolves when Redis answers, rejects with the cause when it does not (`limiter.health()`). */
-  async ping(): Promise<void> {
-    await this.#connection.send('PING', []);
-  }
+  readonly #heardFree = (rule: string, key: string): void => {
+    for (const listener of this.#changeListeners) listener('free', rule, key);
+  };
 
   /**
    * Sends the releases and refunds still waiting for the end of the turn and waits for them (a caller that

@@ -2,6 +2,7 @@
 // one (answers to other calls, a first connection underway), the insurance store's share, and their options.
 import { expect } from 'chai';
 import {
+  type ConnectionLiveness,
   createLimiter,
   type EvalMode,
   type EvalResult,
@@ -10,7 +11,6 @@ import {
   type Refund,
   type Rule,
   type Store,
-  type StoreLiveness,
   type StoreOp,
   type StoreRule,
 } from '../../../src/index.js';
@@ -23,7 +23,7 @@ const errors = {
 };
 
 /** A store's liveness as the test sets it. */
-class Liveness implements StoreLiveness {
+class Liveness implements ConnectionLiveness {
   first: Promise<void> | undefined;
   sinceMs: number | undefined;
   connecting(): Promise<void> | undefined {
@@ -95,7 +95,7 @@ class SteppedClock implements DeadlineClock {
 function stepped(
   silentMs: number,
   maxWaitMs: number,
-  liveness: StoreLiveness | undefined,
+  liveness: ConnectionLiveness | undefined,
 ): { deadlines: Deadlines; clock: SteppedClock } {
   const clock = new SteppedClock();
   const deadlines = new Deadlines(silentMs, maxWaitMs, liveness, errors, clock);
@@ -222,7 +222,6 @@ function downStore(): Store {
     now: () => Date.now(),
     evaluate: (): Promise<EvalResult> => down(),
     refund: down,
-    clear: down,
     reset: down,
     locked: down,
     close: async () => {},
@@ -337,8 +336,8 @@ class CountingSyncStore implements Store {
     return this.inner.evaluate(ops, mode);
   }
   refund = (refunds: readonly Refund[]) => this.inner.refund(refunds);
-  clear = (rule: StoreRule, key: string) => this.inner.clear(rule, key);
-  reset = (rule: StoreRule, key: string) => this.inner.reset(rule, key);
+  reset = (rule: StoreRule, key: string, options?: { keepLock?: boolean }) =>
+    this.inner.reset(rule, key, options);
   locked = (rule: StoreRule, limit: number) => this.inner.locked(rule, limit);
   close = () => {
     this.closed = true;

@@ -84,8 +84,7 @@ describe('limit functions on the limiter', () => {
       now: () => memory.now(),
       evaluate: (ops, mode) => memory.evaluate(ops, mode),
       refund: (refunds) => memory.refund(refunds),
-      clear: (rule, key) => memory.clear(rule, key),
-      reset: (rule, key) => memory.reset(rule, key),
+      reset: (rule, key, options) => memory.reset(rule, key, options),
       locked: (rule, limit) => memory.locked(rule, limit),
       close: () => memory.close(),
     };

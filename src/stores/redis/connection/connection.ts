@@ -1,6 +1,6 @@
 // The one door through which the Redis store talks to Redis: a small interface, implemented once per client
 // library (redis-connection-ioredis.ts, redis-connection-node-redis.ts; redis-client.ts picks one).
-import type { StoreLiveness } from '../../store.js';
+import type { ConnectionLiveness } from '../../store.js';
 
 /** A subscription made by `RedisConnection.subscribe`. */
 export interface RedisSubscription {
@@ -25,7 +25,7 @@ export interface RedisConnection {
   /** True for a Redis Cluster: the keys of one command must share a slot, and they pick the node. */
   readonly cluster: boolean;
   /** The client's first connection and how long its calls have waited unanswered (see `ClientLiveness`). */
-  readonly liveness: StoreLiveness;
+  readonly liveness: ConnectionLiveness;
   /**
    * Sends one command. `routingKey`, one of the command's keys, picks the node on a Cluster; without
    * one the client chooses (commands without keys).

@@ -1,6 +1,6 @@
 // Whether a Redis client is slow or gone: its first connection still being made, and how long its calls have waited unanswered.
 import { performance } from 'node:perf_hooks';
-import type { StoreLiveness } from '../../store.js';
+import type { ConnectionLiveness } from '../../store.js';
 import type { ClientEvents } from './faults.js';
 
 /** How one client library shows its connection: the events it emits and whether the first one is underway. */
@@ -35,7 +35,7 @@ interface NodeCalls {
  *   client is not. On a Cluster each master is watched on its own, so that one lost master is not
  *   hidden by the others' answers; the store is as silent as its most silent node.
  */
-export class ClientLiveness implements StoreLiveness {
+export class ClientLiveness implements ConnectionLiveness {
   readonly #signals: ConnectionSignals;
   readonly #explain: (error: unknown) => unknown;
   /** Once ready, or once a connection attempt failed, this client is never waited for again. */
