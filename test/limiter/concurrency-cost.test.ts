@@ -41,7 +41,7 @@ function counted(store: Store): { store: Store; decisions: () => number } {
       const value: unknown = Reflect.get(target, prop, target);
       if (typeof value !== 'function') return value;
       return (...args: unknown[]) => {
-        if (prop === 'evaluate' || prop === 'evaluateSync' || prop === 'evaluateInto') decisions++;
+        if (prop === 'evaluate' || prop === 'evaluateSync') decisions++;
         return value.apply(target, args);
       };
     },
