@@ -42,8 +42,8 @@ export interface HttpExchange {
   /**
    * Sets the rate-limit header fields (`Retry-After` left out when `withoutRetryAfter`) unless the
    * response's headers are out already, without asking first: where present, `sent` and `header` are not
-   * used for them. Express's: on Express 5 every request's response object has a shape of its own, so
-   * each property read on it costs a lookup in V8's runtime; `headersSent` would be one more per request.
+   * used for them. Express's: a property read on an Express 5 response is slow, and `headersSent` would
+   * be one more per request (bench/RESULTS.md).
    */
   headers?(fields: readonly HeaderField[], withoutRetryAfter: boolean): void;
   /** The app's own denial (the adapter's `handler` option), or undefined for the default one. */
@@ -107,7 +107,7 @@ export async function exchange<Req>(setup: Setup<Req>, http: HttpExchange, reque
   if (clientGone(http.socket())) return 'gone';
   if (setup.skip !== undefined && (await setup.skip(request))) return 'next';
   // The proxy settings on a middleware's first request and every SPOOF_CHECK_EVERY-th after (a setting
-  // changed while the app runs is still found): reading them costs a lookup in V8's runtime per request.
+  // changed while the app runs is still found): reading them on every request would be slow on Express 5.
   if (!setup.warned) {
     if (setup.spoofChecks === 0) {
       const setting = http.spoofable();
@@ -119,7 +119,7 @@ export async function exchange<Req>(setup: Setup<Req>, http: HttpExchange, reque
   // microtask queue on every request.
   const read = http.info();
   let info = read instanceof Promise ? await read : read;
-  // Asking costs a property read on the request (a lookup in V8's runtime on Express 5): only for path rules.
+  // Asking reads the request, slow on Express 5: only for path rules.
   if (setup.pathRules && http.attached === true) info = routeRelative(setup.limiter, info) ?? info;
   const pacing = setup.pacing;
   let decision: Decision;

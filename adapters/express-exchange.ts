@@ -112,7 +112,7 @@ export class ExpressExchange implements HttpExchange {
     return this.#attached ?? this.#req.route !== undefined;
   }
 
-  /** Read once: each property read on Express 5's request is a lookup in V8's runtime. */
+  /** Read once: a property read on Express 5's request is slow (bench/RESULTS.md). */
   socket() {
     this.#socket ??= this.#req.socket;
     return this.#socket;

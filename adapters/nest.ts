@@ -157,8 +157,12 @@ function leaseOf(limiter: Limiter): number {
   if (lease !== undefined) return lease;
   lease = Number.POSITIVE_INFINITY;
   for (const rule of limiter.rules) {
-    if (rule.window.type !== 'concurrency') continue;
-    lease = Math.min(lease, parseDuration(rule.window.lease) ?? RULE_DEFAULTS.concurrencyLeaseMs);
+    if (!limiter.ruleFacts.some((facts) => facts.name === rule.name && facts.holdsSlots)) continue;
+    lease = Math.min(
+      lease,
+      parseDuration('lease' in rule.window ? rule.window.lease : undefined) ??
+        RULE_DEFAULTS.concurrencyLeaseMs,
+    );
   }
   LEASES.set(limiter, lease);
   return lease;

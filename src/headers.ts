@@ -155,8 +155,8 @@ export function createRetryAfter(
 
 /**
  * The text of the last few figures a formatter wrote, by field: a limit, an epoch-seconds reset and a
- * reset in seconds repeat from one response to the next (a reset changes once a second at most), and a
- * number over 2^30 (epoch seconds) is a heap number whose text is made anew on every `String()`.
+ * reset in seconds repeat from one response to the next (a reset changes once a second at most), and
+ * `String()` makes a number's text anew each time (bench/RESULTS.md).
  */
 class NumberTexts {
   #limit = Number.NaN;

@@ -9,7 +9,7 @@ import type { OpResult, StoreOp } from '../stores/store-ops.js';
  */
 export type Verdict = OpResult;
 
-/** Builds every verdict (and every locked result): one allocation site, one object shape. */
+/** Builds every verdict (and every locked result), so that all have the same fields in the same order. */
 export function verdict(
   allowed: boolean,
   remaining: number,
@@ -45,7 +45,8 @@ export type WindowField = 'size' | 'buckets' | 'burst' | 'unit' | 'cron' | 'time
 
 /**
  * A window type as the rest of the library knows it, so that no other part lists types by name: the rule
- * compiler reads its fields and bound, the limiter its capacity, the operators' tools its name.
+ * compiler reads its fields and bound, the limiter its capacity, the stores what its state allows, the
+ * operators' tools its name.
  */
 export interface WindowKind {
   /** The type in plain words, for people: `'token bucket'`. */
@@ -61,11 +62,44 @@ export interface WindowKind {
    * that arithmetic has a bound (buckets: max(limit, burst) × size in µs below 2^53, GCRA 2^52); undefined: none.
    */
   readonly maxLimit: ((sizeMs: number) => number) | undefined;
+  /** An admitted request holds its units until they are released or their lease ends (the `lease` field). */
+  readonly holdsSlots: boolean;
+  /**
+   * Its state is one small value, so a store may keep it in one record with the states of its identity's
+   * other rules (`StoreRule.grouped`, set by src/rules/compile.ts; lua/identity-record.lua).
+   */
+  readonly groupable: boolean;
+  /**
+   * Its state is a count and its window's end, started afresh at that end (fixed, calendar): the state
+   * sql/check-batch.sql computes in place for the requests of one rule batched together.
+   */
+  readonly counter: boolean;
+}
+
+/** What a window type's state allows a store, besides its fields (see WindowKind). */
+export interface WindowTraits {
+  /** @default false */
+  readonly groupable?: boolean;
+  /** @default false */
+  readonly counter?: boolean;
 }
 
 /** A window whose capacity is its limit, with no bound of its own on the limit. */
-export function countingWindow(title: string, fields: readonly WindowField[]): WindowKind {
-  return { title, fields, aliases: [], capacity: (limit) => limit, maxLimit: undefined };
+export function countingWindow(
+  title: string,
+  fields: readonly WindowField[],
+  traits: WindowTraits = {},
+): WindowKind {
+  return {
+    title,
+    fields,
+    aliases: [],
+    capacity: (limit) => limit,
+    maxLimit: undefined,
+    holdsSlots: fields.includes('lease'),
+    groupable: traits.groupable ?? false,
+    counter: traits.counter ?? false,
+  };
 }
 
 /**
@@ -83,6 +117,10 @@ export function bucketWindow(
     aliases,
     capacity: (limit, burst) => burst || limit,
     maxLimit: (sizeMs) => largestUnder(sizeMs * 1000, bound),
+    holdsSlots: false,
+    // A bucket's state is one number or two (a level and a time, a TAT).
+    groupable: true,
+    counter: false,
   };
 }
 

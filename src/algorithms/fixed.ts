@@ -44,7 +44,7 @@ export function refundCounter(
 }
 
 export const fixed: Algorithm<CounterState> = {
-  kind: countingWindow('fixed window', ['size']),
+  kind: countingWindow('fixed window', ['size'], { groupable: true, counter: true }),
 
   evaluate(state, op, nowMs, add) {
     // A missing or ended window reads as a fresh one starting now.

@@ -19,8 +19,14 @@ export {
   verdict,
   type WindowField,
   type WindowKind,
+  type WindowTraits,
 } from './algorithm.js';
 
+/**
+ * The registry of window types. Every list or check of types elsewhere is read from here (`WINDOW_TYPES`, a
+ * type's `kind`) or from a rule's facts; the unions that name them (`WindowType`, the public `WindowSpec`),
+ * the Lua and the PL/pgSQL twins are held to it by test/unit/algorithms/registry-lists.test.ts.
+ */
 export const algorithms: Readonly<Record<WindowType, Algorithm<unknown>>> = {
   fixed,
   calendar,
@@ -29,11 +35,15 @@ export const algorithms: Readonly<Record<WindowType, Algorithm<unknown>>> = {
   'token-bucket': tokenBucket,
   gcra,
   concurrency,
-} as Record<WindowType, Algorithm<unknown>>;
+  // Each its own state type: `satisfies` holds the keys to WindowType (none missing, none extra).
+} satisfies Record<WindowType, Pick<Algorithm<unknown>, 'kind'>> as Record<WindowType, Algorithm<unknown>>;
+
+/** The window types, in the registry's order (PostgreSQL numbers them 1, 2, ... in this order). */
+export const WINDOW_TYPES: readonly WindowType[] = Object.keys(algorithms) as WindowType[];
 
 /** Every name a rule's `window.type` may give (types, then aliases), to the type it names. */
 const BY_NAME: ReadonlyMap<string, WindowType> = new Map([
-  ...(Object.keys(algorithms) as WindowType[]).map((type) => [type, type] as const),
+  ...WINDOW_TYPES.map((type) => [type, type] as const),
   ...(Object.entries(algorithms) as Array<[WindowType, Algorithm<unknown>]>).flatMap(([type, a]) =>
     a.kind.aliases.map((alias) => [alias, type] as const),
   ),

@@ -77,7 +77,7 @@ export class Holdings {
     for (let i = 0; i < ops.length; i++) {
       const op = ops[i] as RuleOp;
       const r = results[i] as OpResult;
-      if (op.rule.type !== 'concurrency' || op.cost === 0 || r.receipt === 0 || !(r.allowed || added))
+      if (!op.compiled.facts.holdsSlots || op.cost === 0 || r.receipt === 0 || !(r.allowed || added))
         continue;
       held ??= { store, slots: [], tries: 0 };
       held.slots.push({ op, receipt: r.receipt });

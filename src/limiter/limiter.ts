@@ -72,7 +72,7 @@ export class Limiter extends EventEmitter<LimiterEvents> {
     const call = <T>(operation: string, promise: Promise<T>) => this.#policy.call(operation, promise);
     const failed = (error: unknown, operation: string) =>
       emitStoreError(this, this.#log, error, operation, 'none');
-    const leases = resolved.rules.filter((r) => r.store.type === 'concurrency').map((r) => r.store.sizeMs);
+    const leases = resolved.rules.filter((r) => r.facts.holdsSlots).map((r) => r.store.sizeMs);
     // A slot this process freed wakes its own waiters at once (others hear it from the store).
     const freed = (rule: string, key: string) => this.#paced.freed(rule, key);
     // What other processes changed: a reset key's denial is forgotten (an empty rule: the store may have

@@ -131,7 +131,7 @@ export function resolveLimiterOptions(options: LimiterOptions): ResolvedLimiterO
   const store = options.store ?? new MemoryStore();
   const { share: insuranceShare, store: given } = resolveInsurance(options.insurance, onStoreError, store);
   const insurance = given ?? (onStoreError === 'insurance' && !store.local ? new MemoryStore() : undefined);
-  const holding = rules.find((rule) => rule.store.type === 'concurrency');
+  const holding = rules.find((rule) => rule.facts.holdsSlots);
   if (holding !== undefined && typeof store.renew !== 'function') {
     refuse(
       'ERR_OPTION',

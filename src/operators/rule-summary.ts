@@ -33,7 +33,8 @@ export function describeWindow(window: WindowSpec): string {
     const zone = window.timezone === undefined ? '' : `, ${window.timezone}`;
     return 'cron' in window ? `per cron '${window.cron}'${zone}` : `per ${window.unit} (${title}${zone})`;
   }
-  if ('lease' in window || window.type === 'concurrency') {
+  // The one window with no size: bounded in time by its slots' lease.
+  if (!('size' in window)) {
     const lease = formatDuration(parseDuration(window.lease ?? RULE_DEFAULTS.concurrencyLeaseMs) ?? 0);
     return `in flight at once (${title}, lease ${lease})`;
   }

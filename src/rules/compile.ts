@@ -1,6 +1,7 @@
 // Rule validation and normalization: bad rules are refused here, and the defaults of defaults.ts filled in
 // (the window in rules/window.ts, the lockout in rules/lockout.ts).
 
+import { windowKind } from '../algorithms/index.js';
 import { explainPathError, KEY_FORMS } from '../config/hints.js';
 import { assertKnownFields, fieldsOf } from '../config/known-fields.js';
 import { type FieldRefusal, mustBe, refusalIn, refuse } from '../config/refuse.js';
@@ -87,13 +88,11 @@ export function compileRules(rules: unknown, options: CompileOptions): CompiledR
   );
 }
 
-/** The window types whose state a store can keep with the other rules of an identity (StoreRule.grouped). */
-const GROUPABLE = new Set(['fixed', 'calendar', 'token-bucket', 'gcra']);
-
 /**
- * Marks `grouped` the rules of those types that share their `key` form with another such rule (the same
- * text, the same function, or arrays of the same): their counts for one identity are one record in the
- * store (one Redis key), read and written together. A rule alone on its key keeps a key of its own.
+ * Marks `grouped` the rules of groupable window types (WindowKind.groupable) that share their `key` form
+ * with another such rule (the same text, the same function, or arrays of the same): their counts for one
+ * identity are one record in the store (one Redis key), read and written together. A rule alone on its
+ * key keeps a key of its own.
  */
 function groupByKey(rules: CompiledRule[], keys: readonly unknown[]): CompiledRule[] {
   const functions = new Map<unknown, number>();
@@ -109,7 +108,7 @@ function groupByKey(rules: CompiledRule[], keys: readonly unknown[]): CompiledRu
     }
     return `s${JSON.stringify(key)}`;
   };
-  const forms = rules.map((rule, i) => (GROUPABLE.has(rule.store.type) ? formOf(keys[i]) : undefined));
+  const forms = rules.map((rule, i) => (windowKind(rule.store.type).groupable ? formOf(keys[i]) : undefined));
   const counts = new Map<string, number>();
   for (const form of forms) if (form !== undefined) counts.set(form, (counts.get(form) ?? 0) + 1);
   return rules.map((rule, i) => {
@@ -134,7 +133,7 @@ function compileRule(input: unknown, index: number, options: CompileOptions): Co
   const lockout = compileLockout(rule.lockout, where, fail);
   const settle = rule.settle ?? RULE_DEFAULTS.settle;
   if (typeof settle !== 'boolean') fail('ERR_OPTION', 'settle', 'a boolean', settle);
-  if (window.type === 'concurrency') {
+  if (windowKind(window.type).holdsSlots) {
     assertHoldsSlots(rule, where);
     // Each unit of cost is a slot held: a fixed cost above a fixed limit would never be admitted.
     if (typeof cost === 'number' && typeof limit === 'number' && cost > limit)

@@ -54,7 +54,7 @@ export function ruleFacts(
     readsBody: reads.body,
     countsOutcomes: counting.countOn !== 'all' || counting.resetOnSuccess,
     hasLockout,
-    holdsSlots: kind.fields.includes('lease'),
+    holdsSlots: kind.holdsSlots,
     settles,
     matchesPath,
   });

@@ -4,8 +4,8 @@ import { readFileSync } from 'node:fs';
 import { expect } from 'chai';
 import fc from 'fast-check';
 import type { Redis } from 'ioredis';
+import { WINDOW_TYPES, windowKind } from '../../src/algorithms/index.js';
 import { assembleScript } from '../../src/stores/redis/scripts.js';
-import type { WindowType } from '../../src/types.js';
 import { type RedisServer, startRedis } from '../support/redis.js';
 import { type Case, cases, counting, type Step, type StepOutcome, stepTs } from './parity-cases.js';
 
@@ -15,7 +15,7 @@ const REFUND_RUNS = 150;
 /** The Redis store's check of one op (lua/algorithms.lua readOrCreate): 200 cases per type. */
 const CREATE_RUNS = 200;
 /** The types a grouped rule keeps in its identity's record, and the cases per step of that form. */
-const HASHED: readonly WindowType[] = ['fixed', 'calendar', 'token-bucket', 'gcra'];
+const HASHED = WINDOW_TYPES.filter((type) => windowKind(type).groupable);
 const HASHED_RUNS = 100;
 
 /**
@@ -120,16 +120,7 @@ describe('TypeScript and Lua algorithms step for step (function-level parity)', 
     await server.stop();
   });
 
-  const types: WindowType[] = [
-    'fixed',
-    'calendar',
-    'sliding-log',
-    'sliding',
-    'token-bucket',
-    'gcra',
-    'concurrency',
-  ];
-  for (const type of types) {
+  for (const type of WINDOW_TYPES) {
     const steps: Array<[Step, number, string]> = [
       ['decide', DECIDE_RUNS, 'evaluate then apply'],
       ['refund', REFUND_RUNS, 'refund'],

@@ -3,6 +3,8 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
 import type pg from 'pg';
+import { WINDOW_TYPES } from '../../src/algorithms/index.js';
+import { TYPE_CODES } from '../../src/stores/postgres/protocol.js';
 import { postgresNames, schemaSql } from '../../src/stores/postgres/sql.js';
 import type { WindowType } from '../../src/types.js';
 import { getPostgres } from '../support/postgres.js';
@@ -74,17 +76,6 @@ const REGRESSIONS: Array<[string, 'decide' | 'refund', Case]> = [
     },
   ],
 ];
-
-/** The store's types (sql/algorithms.sql). */
-const TYPE_CODES: Record<WindowType, number> = {
-  fixed: 1,
-  calendar: 2,
-  'sliding-log': 3,
-  sliding: 4,
-  'token-bucket': 5,
-  gcra: 6,
-  concurrency: 7,
-};
 
 const names = postgresNames('rk_parity', '');
 const fn = (name: string) => names.qualified(name);
@@ -200,16 +191,7 @@ describe('TypeScript and PL/pgSQL algorithms step for step (function-level parit
     await pool.end();
   });
 
-  const types: WindowType[] = [
-    'fixed',
-    'calendar',
-    'sliding-log',
-    'sliding',
-    'token-bucket',
-    'gcra',
-    'concurrency',
-  ];
-  for (const type of types) {
+  for (const type of WINDOW_TYPES) {
     const steps: Array<['decide' | 'refund', number, string]> = [
       ['decide', DECIDE_RUNS, 'evaluate then apply'],
       ['refund', REFUND_RUNS, 'refund'],

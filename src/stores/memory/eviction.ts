@@ -52,8 +52,8 @@ function queueOf(entry: Entry, nowMs: number): number {
  * takes from the lowest queue, the entry that entered it first (an entry written again meanwhile gets a
  * second chance at the back): a flood of single hits goes before a count of 2, which goes before one of
  * 10. Each queue's hand resumes where it last stopped (a live Set iterator): starting over from the front
- * would pass again the holes V8 leaves in a Set until it rehashes, so a flood would cost O(maxKeys) per
- * insert.
+ * would pass again the deleted entries a Set keeps until it rehashes, so a flood would cost O(maxKeys)
+ * per insert.
  */
 export class EvictionQueues {
   readonly #queues: Array<Set<Entry>> = Array.from({ length: COUNT_QUEUES + 1 }, () => new Set());

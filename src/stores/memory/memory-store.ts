@@ -227,7 +227,7 @@ export class MemoryStore implements Store {
       const op = this.#overrides.apply(refund.op, nowMs);
       const receipt = refund.receipt;
       const entry = this.#get(op.rule.name, op.key, nowMs);
-      if (op.rule.type === 'concurrency')
+      if (algorithms[op.rule.type].kind.holdsSlots)
         held[i] = stillHeld(entry?.state as HolderState | undefined, op, nowMs, receipt);
       if (entry?.state === undefined) continue;
       const algorithm = algorithms[op.rule.type];
@@ -240,7 +240,7 @@ export class MemoryStore implements Store {
         entry.exhausted = now.remaining === 0;
       }
       if (!this.#dropIfEmpty(entry)) this.#queues.place(entry, nowMs);
-      if (op.rule.type === 'concurrency') this.#freed(op.rule.name, op.key);
+      if (algorithms[op.rule.type].kind.holdsSlots) this.#freed(op.rule.name, op.key);
     }
     return held;
   }
@@ -272,7 +272,7 @@ export class MemoryStore implements Store {
 
   async holders(rule: StoreRule, key: string, limit: number): Promise<HeldSlot[]> {
     const state = this.#byRule.get(rule.name)?.get(key)?.state as HolderState | undefined;
-    if (rule.type !== 'concurrency' || state === undefined) return [];
+    if (!algorithms[rule.type].kind.holdsSlots || state === undefined) return [];
     const nowMs = this.now();
     const held: HeldSlot[] = [];
     for (const [slot, untilMs] of state.holders) if (untilMs > nowMs) held.push({ slot, untilMs });
@@ -302,7 +302,7 @@ export class MemoryStore implements Store {
     const entry = this.#byRule.get(rule.name)?.get(key);
     if (entry === undefined) return false;
     const wasLocked = entry.lock !== undefined && this.now() < entry.lock.untilMs;
-    if (rule.type === 'concurrency' && entry.state !== undefined) {
+    if (algorithms[rule.type].kind.holdsSlots && entry.state !== undefined) {
       // The holders go, the last slot id stays (until the state expires): no id is handed out twice.
       (entry.state as HolderState).holders.clear();
       entry.count = 0;

@@ -1,6 +1,7 @@
 // The PostgreSQL store's common request, batched: decisions of one fixed or calendar rule queued while
 // the store's statements fill the pool, then sent together as one statement (sql/check-batch.sql).
 
+import { windowKind } from '../../algorithms/index.js';
 import type { EvalResult } from '../store.js';
 import type { StoreOp } from '../store-ops.js';
 import type { PoolCalls } from './pool.js';
@@ -34,8 +35,8 @@ export interface BatchStatements {
 }
 
 /**
- * Which statement decides this request batched: check-batch.sql ('window') for one op of a fixed or
- * calendar window, mode check, a cost above 0 (a lockout too: it acts only on a denial or a row holding
+ * Which statement decides this request batched: check-batch.sql ('window') for one op of a counter
+ * window (WindowKind.counter: fixed, calendar), mode check, a cost above 0 (a lockout too: it acts only on a denial or a row holding
  * a lock, which check.sql decides inside the statement); check-many.sql ('many') for one op of the other
  * types but concurrency in mode check (one check.sql call each, in one statement). Anything else
  * (several rules, concurrency, record, peek) is one call of check.sql: undefined.
@@ -43,11 +44,9 @@ export interface BatchStatements {
 export function batchable(ops: readonly StoreOp[], mode: string): 'window' | 'many' | undefined {
   if (ops.length !== 1 || mode !== 'check') return undefined;
   const op = ops[0] as StoreOp;
-  const type = op.rule.type;
-  if ((type === 'fixed' || type === 'calendar') && op.cost > 0) return 'window';
-  return type === 'sliding' || type === 'sliding-log' || type === 'token-bucket' || type === 'gcra'
-    ? 'many'
-    : undefined;
+  const kind = windowKind(op.rule.type);
+  if (kind.counter) return op.cost > 0 ? 'window' : undefined;
+  return kind.holdsSlots ? undefined : 'many';
 }
 
 /**

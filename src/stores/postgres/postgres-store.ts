@@ -1,4 +1,5 @@
 // The PostgreSQL store: limits shared by every process through PostgreSQL, each request decided by one function call.
+import { windowKind } from '../../algorithms/index.js';
 import { assertKnownFields } from '../../config/known-fields.js';
 import { mustBe, refuse } from '../../config/refuse.js';
 import { POSTGRES_STORE_DEFAULTS } from '../../defaults.js';
@@ -66,7 +67,7 @@ const FIELDS = [
 function frees(refunds: readonly Refund[]): string[] {
   const out = new Set<string>();
   for (const { op } of refunds)
-    if (op.rule.type === 'concurrency') out.add(announcement(op.rule.name, op.key, false));
+    if (windowKind(op.rule.type).holdsSlots) out.add(announcement(op.rule.name, op.key, false));
   return [...out];
 }
 
@@ -213,7 +214,7 @@ export class PostgresStore implements Store {
 
   /** The live slots of a concurrency key, oldest first, at most `limit` (operators' `status`). */
   async holders(rule: StoreRule, key: string, limit: number): Promise<HeldSlot[]> {
-    if (rule.type !== 'concurrency' || !(limit > 0)) return [];
+    if (!windowKind(rule.type).holdsSlots || !(limit > 0)) return [];
     await this.#whenReady();
     const rows = await this.#calls.query({
       text: `SELECT * FROM ${this.#names.qualified('holders')}($1, $2, $3, $4)`,

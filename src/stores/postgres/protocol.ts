@@ -1,17 +1,12 @@
 // The PostgreSQL store's wire format: ops as the arrays sql/check.sql reads, and its reply as OpResults.
 import { verdict } from '../../algorithms/algorithm.js';
+import { WINDOW_TYPES } from '../../algorithms/index.js';
 import type { OpResult, StoreOp, WindowType } from '../store-ops.js';
 
-/** Window types as sql/algorithms.sql numbers them. */
-const TYPE_CODES: Readonly<Record<WindowType, number>> = {
-  fixed: 1,
-  calendar: 2,
-  'sliding-log': 3,
-  sliding: 4,
-  'token-bucket': 5,
-  gcra: 6,
-  concurrency: 7,
-};
+/** Window types as sql/algorithms.sql numbers them: 1, 2, ... in the registry's order. */
+export const TYPE_CODES = Object.fromEntries(WINDOW_TYPES.map((type, i) => [type, i + 1])) as Readonly<
+  Record<WindowType, number>
+>;
 
 /** Numbers per op in `nums` (sql/check.sql's header), and per op in its reply. */
 const OP_NUMBERS = 13;

@@ -1,5 +1,6 @@
 // The PostgreSQL store's SQL: the sql/ files (embedded in the build) rendered for one schema and table prefix, every name a quoted identifier.
 import { createHash } from 'node:crypto';
+import { WINDOW_TYPES } from '../../algorithms/index.js';
 import { refuse } from '../../config/refuse.js';
 import { describe } from '../../errors.js';
 import { SQL_TEXTS } from './sql-texts.js';
@@ -14,25 +15,16 @@ import { SQL_TEXTS } from './sql-texts.js';
 export const SCHEMA_VERSION = 3;
 
 /** The sql/ files in the order they are run: tables and types, the algorithms, then what calls them. */
-const FILES = [
-  'schema',
-  'fixed',
-  'calendar',
-  'sliding-log',
-  'sliding',
-  'token-bucket',
-  'gcra',
-  'concurrency',
-  'algorithms',
-  'check',
-  'refund',
-  'keys',
-  'holders',
-];
+const FILES = ['schema', ...WINDOW_TYPES, 'algorithms', 'check', 'refund', 'keys', 'holders'];
 
-/** PostgreSQL cuts identifiers at 63 bytes: the prefix leaves room for the longest name it starts. */
+/**
+ * PostgreSQL cuts identifiers at 63 bytes: the prefix leaves room for the longest name it starts, a window
+ * type's `<type>_expires_at` (registry-lists.test.ts checks that no name of sql/ is longer).
+ */
 const MAX_IDENTIFIER_BYTES = 63;
-const LONGEST_NAME = 'token_bucket_expires_at';
+const LONGEST_NAME = WINDOW_TYPES.map((type) => `${type.replaceAll('-', '_')}_expires_at`).reduce((a, b) =>
+  b.length > a.length ? b : a,
+);
 export const MAX_PREFIX_BYTES = MAX_IDENTIFIER_BYTES - LONGEST_NAME.length;
 
 /** The schema and table prefix a store works in, and the names derived from them. */

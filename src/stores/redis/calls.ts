@@ -1,6 +1,7 @@
 // The KEYS and ARGV of each script call: lua/check.lua's batch of requests (CheckCall), and the calls of
 // lua/refund.lua, lua/set-override.lua and lua/reset.lua.
 
+import { windowKind } from '../../algorithms/index.js';
 import type { EvalMode, StoreOp, StoreRule } from '../store.js';
 import { escapeIdentity } from './hash-tags.js';
 import {
@@ -216,7 +217,7 @@ function freedSlots(refunds: ReadonlyArray<{ readonly op: StoreOp }>): string | 
   let names: string[] | undefined;
   let seen: Set<string> | undefined;
   for (const { op } of refunds) {
-    if (op.rule.type !== 'concurrency') continue;
+    if (!windowKind(op.rule.type).holdsSlots) continue;
     const rule = op.rule.name;
     const key = op.key;
     if (names === undefined) {

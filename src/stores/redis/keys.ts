@@ -3,6 +3,7 @@
 // lock indexes, the overridden-rules set and the reset channel; identities and rule names escaped
 // (redis-hash-tags.ts). lua/check.lua's header describes the same names.
 
+import { windowKind } from '../../algorithms/index.js';
 import type { StoreRule } from '../store-ops.js';
 import { escapeIdentity, escapeRuleName, slotTag, tagSlot } from './hash-tags.js';
 
@@ -24,9 +25,6 @@ export function identityKey(prefix: string, tag: string): string {
   return `${prefix}:{${tag}}`;
 }
 
-/** The window types whose state can be in an identity's record (one string each). */
-const GROUPED_TYPES: ReadonlySet<string> = new Set(['fixed', 'calendar', 'token-bucket', 'gcra']);
-
 /**
  * What a rule's name must be for its state to go in a record, where it is the state's label and travels
  * in the op's text: a limiter's rule names always are (rules/compile.ts); a StoreRule made by hand
@@ -36,7 +34,7 @@ const RECORD_NAME = /^[\w.~-]{1,64}$/;
 
 /** Whether a rule's state is in its identity's record (identityKey) rather than a key of its own. */
 export function isGrouped(rule: StoreRule): boolean {
-  return rule.grouped === true && GROUPED_TYPES.has(rule.type) && RECORD_NAME.test(rule.name);
+  return rule.grouped === true && windowKind(rule.type).groupable && RECORD_NAME.test(rule.name);
 }
 
 /**

@@ -12,8 +12,7 @@ export type ScriptTime = number | typeof SERVER_TIME;
 
 /** Numbers as text Lua's tonumber reads back exactly (JavaScript prints the shortest round-trip form). */
 export function luaNumber(value: number): string {
-  // An integer past 2^31 (a slot id, an epoch ms) is a heap number, which String() prints by the general
-  // shortest-form algorithm; as two small integers it prints several times faster, the same text.
+  // Integers past 2^31 (slot ids, epoch ms) print faster as two small integers, the same text (bench/RESULTS.md).
   if (value > 0x7fffffff && value <= Number.MAX_SAFE_INTEGER && Number.isInteger(value)) {
     const high = Math.floor(value / 1e9);
     const low = String(value - high * 1e9);

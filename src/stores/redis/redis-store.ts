@@ -1,5 +1,6 @@
 // The Redis store: limits shared by every process through Redis (standalone, Sentinel or Cluster), decided in Lua.
 
+import { windowKind } from '../../algorithms/index.js';
 import { assertKnownFields, fieldsOf } from '../../config/known-fields.js';
 import { mustBe, refuse } from '../../config/refuse.js';
 import { REDIS_STORE_DEFAULTS } from '../../defaults.js';
@@ -239,7 +240,7 @@ export class RedisStore implements Store {
   }
 
   async holders(rule: StoreRule, key: string, limit: number): Promise<HeldSlot[]> {
-    if (rule.type !== 'concurrency') return [];
+    if (!windowKind(rule.type).holdsSlots) return [];
     this.#flush();
     return readHolders(this.#connection, opKeys(this.#space.prefix, rule.name, key).count, limit, this.now());
   }

@@ -109,10 +109,8 @@ class IoredisConnection implements RedisConnection {
   }
 
   /**
-   * The command sent, as `client.call` sends it. A script call (the batches of decisions and releases)
-   * is made into a Command here, with its arguments given after it is made: `call` hands them to the
-   * Command's constructor, which copies them with `Array.prototype.flat`, an operation of V8's runtime
-   * per argument on Node 20 (some 1,300 instructions each: bench/RESULTS.md).
+   * The command sent, as `client.call` sends it; a script call is made into a Command here, its arguments
+   * given after it is made, because the constructor `call` uses copies them one by one (bench/RESULTS.md).
    */
   #call(client: IoredisClient, command: string, args: readonly string[]): Promise<unknown> {
     if (!SCRIPT_CALLS.has(command)) return client.call(command, args as string[]);
