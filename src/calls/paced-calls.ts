@@ -49,7 +49,7 @@ export class PacedCalls {
       this.#waitable(rules, 'acquire');
       const release = this.#parts.release;
       return this.#turn('acquire', rules, identityOf(key), cost, wait).then((decision) => {
-        // The same object (report and settle know a decision by it), `release` hidden from copies and JSON.
+        // The decision itself, `release` hidden from copies and JSON (a copy reports, settles and releases too).
         Object.defineProperty(decision, 'release', { value: () => release(decision) });
         return decision as Acquired;
       });
