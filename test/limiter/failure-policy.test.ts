@@ -14,7 +14,7 @@ import {
   type StoreOp,
 } from '../../src/index.js';
 import { type CompiledRule, compileRules } from '../../src/rules/compile.js';
-import { escapeIdentity, tagSlot } from '../../src/stores/redis/hash-tags.js';
+import { escapeIdentity, tagSlot } from '../../src/stores/redis/keys.js';
 import {
   RECOMMENDED_CLUSTER_OPTIONS,
   RECOMMENDED_REDIS_OPTIONS,

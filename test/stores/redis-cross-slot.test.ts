@@ -3,7 +3,7 @@
 // stale map still counts each request once.
 import { randomBytes } from 'node:crypto';
 import { expect } from 'chai';
-import { escapeIdentity, tagSlot } from '../../src/stores/redis/hash-tags.js';
+import { escapeIdentity, tagSlot } from '../../src/stores/redis/keys.js';
 import { RedisStore } from '../../src/stores/redis/redis-store.js';
 import type { StoreOp, StoreRule } from '../../src/stores/store.js';
 import {

@@ -2,10 +2,9 @@
 
 import type { EvalMode, EvalResult, StoreOp } from '../store.js';
 import { CheckCall } from './calls.js';
-import { decidedAt } from './clock.js';
 import type { RedisConnection } from './connection/connection.js';
 import type { KeySpace } from './keys.js';
-import { hasLockout, type ScriptTime } from './op-text.js';
+import { decidedAt, hasLockout, type ScriptTime } from './op-text.js';
 import { decodeCheckReply } from './replies.js';
 import { type RedisScript, runScript } from './scripts.js';
 import { SlotMap } from './slot-map.js';

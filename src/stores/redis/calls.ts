@@ -3,9 +3,9 @@
 
 import { windowKind } from '../../algorithms/index.js';
 import type { EvalMode, StoreOp, StoreRule } from '../store.js';
-import { escapeIdentity } from './hash-tags.js';
 import {
   countKey,
+  escapeIdentity,
   freeChannel,
   identityKey,
   indexSlot,

@@ -3,11 +3,10 @@
 import type { EvalMode, EvalResult, OpResult, Refund, StoreOp } from '../store.js';
 import type { Batcher } from './batches.js';
 import { REFUND_FIELDS, refundCall, renewCall } from './calls.js';
-import { decidedAt } from './clock.js';
 import type { RedisConnection } from './connection/connection.js';
-import { escapeIdentity, tagSlot } from './hash-tags.js';
 import type { KeySpace } from './keys.js';
-import type { ScriptTime } from './op-text.js';
+import { escapeIdentity, tagSlot } from './keys.js';
+import { decidedAt, type ScriptTime } from './op-text.js';
 import { integers } from './replies.js';
 import { type RedisScript, runScript } from './scripts.js';
 

@@ -1,4 +1,4 @@
-// `locked(rule)`: the keys of a rule locked now, read from the lock indexes lua/check.lua writes with each lock.
+// `locked(rule)`: the keys of a rule locked now, read from the lock indexes lua/decide.lua writes with each lock.
 import type { LockInfo } from '../../types.js';
 import type { RedisConnection, RedisNode } from './connection/connection.js';
 import {

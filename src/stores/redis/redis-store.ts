@@ -18,14 +18,13 @@ import type {
 } from '../store.js';
 import { Batcher, type Settler } from './batches.js';
 import { connectionOf, type RedisClient } from './client.js';
-import { RedisClock } from './clock.js';
 import { SlotGroups } from './cluster-groups.js';
 import type { RedisConnection } from './connection/connection.js';
 import { Frees } from './frees.js';
 import { readHolders } from './holders.js';
 import { isGrouped, type KeySpace, opKeys } from './keys.js';
 import { readLocks } from './lock-index.js';
-import type { ScriptTime } from './op-text.js';
+import { RedisClock, type ScriptTime } from './op-text.js';
 import { Overrides } from './overrides.js';
 import { Resets } from './resets.js';
 import { loadScripts } from './scripts.js';

@@ -1,6 +1,6 @@
 // RedisConnection over ioredis (5 and 6) and its fork iovalkey: `Redis` (standalone or Sentinel) and `Cluster`.
 
-import { keySlot } from '../hash-tags.js';
+import { keySlot } from '../keys.js';
 import type { RedisConnection, RedisNode, RedisSubscription } from './connection.js';
 import { type ClientEvents, ConnectionFaults, isReply } from './faults.js';
 import { ClientLiveness } from './liveness.js';

@@ -1,6 +1,6 @@
 // RedisConnection over node-redis (the `redis` package, 5 and 6): createClient, createCluster and createSentinel.
 
-import { keySlot } from '../hash-tags.js';
+import { keySlot } from '../keys.js';
 import type { RedisConnection, RedisNode, RedisSubscription } from './connection.js';
 import { type ClientEvents, ConnectionFaults, isReply } from './faults.js';
 import { ClientLiveness } from './liveness.js';
