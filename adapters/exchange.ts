@@ -66,10 +66,9 @@ export interface HttpExchange {
    * Calls `done` once when the app is done with the request (a concurrency rule's slot is then released):
    * the response is ended (its `end()` called, by the handler or the framework), or the rest of the app
    * ran and its response went out or was abandoned (Koa, Hono). A client that goes first does not count:
-   * its handler may still be working. `untouched`: nothing ran since the headers were set (no wait, no
-   * `onLimited`), so a response whose headers were set then is not ended yet.
+   * its handler may still be working. Node responses: adapters/response-ends.ts.
    */
-  handled(done: () => void, untouched: boolean): void;
+  handled(done: () => void): void;
 }
 
 /**
@@ -159,8 +158,7 @@ export async function exchange<Req>(setup: Setup<Req>, http: HttpExchange, reque
       if (!withoutRetryAfter || name !== 'Retry-After') http.header(name, value, appendsField(name, value));
     }
   }
-  const limited = (refused || decision.dryRun) && setup.onLimited !== undefined;
-  if (limited) setup.onLimited?.(decision, request);
+  if (refused || decision.dryRun) setup.onLimited?.(decision, request);
   if (refused) {
     if (http.handle !== undefined) await http.handle(decision);
     else if (http.sent()) http.end();
@@ -168,14 +166,13 @@ export async function exchange<Req>(setup: Setup<Req>, http: HttpExchange, reque
     return 'answered';
   }
   // Gone while it waited: nothing to answer, the handler must not run; the request stays counted.
-  const waits = pacing !== undefined && waitMs !== undefined && waitMs > 0;
-  if (waits) {
+  if (pacing !== undefined && waitMs !== undefined && waitMs > 0) {
     if (!(await pacing.wait(waitMs, decision, request, (cancel) => http.whenGone(cancel)))) return 'gone';
   }
   // Nothing to report (no rule counts outcomes): the response is not listened to.
   if (setup.reports) http.finished((status) => setup.report(decision, status));
   // Slots of concurrency rules: held while the app works on the request, not while the client waits.
-  if (holdsSlots(decision)) http.handled(() => void setup.limiter.release(decision), !limited && !waits);
+  if (holdsSlots(decision)) http.handled(() => void setup.limiter.release(decision));
   return 'next';
 }
 

@@ -5,7 +5,7 @@ import type { Decision, RequestInfo } from '../src/index.js';
 import { pathOf, responseClosed } from './common.js';
 import type { BadRequestBody, ExchangeSettings, HttpExchange } from './exchange.js';
 import { onUnixSocket, type Trust, unixSocketClient } from './proxy-trust.js';
-import { whenEnded } from './response-ends.js';
+import { responseEnded } from './response-ends.js';
 import { SPOOFABLE_FIXES, type TrustSetting, type WiringCheck } from './wiring.js';
 
 /**
@@ -89,8 +89,6 @@ export class ExpressExchange implements HttpExchange {
   /** Given by Nest's guard for a route's own `@RateLimit`; else whether Express is running a route's handlers. */
   readonly #attached: boolean | undefined;
   #socket: Request['socket'] | undefined;
-  /** Whether `headers` set a field (the response had not begun, so it was not ended). */
-  #headersSet = false;
 
   /** `handle`: the app's own denial, or undefined for the default JSON or text body. */
   constructor(
@@ -170,7 +168,6 @@ export class ExpressExchange implements HttpExchange {
         const [name, value] = fields[i] as HeaderField;
         if (!withoutRetryAfter || name !== 'Retry-After') {
           this.header(name, value, appendsField(name, value));
-          this.#headersSet = true;
         }
       }
     } catch (error) {
@@ -199,7 +196,7 @@ export class ExpressExchange implements HttpExchange {
     res.once('finish', () => done(res.statusCode));
   }
 
-  handled(done: () => void, untouched: boolean): void {
-    whenEnded(this.#res, this.socket(), untouched && this.#headersSet, done);
+  handled(done: () => void): void {
+    responseEnded(this.#res, done);
   }
 }

@@ -4,10 +4,11 @@ import type { Context, Next } from 'hono';
 import type { GetConnInfo } from 'hono/conninfo';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import type { Decision, RequestInfo } from '../src/index.js';
-import { responseWritten, signalAborted, watchedBody } from './common.js';
+import { signalAborted, watchedBody } from './common.js';
 import type { HttpExchange } from './exchange.js';
 import { runtimePeer } from './fetch-exchange.js';
 import { clientAddress, onUnixSocket, type Trust, unixSocketClient } from './proxy-trust.js';
+import { type ResponseToWrite, responseWritten } from './response-ends.js';
 import { SPOOFABLE_FIXES, type TrustSetting, type WiringCheck } from './wiring.js';
 
 /**
@@ -46,11 +47,10 @@ interface NodeRequest {
 }
 
 /** The Node response under `@hono/node-server`, if any. */
-function nodeResponse(c: Context): Parameters<typeof responseWritten>[0] | undefined {
-  const env = c.env as { server?: { outgoing?: NodeResponse }; outgoing?: NodeResponse } | undefined;
+function nodeResponse(c: Context): ResponseToWrite | undefined {
+  const env = c.env as { server?: { outgoing?: ResponseToWrite }; outgoing?: ResponseToWrite } | undefined;
   return env?.server?.outgoing ?? env?.outgoing;
 }
-type NodeResponse = Parameters<typeof responseWritten>[0];
 
 export class HonoRequestInfo implements RequestInfo {
   readonly method: string;

@@ -1,96 +1,103 @@
-// When the app is done with a Node response, told by Node's HTTP server rather than by the response's own
-// `finish` and `close`: the server announces each response it finishes on a diagnostics channel, and a
-// connection's `close` covers the responses it never finished. Node only (the Express adapter).
+// When the app is done with a Node response, decided here for every Node framework: Express, Fastify and
+// Nest (their handler ends the response), Koa and Hono on Node (the app ran and handed its response over).
 
-import { subscribe } from 'node:diagnostics_channel';
-import { Socket } from 'node:net';
-import { pipedInto, type ResponseToEnd, responseClosedUnfinished, responseEnded } from './common.js';
-
-/** What Node's HTTP server publishes as it finishes a response (`http.server.response.finish`). */
-interface FinishMessage {
-  readonly response: object;
-  readonly socket: object;
+/** A Node response as `responseEnded` needs it. */
+export interface ResponseToEnd {
+  end: (...args: never[]) => unknown;
+  readonly writableEnded?: boolean;
+  on(event: 'finish' | 'close', listener: () => void): unknown;
+  once(event: 'pipe', listener: () => void): unknown;
+  off(event: 'pipe', listener: () => void): unknown;
 }
 
-/** A response waiting to end, and what to call then; the responses waiting on one connection are a list. */
-interface Waiting {
-  readonly res: ResponseToEnd;
-  readonly done: () => void;
-  /** Whether a stream was piped into the response. */
-  readonly piping: { piped: boolean };
-  next: Waiting | undefined;
+/** A Node response as `responseWritten` needs it. */
+export interface ResponseToWrite {
+  readonly destroyed?: boolean;
+  once(event: 'finish' | 'close', listener: () => void): unknown;
 }
 
 /**
- * The responses waiting to end, by their connection: present (null when none waits) from the first
- * response waited for on a connection until it closes, so that its `close` is listened to once.
- */
-const waiting = new Map<object, Waiting | null>();
-/** Whether this module listens to the channel (from the first response waited for on). */
-let subscribed = false;
-/**
- * Whether the channel has carried a message in this process: Node's own server publishes there, other
- * runtimes' may not. Until it has, each response is listened to as well.
- */
-let heard = false;
-
-function onFinish(message: unknown): void {
-  // Anything in the process may publish on the channel: only Node's messages are read.
-  if (typeof message !== 'object' || message === null) return;
-  const { response, socket } = message as FinishMessage;
-  if (socket instanceof Socket) heard = true;
-  const first = waiting.get(socket);
-  if (first == null) return;
-  // Most connections have one response at a time; a response limited twice (two limiters) waits twice.
-  let kept: Waiting | undefined;
-  let last: Waiting | undefined;
-  let ended: Waiting | undefined;
-  for (let w: Waiting | undefined = first; w !== undefined; ) {
-    const next: Waiting | undefined = w.next;
-    w.next = undefined;
-    if (w.res === response) {
-      w.next = ended;
-      ended = w;
-    } else {
-      if (last === undefined) kept = w;
-      else last.next = w;
-      last = w;
-    }
-    w = next;
-  }
-  waiting.set(socket, kept ?? null);
-  for (let w = ended; w !== undefined; w = w.next) w.done();
-}
-
-/**
- * The connection closed: each response still waiting on it is done at once when it was ended, else when
- * its handler ends it (a client that went does not free what its handler holds).
- */
-function onClose(this: object): void {
-  const first = waiting.get(this);
-  waiting.delete(this);
-  for (let w = first ?? undefined; w !== undefined; w = w.next)
-    responseClosedUnfinished(w.res, w.done, w.piping.piped);
-}
-
-/**
- * Calls `done` once when the app is done with `res`, as `responseEnded` does, with one listener on the
- * response (a stream piped into it) instead of three where it can.
+ * Express, Fastify, Nest: calls `done` once when the app is done with a Node response: Node has handed it
+ * whole to the connection (`finish`), or the connection closed and the response can no longer end (see
+ * `closedUnfinished`).
  *
- * `open`: the response is known not to be ended (its headers were just set). A response on another kind
- * of connection (a test harness's mock socket, HTTP/2), one that may be ended already, and every response
- * until the channel has been heard from are listened to as `responseEnded` does.
+ * `finish` comes later than `end()` for a response queued behind another on the connection (pipelining),
+ * and for one larger than the connection's buffers while the client reads it.
  */
-export function whenEnded(res: ResponseToEnd, socket: unknown, open: boolean, done: () => void): void {
-  if (!subscribed) {
-    subscribed = true;
-    subscribe('http.server.response.finish', onFinish);
-  }
-  if (!heard || !open || !(socket instanceof Socket) || socket.destroyed) {
-    responseEnded(res, done);
+export function responseEnded(res: ResponseToEnd, done: () => void): void {
+  if (res.writableEnded === true) {
+    done();
     return;
   }
-  const first = waiting.get(socket);
-  if (first === undefined) socket.once('close', onClose);
-  waiting.set(socket, { res, done, piping: pipedInto(res), next: first ?? undefined });
+  let called = false;
+  const once = () => {
+    if (called) return;
+    called = true;
+    done();
+  };
+  const piping = pipedInto(res);
+  res.on('finish', once);
+  res.on('close', () => {
+    if (!called) closedUnfinished(res, once, piping.piped);
+  });
+}
+
+/**
+ * Koa, Hono on Node: calls `done` once a Node response the app has handed over (the rest of the app ran)
+ * is all written (`finish`), or at once when its connection is closed, or when it closes mid-stream: no
+ * more of it can be written then.
+ */
+export function responseWritten(res: ResponseToWrite, done: () => void): void {
+  if (res.destroyed === true) {
+    done();
+    return;
+  }
+  let called = false;
+  const once = () => {
+    if (called) return;
+    called = true;
+    done();
+  };
+  res.once('close', once);
+  res.once('finish', once);
+}
+
+/**
+ * Whether a stream was piped into `res` (Node's `pipe`, as `pipeline` of a Node stream, `sendFile`,
+ * Fastify's `send(stream)` and Nest's `StreamableFile` do): read `piped` when it matters.
+ */
+function pipedInto(res: ResponseToEnd): { piped: boolean } {
+  const state = { piped: false };
+  res.once('pipe', () => {
+    state.piped = true;
+  });
+  return state;
+}
+
+/**
+ * Calls `done` once the app is done with a Node response whose connection closed before Node finished it:
+ * - at once when it was ended (queued, or closed while it was written), or when a stream was piped into it:
+ *   the pipe stops when the response closes, and nothing will end it (a download torn down mid-way);
+ * - else the handler still works, and keeps its slot until it ends the response, or pipes a stream into
+ *   it (its last step), whatever Node makes of it then. A handler that writes by hand and never ends its
+ *   response holds it as long as its process lives.
+ * `end()` is replaced only on a response that closed unanswered: replacing it on every response would
+ * cost each request more than a listener.
+ */
+function closedUnfinished(res: ResponseToEnd, done: () => void, piped: boolean): void {
+  if (res.writableEnded === true || piped) {
+    done();
+    return;
+  }
+  const end = res.end;
+  const answered = () => {
+    res.end = end;
+    res.off('pipe', answered);
+    done();
+  };
+  res.end = function (this: unknown, ...args: never[]) {
+    answered();
+    return end.apply(this, args);
+  };
+  res.once('pipe', answered);
 }
