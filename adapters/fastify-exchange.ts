@@ -23,6 +23,7 @@ export function believesAnyProxy(request: FastifyRequest): boolean {
 }
 
 /** Per request class (one per Fastify instance): whether it trusts no proxy. */
+// Module-level: a fact of the Fastify instance, shared by every registration and Nest guard in the process that meets it.
 const noProxyTrusted = new WeakMap<object, boolean>();
 
 /**
@@ -120,6 +121,7 @@ interface ProxyOption {
   hopsIgnored: boolean;
 }
 
+// Module-level: a fact of the Fastify instance, shared by every registration and Nest guard in the process that meets it.
 const proxyOptions = new WeakMap<object, ProxyOption>();
 
 /**

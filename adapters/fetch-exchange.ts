@@ -159,6 +159,7 @@ export class FetchRequestInfo implements RequestInfo {
 }
 
 /** Where `rateLimitOf` finds the decision of a request. */
+// Module-level: `rateLimitOf` is given the request alone, an object of the runtime that any handler in the process may hold.
 const decisions = new WeakMap<Request, Decision>();
 
 /** The rate-limit decision for `request`, once `withRateLimit` decided it; undefined before, or when no rule matched. */

@@ -136,6 +136,7 @@ export const SPOOFABLE_FIXES: Record<TrustSetting, string> = {
 
 export type TrustSetting = keyof typeof TRUST_SETTINGS;
 
+// Module-level: Node's warnings are process-wide, and this one is given once per process, whichever limiter meets it.
 const warnUntrusted = warnOncePerProcess(UNTRUSTED_FORWARDED_WARNING);
 
 /** The header a proxy forwards the client's address in, when the request carries one. */
