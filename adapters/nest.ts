@@ -149,6 +149,7 @@ function halted(): Promise<boolean> {
   return new Promise<boolean>(() => {});
 }
 
+// Module-level: a fact of the limiter, shared by every guard in the process that runs it.
 const LEASES = new WeakMap<Limiter, number>();
 
 /** The shortest lease of a limiter's concurrency rules: how long a WebSocket message holds its slots. */
