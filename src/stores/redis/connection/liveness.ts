@@ -1,7 +1,149 @@
-// Whether a Redis client is slow or gone: its first connection still being made, and how long its calls have waited unanswered.
+// What both client adapters (ioredis.ts, node-redis.ts) share about a client: whether it is slow or gone
+// (its first connection still being made, how long its calls have waited unanswered), its faults named
+// by their cause, and its replies read as RESP2.
 import { performance } from 'node:perf_hooks';
+import { errorCode } from '../../../errors.js';
 import type { ConnectionLiveness } from '../../store.js';
-import type { ClientEvents } from './faults.js';
+
+/** The part of an EventEmitter the store listens on (the client's own errors and readiness). */
+export interface ClientEvents {
+  on(event: string, listener: (...args: never[]) => void): unknown;
+  off?(event: string, listener: (...args: never[]) => void): unknown;
+}
+
+const faultsOf = new WeakMap<object, ConnectionFaults>();
+
+/** Error classes of a reply from Redis (ioredis, iovalkey; node-redis): the server's own message, kept as is. */
+const REPLY_ERRORS = new Set(['ReplyError', 'ErrorReply', 'SimpleError', 'BlobError', 'MultiErrorReply']);
+
+/** True for an error reply from Redis (the server answered), false for a client's own refusal or a lost connection. */
+export function isReply(error: unknown): boolean {
+  return error instanceof Error && (REPLY_ERRORS.has(error.name) || REPLY_ERRORS.has(error.constructor.name));
+}
+
+/**
+ * Keeps the last connection error a client emitted (refused, unknown host, wrong password) until it is
+ * ready again. A command the client refuses meanwhile ("Stream isn't writeable ...", "The client is
+ * offline") is rejected with that cause instead: its message first, its `code` (ECONNREFUSED, ENOTFOUND,
+ * WRONGPASS, NOAUTH), and the client's own error as `cause`. Listening on 'error' also keeps a client
+ * without a listener of its own from logging "Unhandled error event" (ioredis) or crashing the process
+ * (node-redis, an EventEmitter): the limiter reports faults through `storeError` instead.
+ */
+export class ConnectionFaults {
+  #last: Error | undefined;
+
+  /**
+   * The faults of `client`, listened to once however many stores share it: `errors` are the events
+   * that carry an error, `ready` those that mean the client is usable again.
+   */
+  static of(client: ClientEvents, errors: readonly string[], ready: readonly string[]): ConnectionFaults {
+    let faults = faultsOf.get(client);
+    if (faults === undefined) {
+      const created = new ConnectionFaults();
+      // A stand-in client without events (a test's) has no faults to tell.
+      const on = typeof client.on === 'function' ? client.on.bind(client) : () => {};
+      for (const name of errors) on(name, (error: never) => created.#failed(error));
+      for (const name of ready) on(name, () => created.#ready());
+      faultsOf.set(client, created);
+      faults = created;
+    }
+    return faults;
+  }
+
+  #failed(error: unknown): void {
+    if (error instanceof Error) this.#last = error;
+  }
+
+  #ready(): void {
+    this.#last = undefined;
+  }
+
+  /**
+   * `error`, or when it is the client refusing a command for want of a connection, the cause named; an
+   * error reply from Redis gets its code (`NOAUTH`, `NOSCRIPT`) as `code`.
+   */
+  explain(error: unknown): unknown {
+    if (!(error instanceof Error)) return error;
+    if (isReply(error)) {
+      // Redis's reply names its code first ("NOAUTH Authentication required."): as `code`, like a Node error's.
+      const reply = error as Error & { code?: unknown };
+      if (reply.code === undefined) reply.code = errorCode(error);
+      return error;
+    }
+    const cause = this.#last;
+    if (cause === undefined || error === cause) return error;
+    const named = new Error(`${cause.message} (${error.message})`, { cause: error });
+    // node-redis's Sentinel wraps a node's error in its own, the code on the inner one.
+    const code = errorCode(cause) ?? errorCode(cause.cause);
+    return code === undefined ? named : Object.assign(named, { code });
+  }
+
+  /** `promise`, its rejection explained. */
+  guard<T>(promise: Promise<T>): Promise<T> {
+    return promise.catch((error: unknown) => Promise.reject(this.explain(error)));
+  }
+}
+
+/**
+ * `reply` as a RESP2 client decodes it, whether the connection speaks RESP2 or RESP3 (node-redis 6 and
+ * ioredis 6 default to RESP3): RESP3 booleans as RESP2 gives Lua's (true 1, false nil), doubles and big
+ * numbers as strings, maps as flat key-value arrays, sets as arrays, and the [member, score] pairs of a
+ * WITHSCORES reply flattened, scores as strings. A reply already in that shape is returned as is.
+ */
+export function resp2(reply: unknown, argv: readonly string[]): unknown {
+  const decoded = decode(reply);
+  if (!Array.isArray(decoded) || decoded.length === 0 || !Array.isArray(decoded[0])) return decoded;
+  if (!argv.some((arg) => arg.length === 10 && arg.toUpperCase() === 'WITHSCORES')) return decoded;
+  return (decoded as unknown[][]).flatMap(([member, score]) => [member, String(score)]);
+}
+
+function decode(reply: unknown): unknown {
+  switch (typeof reply) {
+    case 'string':
+      return reply;
+    case 'number':
+      // An integer stays a number; a RESP3 double is a string under RESP2.
+      return Number.isInteger(reply) ? reply : formatDouble(reply);
+    case 'bigint':
+      return String(reply);
+    case 'boolean':
+      return reply ? 1 : null;
+    case 'undefined':
+      return null;
+    case 'object':
+      return reply === null ? null : decodeObject(reply);
+    default:
+      return reply;
+  }
+}
+
+function decodeObject(reply: object): unknown {
+  if (Array.isArray(reply)) {
+    // Copied only when an element changes: a script's array of numbers goes through untouched.
+    let copy: unknown[] | undefined;
+    for (let i = 0; i < reply.length; i++) {
+      const item: unknown = reply[i];
+      const decoded = decode(item);
+      if (decoded !== item) {
+        copy ??= reply.slice(0, i);
+      }
+      if (copy !== undefined) copy.push(decoded);
+    }
+    return copy ?? reply;
+  }
+  if (Buffer.isBuffer(reply)) return reply.toString();
+  if (reply instanceof String) return reply.valueOf();
+  if (reply instanceof Set) return [...reply].map(decode);
+  if (reply instanceof Map) return [...reply].flat().map(decode);
+  if (reply instanceof Error) return reply;
+  return Object.entries(reply).flat().map(decode);
+}
+
+function formatDouble(value: number): string {
+  if (value === Number.POSITIVE_INFINITY) return 'inf';
+  if (value === Number.NEGATIVE_INFINITY) return '-inf';
+  return String(value);
+}
 
 /** How one client library shows its connection: the events it emits and whether the first one is underway. */
 export interface ConnectionSignals {
@@ -15,7 +157,7 @@ export interface ConnectionSignals {
   isReady(): boolean;
 }
 
-const watched = new WeakMap<object, ClientLiveness>();
+const livenessOf = new WeakMap<object, ClientLiveness>();
 
 /** Calls outstanding on one node, and since when none of them was answered. */
 interface NodeCalls {
@@ -68,10 +210,10 @@ export class ClientLiveness implements ConnectionLiveness {
     signals: ConnectionSignals,
     explain: (error: unknown) => unknown,
   ): ClientLiveness {
-    let liveness = watched.get(client);
+    let liveness = livenessOf.get(client);
     if (liveness === undefined) {
       liveness = new ClientLiveness(client, signals, explain);
-      watched.set(client, liveness);
+      livenessOf.set(client, liveness);
     }
     return liveness;
   }

@@ -2,9 +2,7 @@
 
 import { keySlot } from '../keys.js';
 import type { RedisConnection, RedisNode, RedisSubscription } from './connection.js';
-import { type ClientEvents, ConnectionFaults, isReply } from './faults.js';
-import { ClientLiveness } from './liveness.js';
-import { resp2 } from './replies.js';
+import { type ClientEvents, ClientLiveness, ConnectionFaults, isReply, resp2 } from './liveness.js';
 
 type Listener = (message: string) => void;
 
