@@ -222,7 +222,7 @@ const PIECES: Array<[string, string, string]> = [
   [
     'the overrides look-up (no override)',
     "l bigint; h bytea := sha256('k');",
-    `SELECT x.lim INTO l FROM "profile"."rk_overrides" x WHERE x.rule = 'p' AND x.kh = h AND (x.until_ms IS NULL OR x.until_ms > 5);`,
+    `SELECT x.lim INTO l FROM "profile"."rk_overrides" x WHERE x.rule = 'p' AND x.key_hash = h AND (x.until_ms IS NULL OR x.until_ms > 5);`,
   ],
   [
     'the lock-order query (unnest ... ORDER BY), one op (check.sql runs it for 2+ ops only)',

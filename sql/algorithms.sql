@@ -53,7 +53,7 @@ CREATE OR REPLACE FUNCTION @schema@.@expires_at@(st @schema@.@state@, op @schema
 RETURNS bigint LANGUAGE plpgsql IMMUTABLE AS $$
 BEGIN
   CASE op.type
-    WHEN 1, 2 THEN RETURN st.b;
+    WHEN 1, 2 THEN RETURN st.time_ms;
     WHEN 3 THEN RETURN @schema@.@sliding_log_expires_at@(st, op);
     WHEN 4 THEN RETURN @schema@.@sliding_expires_at@(st, op);
     WHEN 5 THEN RETURN @schema@.@token_bucket_expires_at@(st, op);

@@ -1,6 +1,6 @@
 -- Calendar window (src/algorithms/calendar.ts): a fixed window whose end is a wall-clock boundary; the op
 -- carries this period's end and the next one's (computed by the limiter on the store's clock).
--- State: a = count (units), b = the period's end (epoch ms). Receipt: the period's end.
+-- State: amount = count (units), time_ms = the period's end (epoch ms). Receipt: the period's end.
 
 -- The end of the period now_ms falls in.
 CREATE OR REPLACE FUNCTION @schema@.@period_end@(op @schema@.@op@, now_ms bigint) RETURNS bigint
@@ -15,7 +15,7 @@ DECLARE
   end_ms bigint := @schema@.@period_end@(op, now_ms);
 BEGIN
   RETURN @schema@.@counter_evaluate@(
-    CASE WHEN st.b = end_ms THEN st.a ELSE 0 END, end_ms, op, now_ms, add
+    CASE WHEN st.time_ms = end_ms THEN st.amount ELSE 0 END, end_ms, op, now_ms, add
   );
 END $$;
 
@@ -25,5 +25,5 @@ CREATE OR REPLACE FUNCTION @schema@.@calendar_apply@(
 DECLARE
   end_ms bigint := @schema@.@period_end@(op, now_ms);
 BEGIN
-  RETURN ROW(CASE WHEN st.b = end_ms THEN st.a ELSE 0 END + op.cost, end_ms, NULL)::@schema@.@state@;
+  RETURN ROW(CASE WHEN st.time_ms = end_ms THEN st.amount ELSE 0 END + op.cost, end_ms, NULL)::@schema@.@state@;
 END $$;

@@ -15,49 +15,58 @@
 -- check call acquiring in that order, and check.sql called here only locks rows this statement holds: no
 -- deadlock. READ COMMITTED: no serialization failure.
 --
+-- Its parameters, named once in `args` and read by those names from then on:
 -- $1 now_arg   epoch ms, or NULL for the server's clock (clock_timestamp(), read once for the batch)
 -- $2 rule      the rule's name
 -- $3 keys      per op, the identity as UTF-8 (distinct)
--- $4 nums      check.sql's 13 numbers of the op, shared by the batch
+-- $4 nums      check.sql's 13 numbers of the op, shared by the batch; its op (type, size_ms, cost, lim,
+--              period_end, next_period_end, ...) read by op_at, as check.sql reads it
 -- Returns      one row: float8[][], per op (in the order of keys) check.sql's reply of one op (the time, 9 numbers)
-WITH c AS MATERIALIZED (
-  SELECT coalesce($1::bigint, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint) AS now_ms
+WITH args AS MATERIALIZED (
+  SELECT $1::bigint AS now_arg, $2::text AS rule, $3::bytea[] AS keys, $4::float8[] AS nums,
+    @schema@.@op_at@($4::float8[], 1) AS op
+), c AS MATERIALIZED (
+  SELECT coalesce(args.now_arg, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint) AS now_ms,
+    args.rule, args.keys, args.nums, (args.op).type = 1 AS fixed, (args.op).size_ms, (args.op).cost,
+    (args.op).lim, (args.op).period_end, (args.op).next_period_end
+  FROM args
 ), t AS MATERIALIZED (
-  SELECT u.ord, u.key, u.kh, c.now_ms, coalesce(x.lim, ($4::float8[])[6]::bigint) AS lim,
-    x.lim IS NOT NULL AS overridden,
-    CASE WHEN ($4::float8[])[1] = 1 THEN c.now_ms + ($4::float8[])[2]::bigint
-      WHEN c.now_ms < ($4::float8[])[7] THEN ($4::float8[])[7]::bigint
-      ELSE ($4::float8[])[8]::bigint END AS fresh_end
+  SELECT u.ord, u.key, u.key_hash, c.now_ms, coalesce(x.lim, c.lim) AS lim, x.lim IS NOT NULL AS overridden,
+    CASE WHEN c.fixed THEN c.now_ms + c.size_ms
+      WHEN c.now_ms < c.period_end THEN c.period_end
+      ELSE c.next_period_end END AS fresh_end
   FROM c
     CROSS JOIN LATERAL (
-      SELECT v.key, v.ord, sha256(v.key) AS kh FROM unnest($3::bytea[]) WITH ORDINALITY AS v(key, ord)
+      SELECT v.key, v.ord, sha256(v.key) AS key_hash FROM unnest(c.keys) WITH ORDINALITY AS v(key, ord)
     ) u
     LEFT JOIN @schema@.@overrides@ x
-      ON x.rule = $2::text AND x.kh = u.kh AND (x.until_ms IS NULL OR x.until_ms > c.now_ms)
+      ON x.rule = c.rule AND x.key_hash = u.key_hash AND (x.until_ms IS NULL OR x.until_ms > c.now_ms)
 ), up AS (
-  INSERT INTO @schema@.@keys@ AS k (rule, kh, key, a, b, expires_ms)
-    SELECT $2::text, t.kh, t.key,
-      CASE WHEN ($4::float8[])[5] <= t.lim THEN ($4::float8[])[5]::bigint END,
-      CASE WHEN ($4::float8[])[5] <= t.lim THEN t.fresh_end END,
-      CASE WHEN ($4::float8[])[5] <= t.lim THEN t.fresh_end END
-    FROM t ORDER BY t.kh
-  ON CONFLICT (rule, kh) DO UPDATE SET
-    a = CASE WHEN k.expires_ms > (SELECT now_ms FROM c) AND CASE WHEN ($4::float8[])[1] = 1
-          THEN k.b > (SELECT now_ms FROM c) ELSE k.b = excluded.b END THEN k.a ELSE 0 END + excluded.a,
-    b = CASE WHEN ($4::float8[])[1] = 1 AND k.expires_ms > (SELECT now_ms FROM c) AND k.b > (SELECT now_ms FROM c)
-          THEN k.b ELSE excluded.b END,
-    xs = NULL,
-    expires_ms = CASE WHEN ($4::float8[])[1] = 1 AND k.expires_ms > (SELECT now_ms FROM c)
-          AND k.b > (SELECT now_ms FROM c) THEN k.b ELSE excluded.b END
-  WHERE excluded.a IS NOT NULL AND k.lock_until IS NULL AND k.forget_ms IS NULL
-    AND CASE WHEN k.expires_ms > (SELECT now_ms FROM c) AND CASE WHEN ($4::float8[])[1] = 1
-          THEN k.b > (SELECT now_ms FROM c) ELSE k.b = excluded.b END THEN k.a ELSE 0 END + excluded.a
-      <= (SELECT t.lim FROM t WHERE t.kh = excluded.kh)
-  RETURNING k.kh, k.a, k.b
+  INSERT INTO @schema@.@keys@ AS k (rule, key_hash, key, amount, time_ms, expires_ms)
+    SELECT c.rule, t.key_hash, t.key,
+      CASE WHEN c.cost <= t.lim THEN c.cost END,
+      CASE WHEN c.cost <= t.lim THEN t.fresh_end END,
+      CASE WHEN c.cost <= t.lim THEN t.fresh_end END
+    FROM t CROSS JOIN c ORDER BY t.key_hash
+  ON CONFLICT (rule, key_hash) DO UPDATE SET
+    amount = CASE WHEN k.expires_ms > (SELECT now_ms FROM c) AND CASE WHEN (SELECT fixed FROM c)
+          THEN k.time_ms > (SELECT now_ms FROM c) ELSE k.time_ms = excluded.time_ms END
+        THEN k.amount ELSE 0 END + excluded.amount,
+    time_ms = CASE WHEN (SELECT fixed FROM c) AND k.expires_ms > (SELECT now_ms FROM c)
+          AND k.time_ms > (SELECT now_ms FROM c) THEN k.time_ms ELSE excluded.time_ms END,
+    pairs = NULL,
+    expires_ms = CASE WHEN (SELECT fixed FROM c) AND k.expires_ms > (SELECT now_ms FROM c)
+          AND k.time_ms > (SELECT now_ms FROM c) THEN k.time_ms ELSE excluded.time_ms END
+  WHERE excluded.amount IS NOT NULL AND k.lock_until IS NULL AND k.forget_ms IS NULL
+    AND CASE WHEN k.expires_ms > (SELECT now_ms FROM c) AND CASE WHEN (SELECT fixed FROM c)
+          THEN k.time_ms > (SELECT now_ms FROM c) ELSE k.time_ms = excluded.time_ms END
+        THEN k.amount ELSE 0 END + excluded.amount
+      <= (SELECT t.lim FROM t WHERE t.key_hash = excluded.key_hash)
+  RETURNING k.key_hash, k.amount, k.time_ms
 )
 SELECT array_agg(
-  CASE WHEN u.a IS NULL THEN @schema@.@check@('check', t.now_ms, ARRAY[$2::text], ARRAY[t.key], $4::float8[])
-    ELSE ARRAY[t.now_ms, CASE WHEN t.overridden THEN 9 ELSE 1 END, t.lim, greatest(0, t.lim - u.a),
-      u.b - t.now_ms, 0, u.a, u.b, 0, 0]::float8[] END
+  CASE WHEN u.amount IS NULL THEN @schema@.@check@('check', t.now_ms, ARRAY[c.rule], ARRAY[t.key], c.nums)
+    ELSE ARRAY[t.now_ms, CASE WHEN t.overridden THEN 9 ELSE 1 END, t.lim, greatest(0, t.lim - u.amount),
+      u.time_ms - t.now_ms, 0, u.amount, u.time_ms, 0, 0]::float8[] END
   ORDER BY t.ord)
-FROM t LEFT JOIN up u ON u.kh = t.kh
+FROM t CROSS JOIN c LEFT JOIN up u ON u.key_hash = t.key_hash

@@ -65,7 +65,7 @@ BEGIN
     o := @schema@.@op_at@(nums, i);
     -- An override in force decides the limit.
     SELECT x.lim INTO lim FROM @schema@.@overrides@ x
-      WHERE x.rule = rules[i] AND x.kh = hashes[i] AND (x.until_ms IS NULL OR x.until_ms > now_ms);
+      WHERE x.rule = rules[i] AND x.key_hash = hashes[i] AND (x.until_ms IS NULL OR x.until_ms > now_ms);
     IF FOUND THEN o.lim := lim; overridden[i] := true; END IF;
     ops[i] := o;
   END LOOP;
@@ -75,21 +75,21 @@ BEGIN
   IF n = 1 THEN
     lock_order := ARRAY[1];
   ELSE
-    lock_order := ARRAY(SELECT u.ord::integer FROM unnest(rules, hashes) WITH ORDINALITY AS u(rule, kh, ord)
-      ORDER BY u.rule COLLATE "C", u.kh);
+    lock_order := ARRAY(SELECT u.ord::integer FROM unnest(rules, hashes) WITH ORDINALITY AS u(rule, key_hash, ord)
+      ORDER BY u.rule COLLATE "C", u.key_hash);
   END IF;
   FOREACH i IN ARRAY lock_order LOOP
     LOOP
       IF writes THEN
-        SELECT k.a, k.b, k.xs, k.expires_ms, k.lock_until, k.lock_level, k.forget_ms INTO r
-          FROM @schema@.@keys@ k WHERE k.rule = rules[i] AND k.kh = hashes[i] FOR UPDATE;
+        SELECT k.amount, k.time_ms, k.pairs, k.expires_ms, k.lock_until, k.lock_level, k.forget_ms INTO r
+          FROM @schema@.@keys@ k WHERE k.rule = rules[i] AND k.key_hash = hashes[i] FOR UPDATE;
       ELSE
-        SELECT k.a, k.b, k.xs, k.expires_ms, k.lock_until, k.lock_level, k.forget_ms INTO r
-          FROM @schema@.@keys@ k WHERE k.rule = rules[i] AND k.kh = hashes[i];
+        SELECT k.amount, k.time_ms, k.pairs, k.expires_ms, k.lock_until, k.lock_level, k.forget_ms INTO r
+          FROM @schema@.@keys@ k WHERE k.rule = rules[i] AND k.key_hash = hashes[i];
       END IF;
       IF FOUND THEN
         held[i] := writes;
-        IF r.expires_ms > now_ms THEN states[i] := ROW(r.a, r.b, r.xs)::@schema@.@state@;
+        IF r.expires_ms > now_ms THEN states[i] := ROW(r.amount, r.time_ms, r.pairs)::@schema@.@state@;
         ELSIF r.expires_ms IS NOT NULL THEN dirty[i] := true;
         END IF;
         IF r.forget_ms > now_ms THEN
@@ -103,7 +103,7 @@ BEGIN
       EXIT WHEN NOT writes;
       -- A new row, locked by this transaction until it ends; another transaction's insert makes this one
       -- wait for it, then find its row.
-      INSERT INTO @schema@.@keys@ (rule, kh, key) VALUES (rules[i], hashes[i], keys[i])
+      INSERT INTO @schema@.@keys@ (rule, key_hash, key) VALUES (rules[i], hashes[i], keys[i])
         ON CONFLICT DO NOTHING;
       IF FOUND THEN held[i] := true; dirty[i] := true; EXIT; END IF;
     END LOOP;
@@ -165,13 +165,13 @@ BEGIN
       CONTINUE WHEN NOT held[i] OR NOT dirty[i];
       st := states[i];
       IF st IS NULL AND forgets[i] = 0 THEN
-        DELETE FROM @schema@.@keys@ k WHERE k.rule = rules[i] AND k.kh = hashes[i];
+        DELETE FROM @schema@.@keys@ k WHERE k.rule = rules[i] AND k.key_hash = hashes[i];
       ELSE
         expires := CASE WHEN st IS NULL THEN NULL ELSE @schema@.@expires_at@(st, ops[i]) END;
-        UPDATE @schema@.@keys@ k SET a = st.a, b = st.b, xs = st.xs, expires_ms = expires,
+        UPDATE @schema@.@keys@ k SET amount = st.amount, time_ms = st.time_ms, pairs = st.pairs, expires_ms = expires,
           lock_until = nullif(untils[i], 0), lock_level = nullif(levels[i], 0),
           forget_ms = nullif(forgets[i], 0)
-          WHERE k.rule = rules[i] AND k.kh = hashes[i];
+          WHERE k.rule = rules[i] AND k.key_hash = hashes[i];
       END IF;
     END LOOP;
   END IF;

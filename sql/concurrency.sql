@@ -1,21 +1,21 @@
 -- Concurrency (src/algorithms/concurrency.ts, lua/concurrency.lua): admitted while fewer than lim slots are held
 -- for the key; a slot is held until released (refund) or until its lease (op.size_ms) ends, unless renewed
 -- (renew, below).
--- State: a = the last slot id handed out (seq; ids are now_ms x 1024 + n and only grow, so a slot released
--- or lapsed is never handed out again); xs = the holders as pairs (id, epoch ms its lease ends), ids
--- ascending, lapsed once the lease end is <= now; b is NULL. A concurrency state is the only one with both
--- a and xs (keys.sql's reset keeps its seq). Receipt: the id of the op's first slot; an op of cost c holds
+-- State: amount = the last slot id handed out (seq; ids are now_ms x 1024 + n and only grow, so a slot released
+-- or lapsed is never handed out again); pairs = the holders (id, epoch ms its lease ends), ids
+-- ascending, lapsed once the lease end is <= now; time_ms is NULL. A concurrency state is the only one with both
+-- amount and pairs (keys.sql's reset keeps its seq). Receipt: the id of the op's first slot; an op of cost c holds
 -- ids receipt .. receipt + c - 1. The row of a key holds at most lim live holders (more only by record)
 -- and the lapsed ones the next decision that writes drops: a decision reads and writes that array.
 
 -- The id of the next slot taken at now_ms (nextSlotId).
 CREATE OR REPLACE FUNCTION @schema@.@concurrency_next_id@(st @schema@.@state@, now_ms bigint) RETURNS bigint
-LANGUAGE sql IMMUTABLE AS $$ SELECT greatest(coalesce(st.a, 0) + 1, now_ms * 1024 + 1) $$;
+LANGUAGE sql IMMUTABLE AS $$ SELECT greatest(coalesce(st.amount, 0) + 1, now_ms * 1024 + 1) $$;
 
 -- Lease ends of the live holders, soonest first ('{}' when none).
 CREATE OR REPLACE FUNCTION @schema@.@concurrency_live@(st @schema@.@state@, now_ms bigint) RETURNS bigint[]
 LANGUAGE sql IMMUTABLE AS $$
-  SELECT coalesce(array_agg(u.x ORDER BY u.x), '{}') FROM unnest(st.xs) WITH ORDINALITY AS u(x, i)
+  SELECT coalesce(array_agg(u.x ORDER BY u.x), '{}') FROM unnest(st.pairs) WITH ORDINALITY AS u(x, i)
     WHERE u.i % 2 = 0 AND u.x > now_ms
 $$;
 
@@ -49,9 +49,9 @@ DECLARE
 BEGIN
   -- The pair of the element at i: its id at i - 1 + i % 2, its lease end at i + i % 2.
   SELECT coalesce(array_agg(u.x ORDER BY u.i), '{}') INTO held
-    FROM unnest(st.xs) WITH ORDINALITY AS u(x, i)
-    WHERE st.xs[(u.i + u.i % 2)::integer] > now_ms;
-  IF op.cost <= 0 THEN RETURN ROW(coalesce(st.a, 0), NULL, held)::@schema@.@state@; END IF;
+    FROM unnest(st.pairs) WITH ORDINALITY AS u(x, i)
+    WHERE st.pairs[(u.i + u.i % 2)::integer] > now_ms;
+  IF op.cost <= 0 THEN RETURN ROW(coalesce(st.amount, 0), NULL, held)::@schema@.@state@; END IF;
   -- New ids are above every id held: appended, the pairs stay in id order.
   SELECT held || array_agg(x ORDER BY k, j) INTO held
     FROM generate_series(0, op.cost - 1) AS k,
@@ -64,9 +64,9 @@ END $$;
 CREATE OR REPLACE FUNCTION @schema@.@concurrency_refund@(
   st @schema@.@state@, op @schema@.@op@, receipt bigint
 ) RETURNS @schema@.@state@ LANGUAGE sql IMMUTABLE AS $$
-  SELECT ROW(st.a, NULL, coalesce(array_agg(u.x ORDER BY u.i), '{}'))::@schema@.@state@
-  FROM unnest(st.xs) WITH ORDINALITY AS u(x, i)
-  WHERE st.xs[(u.i - 1 + u.i % 2)::integer] NOT BETWEEN receipt AND receipt + op.cost - 1
+  SELECT ROW(st.amount, NULL, coalesce(array_agg(u.x ORDER BY u.i), '{}'))::@schema@.@state@
+  FROM unnest(st.pairs) WITH ORDINALITY AS u(x, i)
+  WHERE st.pairs[(u.i - 1 + u.i % 2)::integer] NOT BETWEEN receipt AND receipt + op.cost - 1
 $$;
 
 -- Renews the op.cost slots taken from receipt on, each until now + lease (renewSlots): whether every one
@@ -76,7 +76,7 @@ CREATE OR REPLACE FUNCTION @schema@.@concurrency_renew@(
   OUT after @schema@.@state@
 ) LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
-  xs bigint[] := st.xs;
+  xs bigint[] := st.pairs;
   found bigint := 0;
   i integer;
 BEGIN
@@ -87,12 +87,12 @@ BEGIN
     END IF;
   END LOOP;
   held := found = op.cost;
-  after := ROW(st.a, NULL, xs)::@schema@.@state@;
+  after := ROW(st.amount, NULL, xs)::@schema@.@state@;
 END $$;
 
 -- Epoch ms from which the state means nothing: its seq's ms plus a lease, or a later lease end.
 CREATE OR REPLACE FUNCTION @schema@.@concurrency_expires_at@(st @schema@.@state@, op @schema@.@op@)
 RETURNS bigint LANGUAGE sql IMMUTABLE AS $$
-  SELECT greatest(@schema@.@floor_div@(st.a, 1024) + op.size_ms, max(u.x))
-  FROM unnest(st.xs) WITH ORDINALITY AS u(x, i) WHERE u.i % 2 = 0
+  SELECT greatest(@schema@.@floor_div@(st.amount, 1024) + op.size_ms, max(u.x))
+  FROM unnest(st.pairs) WITH ORDINALITY AS u(x, i) WHERE u.i % 2 = 0
 $$;

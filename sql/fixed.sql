@@ -1,5 +1,5 @@
 -- Fixed window (src/algorithms/fixed.ts): starts at the first counted hit and lasts size_ms.
--- State: a = count (units), b = the window's end (epoch ms). Receipt: the window's end.
+-- State: amount = count (units), time_ms = the window's end (epoch ms). Receipt: the window's end.
 
 -- Counting against a window that ends at end_ms; shared with calendar windows (evaluateCounter).
 CREATE OR REPLACE FUNCTION @schema@.@counter_evaluate@(
@@ -24,10 +24,10 @@ CREATE OR REPLACE FUNCTION @schema@.@counter_refund@(
 DECLARE
   left_units bigint;
 BEGIN
-  IF st.b <> receipt OR now_ms >= st.b THEN RETURN st; END IF;
-  left_units := greatest(0, st.a - op.cost);
+  IF st.time_ms <> receipt OR now_ms >= st.time_ms THEN RETURN st; END IF;
+  left_units := greatest(0, st.amount - op.cost);
   IF left_units = 0 THEN RETURN NULL; END IF;
-  RETURN ROW(left_units, st.b, NULL)::@schema@.@state@;
+  RETURN ROW(left_units, st.time_ms, NULL)::@schema@.@state@;
 END $$;
 
 CREATE OR REPLACE FUNCTION @schema@.@fixed_evaluate@(
@@ -35,8 +35,8 @@ CREATE OR REPLACE FUNCTION @schema@.@fixed_evaluate@(
 ) RETURNS @schema@.@verdict@ LANGUAGE plpgsql IMMUTABLE AS $$
 BEGIN
   -- A missing or ended window reads as a fresh one starting now.
-  IF st.b IS NOT NULL AND now_ms < st.b THEN
-    RETURN @schema@.@counter_evaluate@(st.a, st.b, op, now_ms, add);
+  IF st.time_ms IS NOT NULL AND now_ms < st.time_ms THEN
+    RETURN @schema@.@counter_evaluate@(st.amount, st.time_ms, op, now_ms, add);
   END IF;
   RETURN @schema@.@counter_evaluate@(0, now_ms + op.size_ms, op, now_ms, add);
 END $$;
@@ -45,8 +45,8 @@ CREATE OR REPLACE FUNCTION @schema@.@fixed_apply@(
   st @schema@.@state@, op @schema@.@op@, now_ms bigint
 ) RETURNS @schema@.@state@ LANGUAGE plpgsql IMMUTABLE AS $$
 BEGIN
-  IF st.b IS NULL OR now_ms >= st.b THEN
+  IF st.time_ms IS NULL OR now_ms >= st.time_ms THEN
     RETURN ROW(op.cost, now_ms + op.size_ms, NULL)::@schema@.@state@;
   END IF;
-  RETURN ROW(st.a + op.cost, st.b, NULL)::@schema@.@state@;
+  RETURN ROW(st.amount + op.cost, st.time_ms, NULL)::@schema@.@state@;
 END $$;

@@ -1,10 +1,10 @@
 -- GCRA (src/algorithms/gcra.ts), leaky bucket as a meter: one number per key.
--- State: a = the theoretical arrival time (TAT) in whole epoch µs, at most 2^53 - 1; it advances by
+-- State: amount = the theoretical arrival time (TAT) in whole epoch µs, at most 2^53 - 1; it advances by
 -- cost x size/lim per op, rounded to the nearest µs. Decisions count whole units relative to now, exactly. Receipt: 0.
 
 -- Backlog (TAT - now) in µs, never negative.
 CREATE OR REPLACE FUNCTION @schema@.@gcra_backlog@(st @schema@.@state@, now_ms bigint) RETURNS bigint
-LANGUAGE sql IMMUTABLE AS $$ SELECT greatest(0, coalesce(st.a - now_ms * 1000, 0)) $$;
+LANGUAGE sql IMMUTABLE AS $$ SELECT greatest(0, coalesce(st.amount - now_ms * 1000, 0)) $$;
 
 -- The latest TAT a state holds: 2^53 - 1 µs (MAX_TAT_US in src/algorithms/gcra.ts), where the TypeScript
 -- and Lua twins' doubles stop being exact integers. Only a debt (add, a settled cost) reaches it.
@@ -59,15 +59,15 @@ CREATE OR REPLACE FUNCTION @schema@.@gcra_apply@(
   st @schema@.@state@, op @schema@.@op@, now_ms bigint
 ) RETURNS @schema@.@state@ LANGUAGE sql IMMUTABLE AS $$
   SELECT ROW(least(@schema@.@gcra_max_tat@(),
-    greatest(now_ms * 1000, coalesce(st.a, 0)) + @schema@.@gcra_step_us@(op)), NULL, NULL)::@schema@.@state@
+    greatest(now_ms * 1000, coalesce(st.amount, 0)) + @schema@.@gcra_step_us@(op)), NULL, NULL)::@schema@.@state@
 $$;
 
 CREATE OR REPLACE FUNCTION @schema@.@gcra_refund@(
   st @schema@.@state@, op @schema@.@op@, now_ms bigint
 ) RETURNS @schema@.@state@ LANGUAGE sql IMMUTABLE AS $$
-  SELECT CASE WHEN st.a - @schema@.@gcra_step_us@(op) <= now_ms * 1000 THEN NULL
-    ELSE ROW(st.a - @schema@.@gcra_step_us@(op), NULL, NULL)::@schema@.@state@ END
+  SELECT CASE WHEN st.amount - @schema@.@gcra_step_us@(op) <= now_ms * 1000 THEN NULL
+    ELSE ROW(st.amount - @schema@.@gcra_step_us@(op), NULL, NULL)::@schema@.@state@ END
 $$;
 
 CREATE OR REPLACE FUNCTION @schema@.@gcra_expires_at@(st @schema@.@state@, op @schema@.@op@)
-RETURNS bigint LANGUAGE sql IMMUTABLE AS $$ SELECT @schema@.@ceil_div@(st.a, 1000) $$;
+RETURNS bigint LANGUAGE sql IMMUTABLE AS $$ SELECT @schema@.@ceil_div@(st.amount, 1000) $$;

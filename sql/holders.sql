@@ -21,21 +21,21 @@ BEGIN
       ORDER BY u.rule COLLATE "C", sha256(u.key), u.ord LOOP
     h := sha256(keys[i]);
     o := @schema@.@op_at@(nums, i);
-    SELECT k.a, k.xs, k.expires_ms INTO r
-      FROM @schema@.@keys@ k WHERE k.rule = rules[i] AND k.kh = h FOR UPDATE;
-    CONTINUE WHEN NOT FOUND OR NOT coalesce(r.expires_ms > now_ms, false) OR r.xs IS NULL;
+    SELECT k.amount, k.pairs, k.expires_ms INTO r
+      FROM @schema@.@keys@ k WHERE k.rule = rules[i] AND k.key_hash = h FOR UPDATE;
+    CONTINUE WHEN NOT FOUND OR NOT coalesce(r.expires_ms > now_ms, false) OR r.pairs IS NULL;
     SELECT x.held, x.after INTO r
-      FROM @schema@.@concurrency_renew@(ROW(r.a, NULL, r.xs)::@schema@.@state@, o, now_ms, receipts[i]::bigint) x;
+      FROM @schema@.@concurrency_renew@(ROW(r.amount, NULL, r.pairs)::@schema@.@state@, o, now_ms, receipts[i]::bigint) x;
     held[i] := r.held;
     st := r.after;
-    UPDATE @schema@.@keys@ k SET xs = st.xs, expires_ms = @schema@.@concurrency_expires_at@(st, o)
-      WHERE k.rule = rules[i] AND k.kh = h;
+    UPDATE @schema@.@keys@ k SET pairs = st.pairs, expires_ms = @schema@.@concurrency_expires_at@(st, o)
+      WHERE k.rule = rules[i] AND k.key_hash = h;
   END LOOP;
   RETURN held;
 END $$;
 
 -- Whether every one of the op.cost slots taken from receipt on is held at now_ms (its lease not ended), in
--- a concurrency state's holders xs (sql/concurrency.sql): a release of slots that are not counts as lapsed.
+-- a concurrency state's holders, its pairs (sql/concurrency.sql): a release of slots that are not counts as lapsed.
 CREATE OR REPLACE FUNCTION @schema@.@slots_held@(
   xs bigint[], op @schema@.@op@, now_ms bigint, receipt bigint
 ) RETURNS boolean LANGUAGE sql IMMUTABLE AS $$
@@ -50,8 +50,8 @@ RETURNS TABLE (slot bigint, until_ms bigint) LANGUAGE plpgsql STABLE AS $$
 DECLARE
   at_ms bigint := coalesce(now_arg, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint);
 BEGIN
-  RETURN QUERY SELECT k.xs[2 * p.i - 1], k.xs[2 * p.i]
-    FROM @schema@.@keys@ k, generate_series(1, coalesce(cardinality(k.xs), 0) / 2) AS p(i)
-    WHERE k.rule = rule_name AND k.kh = sha256(key_bytes) AND k.expires_ms > at_ms AND k.xs[2 * p.i] > at_ms
+  RETURN QUERY SELECT k.pairs[2 * p.i - 1], k.pairs[2 * p.i]
+    FROM @schema@.@keys@ k, generate_series(1, coalesce(cardinality(k.pairs), 0) / 2) AS p(i)
+    WHERE k.rule = rule_name AND k.key_hash = sha256(key_bytes) AND k.expires_ms > at_ms AND k.pairs[2 * p.i] > at_ms
     ORDER BY 1 LIMIT max_rows;
 END $$;

@@ -9,16 +9,16 @@ RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
   now_ms bigint := coalesce(now_arg, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint);
 BEGIN
-  DELETE FROM @schema@.@keys@ k WHERE k.rule = rule_name AND k.kh = sha256(key_bytes)
+  DELETE FROM @schema@.@keys@ k WHERE k.rule = rule_name AND k.key_hash = sha256(key_bytes)
     AND NOT coalesce(k.forget_ms > now_ms, false);
   IF NOT FOUND THEN
-    UPDATE @schema@.@keys@ k SET a = NULL, b = NULL, xs = NULL, expires_ms = NULL
-      WHERE k.rule = rule_name AND k.kh = sha256(key_bytes);
+    UPDATE @schema@.@keys@ k SET amount = NULL, time_ms = NULL, pairs = NULL, expires_ms = NULL
+      WHERE k.rule = rule_name AND k.key_hash = sha256(key_bytes);
   END IF;
 END $$;
 
 -- Clears count, lock and level, and announces it. True when the key was locked. A concurrency key's
--- holders go and its last slot id stays (sql/concurrency.sql: the only state with both a and xs) until the
+-- holders go and its last slot id stays (sql/concurrency.sql: the only state with both amount and pairs) until the
 -- state expires, so a holder released after the reset frees nothing.
 CREATE OR REPLACE FUNCTION @schema@.@reset@(now_arg bigint, rule_name text, key_bytes bytea, payload text)
 RETURNS boolean LANGUAGE plpgsql AS $$
@@ -26,11 +26,11 @@ DECLARE
   now_ms bigint := coalesce(now_arg, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint);
   was_locked boolean;
 BEGIN
-  UPDATE @schema@.@keys@ k SET xs = '{}', lock_until = NULL, lock_level = NULL, forget_ms = NULL
-    WHERE k.rule = rule_name AND k.kh = sha256(key_bytes)
-      AND k.a IS NOT NULL AND k.xs IS NOT NULL AND k.expires_ms > now_ms;
+  UPDATE @schema@.@keys@ k SET pairs = '{}', lock_until = NULL, lock_level = NULL, forget_ms = NULL
+    WHERE k.rule = rule_name AND k.key_hash = sha256(key_bytes)
+      AND k.amount IS NOT NULL AND k.pairs IS NOT NULL AND k.expires_ms > now_ms;
   IF NOT FOUND THEN
-    DELETE FROM @schema@.@keys@ k WHERE k.rule = rule_name AND k.kh = sha256(key_bytes)
+    DELETE FROM @schema@.@keys@ k WHERE k.rule = rule_name AND k.key_hash = sha256(key_bytes)
       RETURNING coalesce(k.lock_until > now_ms, false) INTO was_locked;
   END IF;
   PERFORM pg_notify(@channel@, payload);
@@ -45,11 +45,11 @@ DECLARE
   now_ms bigint := coalesce(now_arg, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint);
 BEGIN
   IF new_lim IS NULL THEN
-    DELETE FROM @schema@.@overrides@ x WHERE x.rule = rule_name AND x.kh = sha256(key_bytes);
+    DELETE FROM @schema@.@overrides@ x WHERE x.rule = rule_name AND x.key_hash = sha256(key_bytes);
   ELSE
-    INSERT INTO @schema@.@overrides@ AS x (rule, kh, key, lim, until_ms)
+    INSERT INTO @schema@.@overrides@ AS x (rule, key_hash, key, lim, until_ms)
       VALUES (rule_name, sha256(key_bytes), key_bytes, new_lim, now_ms + for_ms)
-      ON CONFLICT (rule, kh) DO UPDATE SET lim = EXCLUDED.lim, until_ms = EXCLUDED.until_ms;
+      ON CONFLICT (rule, key_hash) DO UPDATE SET lim = EXCLUDED.lim, until_ms = EXCLUDED.until_ms;
   END IF;
   PERFORM pg_notify(@channel@, payload);
 END $$;
@@ -61,7 +61,7 @@ DECLARE
   at_ms bigint := coalesce(now_arg, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint);
 BEGIN
   RETURN QUERY SELECT k.key, k.lock_until, k.lock_level, at_ms FROM @schema@.@keys@ k
-    WHERE k.rule = rule_name AND k.lock_until > at_ms ORDER BY k.lock_until, k.kh LIMIT max_rows;
+    WHERE k.rule = rule_name AND k.lock_until > at_ms ORDER BY k.lock_until, k.key_hash LIMIT max_rows;
 END $$;
 
 -- One step of the background sweep: among the next max_rows rows after (after_rule, after_kh) in key
@@ -75,13 +75,13 @@ DECLARE
   now_ms bigint := coalesce(now_arg, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint);
   more integer;
 BEGIN
-  SELECT k.rule, k.kh INTO next_rule, next_kh FROM @schema@.@keys@ k
-    WHERE (k.rule, k.kh) > (after_rule COLLATE "C", after_kh) ORDER BY k.rule, k.kh
+  SELECT k.rule, k.key_hash INTO next_rule, next_kh FROM @schema@.@keys@ k
+    WHERE (k.rule, k.key_hash) > (after_rule COLLATE "C", after_kh) ORDER BY k.rule, k.key_hash
     OFFSET max_rows - 1 LIMIT 1;
-  DELETE FROM @schema@.@keys@ k WHERE (k.rule, k.kh) IN (
-    SELECT x.rule, x.kh FROM @schema@.@keys@ x
-      WHERE (x.rule, x.kh) > (after_rule COLLATE "C", after_kh)
-        AND (next_rule IS NULL OR (x.rule, x.kh) <= (next_rule COLLATE "C", next_kh))
+  DELETE FROM @schema@.@keys@ k WHERE (k.rule, k.key_hash) IN (
+    SELECT x.rule, x.key_hash FROM @schema@.@keys@ x
+      WHERE (x.rule, x.key_hash) > (after_rule COLLATE "C", after_kh)
+        AND (next_rule IS NULL OR (x.rule, x.key_hash) <= (next_rule COLLATE "C", next_kh))
         AND NOT coalesce(x.expires_ms > now_ms, false) AND NOT coalesce(x.forget_ms > now_ms, false)
       FOR UPDATE SKIP LOCKED
   );

@@ -23,22 +23,22 @@ BEGIN
     h := sha256(keys[i]);
     o := @schema@.@op_at@(nums, i);
     SELECT x.lim INTO lim FROM @schema@.@overrides@ x
-      WHERE x.rule = rules[i] AND x.kh = h AND (x.until_ms IS NULL OR x.until_ms > now_ms);
+      WHERE x.rule = rules[i] AND x.key_hash = h AND (x.until_ms IS NULL OR x.until_ms > now_ms);
     IF FOUND THEN o.lim := lim; END IF;
-    SELECT k.a, k.b, k.xs, k.expires_ms, k.forget_ms INTO r
-      FROM @schema@.@keys@ k WHERE k.rule = rules[i] AND k.kh = h FOR UPDATE;
+    SELECT k.amount, k.time_ms, k.pairs, k.expires_ms, k.forget_ms INTO r
+      FROM @schema@.@keys@ k WHERE k.rule = rules[i] AND k.key_hash = h FOR UPDATE;
     IF o.type = 7 THEN
       held[i] := FOUND AND coalesce(r.expires_ms > now_ms, false)
-        AND @schema@.@slots_held@(r.xs, o, now_ms, receipts[i]::bigint);
+        AND @schema@.@slots_held@(r.pairs, o, now_ms, receipts[i]::bigint);
     END IF;
     CONTINUE WHEN NOT FOUND OR NOT coalesce(r.expires_ms > now_ms, false);
-    st := @schema@.@refund_state@(ROW(r.a, r.b, r.xs)::@schema@.@state@, o, now_ms, receipts[i]::bigint);
+    st := @schema@.@refund_state@(ROW(r.amount, r.time_ms, r.pairs)::@schema@.@state@, o, now_ms, receipts[i]::bigint);
     IF st IS NULL AND NOT coalesce(r.forget_ms > now_ms, false) THEN
-      DELETE FROM @schema@.@keys@ k WHERE k.rule = rules[i] AND k.kh = h;
+      DELETE FROM @schema@.@keys@ k WHERE k.rule = rules[i] AND k.key_hash = h;
     ELSE
-      UPDATE @schema@.@keys@ k SET a = st.a, b = st.b, xs = st.xs,
+      UPDATE @schema@.@keys@ k SET amount = st.amount, time_ms = st.time_ms, pairs = st.pairs,
         expires_ms = CASE WHEN st IS NULL THEN NULL ELSE @schema@.@expires_at@(st, o) END
-        WHERE k.rule = rules[i] AND k.kh = h;
+        WHERE k.rule = rules[i] AND k.key_hash = h;
     END IF;
   END LOOP;
   PERFORM pg_notify(@free_channel@, f) FROM unnest(frees) AS f;

@@ -13,21 +13,23 @@ CREATE TABLE IF NOT EXISTS @schema@.@schema_version@ (
 );
 
 -- One row per rule and identity that holds something: the count state of its window type, and its lock.
--- kh = sha256(key): identities are up to 8192 characters, more than a btree entry holds.
--- The state (a, b, xs; see each sql/<type>.sql) means nothing from expires_ms on; the lock is in force
--- until lock_until and its level is remembered until forget_ms. A row holding neither is deleted.
+-- key_hash = sha256(key): identities are up to 8192 characters, more than a btree entry holds.
+-- The state means nothing from expires_ms on: amount (a count, scaled tokens, GCRA's arrival time in µs or
+-- the last slot id), time_ms (a window's end or the last refill, epoch ms) and pairs (a log's, a sliding
+-- counter's or the slot holders' pairs, flattened); each sql/<type>.sql says which it uses. The lock is in
+-- force until lock_until and its level is remembered until forget_ms. A row holding neither is deleted.
 CREATE TABLE IF NOT EXISTS @schema@.@keys@ (
   rule text COLLATE "C" NOT NULL,
-  kh bytea NOT NULL,
+  key_hash bytea NOT NULL,
   key bytea NOT NULL,
-  a bigint,
-  b bigint,
-  xs bigint[],
+  amount bigint,
+  time_ms bigint,
+  pairs bigint[],
   expires_ms bigint,
   lock_until bigint,
   lock_level integer,
   forget_ms bigint,
-  PRIMARY KEY (rule, kh)
+  PRIMARY KEY (rule, key_hash)
 );
 
 -- locked(rule): the locks of a rule, soonest end first.
@@ -36,11 +38,11 @@ CREATE INDEX IF NOT EXISTS @keys_locks@ ON @schema@.@keys@ (rule, lock_until) WH
 -- Limits an operator set for one key of one rule (limiter.override), until until_ms (NULL: until cleared).
 CREATE TABLE IF NOT EXISTS @schema@.@overrides@ (
   rule text COLLATE "C" NOT NULL,
-  kh bytea NOT NULL,
+  key_hash bytea NOT NULL,
   key bytea NOT NULL,
   lim bigint NOT NULL,
   until_ms bigint,
-  PRIMARY KEY (rule, kh)
+  PRIMARY KEY (rule, key_hash)
 );
 
 -- An op as the algorithms read it (src/algorithms/types.ts StoreOp): type 1 fixed, 2 calendar,
@@ -54,10 +56,36 @@ DO $$ BEGIN
 EXCEPTION WHEN duplicate_object THEN NULL;
 END $$;
 
--- A count state (the a, b, xs columns); NULL when there is none.
+-- A count state (the amount, time_ms, pairs columns); NULL when there is none.
 DO $$ BEGIN
-  CREATE TYPE @schema@.@state@ AS (a bigint, b bigint, xs bigint[]);
+  CREATE TYPE @schema@.@state@ AS (amount bigint, time_ms bigint, pairs bigint[]);
 EXCEPTION WHEN duplicate_object THEN NULL;
+END $$;
+
+-- Version 3 named the state and key hash columns for what they hold (before: a, b, xs, kh): a schema of an
+-- older version gets the new names here, before the functions that read them are replaced.
+DO $$ BEGIN
+  -- Read, not tried: a failed ALTER on every installation would lock the table each time.
+  IF (SELECT v.version FROM @schema@.@schema_version@ v) < 3 THEN
+    -- Each object once: one already renamed (an upgrade that ran before, by hand) is left as it is.
+    BEGIN
+      ALTER TABLE @schema@.@keys@ RENAME COLUMN kh TO key_hash;
+      ALTER TABLE @schema@.@keys@ RENAME COLUMN a TO amount;
+      ALTER TABLE @schema@.@keys@ RENAME COLUMN b TO time_ms;
+      ALTER TABLE @schema@.@keys@ RENAME COLUMN xs TO pairs;
+    EXCEPTION WHEN undefined_column THEN NULL;
+    END;
+    BEGIN
+      ALTER TABLE @schema@.@overrides@ RENAME COLUMN kh TO key_hash;
+    EXCEPTION WHEN undefined_column THEN NULL;
+    END;
+    BEGIN
+      ALTER TYPE @schema@.@state@ RENAME ATTRIBUTE a TO amount;
+      ALTER TYPE @schema@.@state@ RENAME ATTRIBUTE b TO time_ms;
+      ALTER TYPE @schema@.@state@ RENAME ATTRIBUTE xs TO pairs;
+    EXCEPTION WHEN undefined_column THEN NULL;
+    END;
+  END IF;
 END $$;
 
 -- An algorithm's answer for one op (src/algorithms/algorithm.ts Verdict, without the lock fields).

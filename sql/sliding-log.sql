@@ -1,11 +1,11 @@
 -- Sliding log (src/algorithms/sliding-log.ts): exact; a hit at t counts until t + size.
--- State: xs = one (ts epoch ms, cost units) pair per distinct millisecond, oldest first, flattened.
+-- State: pairs = one (ts epoch ms, cost units) pair per distinct millisecond, oldest first, flattened.
 -- Receipt: the millisecond the op was counted at. pairs_refund serves the sliding counter too.
 
 -- Time never runs backwards inside the log: a clock behind the newest entry reads as that entry's time.
 CREATE OR REPLACE FUNCTION @schema@.@log_clamp@(st @schema@.@state@, now_ms bigint) RETURNS bigint
 LANGUAGE sql IMMUTABLE AS $$
-  SELECT greatest(now_ms, coalesce(st.xs[cardinality(st.xs) - 1], now_ms))
+  SELECT greatest(now_ms, coalesce(st.pairs[cardinality(st.pairs) - 1], now_ms))
 $$;
 
 -- The pair index (1-based) of the first entry still inside the window at now_ms.
@@ -24,7 +24,7 @@ CREATE OR REPLACE FUNCTION @schema@.@sliding_log_evaluate@(
 ) RETURNS @schema@.@verdict@ LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
   now_ms bigint := @schema@.@log_clamp@(st, now_arg);
-  xs bigint[] := coalesce(st.xs, '{}');
+  xs bigint[] := coalesce(st.pairs, '{}');
   m integer := cardinality(xs) / 2;
   f integer := @schema@.@log_first_live@(xs, now_ms, op.size_ms);
   used bigint := 0;
@@ -60,7 +60,7 @@ CREATE OR REPLACE FUNCTION @schema@.@sliding_log_apply@(
 ) RETURNS @schema@.@state@ LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
   now_ms bigint := @schema@.@log_clamp@(st, now_arg);
-  xs bigint[] := coalesce(st.xs, '{}');
+  xs bigint[] := coalesce(st.pairs, '{}');
   f integer := @schema@.@log_first_live@(xs, now_ms, op.size_ms);
   n integer;
 BEGIN
@@ -78,7 +78,7 @@ CREATE OR REPLACE FUNCTION @schema@.@pairs_refund@(
   st @schema@.@state@, op @schema@.@op@, now_ms bigint, receipt bigint
 ) RETURNS @schema@.@state@ LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
-  xs bigint[] := st.xs;
+  xs bigint[] := st.pairs;
   m integer := cardinality(xs) / 2;
 BEGIN
   FOR j IN 1..m LOOP
@@ -94,5 +94,5 @@ END $$;
 
 CREATE OR REPLACE FUNCTION @schema@.@sliding_log_expires_at@(st @schema@.@state@, op @schema@.@op@)
 RETURNS bigint LANGUAGE sql IMMUTABLE AS $$
-  SELECT coalesce(st.xs[cardinality(st.xs) - 1] + op.size_ms, 0)
+  SELECT coalesce(st.pairs[cardinality(st.pairs) - 1] + op.size_ms, 0)
 $$;

@@ -1,6 +1,6 @@
 -- Sliding counter (src/algorithms/sliding.ts): `buckets` sub-windows of size/buckets; a hit counts for at
 -- least size and at most size + one bucket, so it never over-admits.
--- State: xs = one (bucket index floor(t / width), units) pair per bucket, oldest first, flattened.
+-- State: pairs = one (bucket index floor(t / width), units) pair per bucket, oldest first, flattened.
 -- Receipt: the bucket index the op was counted in. Widths are doubles, as in the TypeScript twin.
 
 CREATE OR REPLACE FUNCTION @schema@.@sliding_width@(op @schema@.@op@) RETURNS float8
@@ -11,7 +11,7 @@ CREATE OR REPLACE FUNCTION @schema@.@sliding_current@(st @schema@.@state@, op @s
 RETURNS bigint LANGUAGE sql IMMUTABLE AS $$
   SELECT greatest(
     floor(now_ms::float8 / @schema@.@sliding_width@(op))::bigint,
-    coalesce(st.xs[cardinality(st.xs) - 1], -1)
+    coalesce(st.pairs[cardinality(st.pairs) - 1], -1)
   )
 $$;
 
@@ -37,7 +37,7 @@ CREATE OR REPLACE FUNCTION @schema@.@sliding_evaluate@(
 ) RETURNS @schema@.@verdict@ LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
   cur bigint := @schema@.@sliding_current@(st, op, now_ms);
-  xs bigint[] := coalesce(st.xs, '{}');
+  xs bigint[] := coalesce(st.pairs, '{}');
   m integer := cardinality(xs) / 2;
   f integer := @schema@.@sliding_first_live@(xs, cur, op.buckets);
   used bigint := 0;
@@ -73,7 +73,7 @@ CREATE OR REPLACE FUNCTION @schema@.@sliding_apply@(
 ) RETURNS @schema@.@state@ LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
   cur bigint := @schema@.@sliding_current@(st, op, now_ms);
-  xs bigint[] := coalesce(st.xs, '{}');
+  xs bigint[] := coalesce(st.pairs, '{}');
   f integer := @schema@.@sliding_first_live@(xs, cur, op.buckets);
   n integer;
 BEGIN
@@ -90,6 +90,6 @@ END $$;
 CREATE OR REPLACE FUNCTION @schema@.@sliding_expires_at@(st @schema@.@state@, op @schema@.@op@)
 RETURNS bigint LANGUAGE sql IMMUTABLE AS $$
   SELECT coalesce(
-    ceil((st.xs[cardinality(st.xs) - 1] + op.buckets + 1)::float8 * @schema@.@sliding_width@(op))::bigint, 0
+    ceil((st.pairs[cardinality(st.pairs) - 1] + op.buckets + 1)::float8 * @schema@.@sliding_width@(op))::bigint, 0
   )
 $$;

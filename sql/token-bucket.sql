@@ -1,10 +1,10 @@
 -- Token bucket (src/algorithms/token-bucket.ts): refills lim tokens per size, continuously, up to the burst.
--- State: a = scaled tokens (tokens x size_ms, so refill is the whole number elapsed ms x lim), b = epoch ms
+-- State: amount = scaled tokens (tokens x size_ms, so refill is the whole number elapsed ms x lim), time_ms = epoch ms
 -- of the last refill. Receipt: 0. Every product stays below 2^53 (the limiter refuses larger limits).
 
--- Time of the refill at now_ms: time never runs backwards (a clock behind b reads as b).
+-- Time of the refill at now_ms: time never runs backwards (a clock behind time_ms reads as time_ms).
 CREATE OR REPLACE FUNCTION @schema@.@token_refill_ts@(st @schema@.@state@, now_ms bigint) RETURNS bigint
-LANGUAGE sql IMMUTABLE AS $$ SELECT greatest(now_ms, coalesce(st.b, now_ms)) $$;
+LANGUAGE sql IMMUTABLE AS $$ SELECT greatest(now_ms, coalesce(st.time_ms, now_ms)) $$;
 
 -- Scaled tokens at now_ms, counted from the level the state was left at (a record can take it below zero).
 CREATE OR REPLACE FUNCTION @schema@.@token_refilled@(st @schema@.@state@, op @schema@.@op@, now_ms bigint)
@@ -13,11 +13,11 @@ DECLARE
   capacity bigint := @schema@.@burst_of@(op) * op.size_ms;
   elapsed bigint;
 BEGIN
-  IF st.b IS NULL THEN RETURN capacity; END IF;
+  IF st.time_ms IS NULL THEN RETURN capacity; END IF;
   elapsed := least(
-    @schema@.@token_refill_ts@(st, now_ms) - st.b, @schema@.@ceil_div@(capacity - st.a, op.lim)
+    @schema@.@token_refill_ts@(st, now_ms) - st.time_ms, @schema@.@ceil_div@(capacity - st.amount, op.lim)
   );
-  RETURN least(capacity, st.a + elapsed * op.lim);
+  RETURN least(capacity, st.amount + elapsed * op.lim);
 END $$;
 
 CREATE OR REPLACE FUNCTION @schema@.@token_bucket_evaluate@(
@@ -64,5 +64,5 @@ END $$;
 
 CREATE OR REPLACE FUNCTION @schema@.@token_bucket_expires_at@(st @schema@.@state@, op @schema@.@op@)
 RETURNS bigint LANGUAGE sql IMMUTABLE AS $$
-  SELECT st.b + @schema@.@ceil_div@(@schema@.@burst_of@(op) * op.size_ms - st.a, op.lim)
+  SELECT st.time_ms + @schema@.@ceil_div@(@schema@.@burst_of@(op) * op.size_ms - st.amount, op.lim)
 $$;

@@ -124,13 +124,13 @@ function suite(loaded: boolean) {
     it("a SIGKILLed holder's slot is held while it renews, and comes back after its lease, not before", async () => {
       const s = schema();
       const { holder, held } = await startKillHolder(workers(server, s, 'kill', 1, 1));
-      // The slot's lease end, read from its row (sql/concurrency.sql: xs holds slot id, lease end pairs).
+      // The slot's lease end, read from its row (sql/concurrency.sql: pairs holds slot id, lease end pairs).
       const keys = postgresNames(s, 'rk_').qualified('keys');
       const leaseEnd = async () => {
-        const { rows } = await control.query(`SELECT xs FROM ${keys} WHERE rule = 'single'`);
-        const xs = (rows[0]?.xs ?? []) as string[];
-        const at = xs.findIndex((x, i) => i % 2 === 0 && Number(x) === held.slot);
-        return at < 0 ? undefined : Number(xs[at + 1]);
+        const { rows } = await control.query(`SELECT pairs FROM ${keys} WHERE rule = 'single'`);
+        const pairs = (rows[0]?.pairs ?? []) as string[];
+        const at = pairs.findIndex((x, i) => i % 2 === 0 && Number(x) === held.slot);
+        return at < 0 ? undefined : Number(pairs[at + 1]);
       };
       const firstEnd = await leaseEnd();
       expect(firstEnd).to.be.a('number');

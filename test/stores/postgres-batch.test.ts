@@ -18,8 +18,8 @@ const names = postgresNames('rk_batch_parity', 'p_');
 const q = (name: string) => names.qualified(name);
 
 interface Row {
-  a: number | null;
-  b: number | null;
+  amount: number | null;
+  timeMs: number | null;
   expires: number | null;
   lockUntil: number | null;
   level: number | null;
@@ -55,8 +55,8 @@ const rowArb: fc.Arbitrary<Row> = fc
     ),
   })
   .map(({ state, lock }) => ({
-    a: state ? state.a : null,
-    b: state ? NOW + state.b : null,
+    amount: state ? state.a : null,
+    timeMs: state ? NOW + state.b : null,
     expires: state ? NOW + state.b : null,
     lockUntil: lock ? NOW + lock.until : null,
     level: lock ? lock.level : null,
@@ -109,14 +109,14 @@ async function seed(pool: pg.Pool, rule: string, c: BatchCase): Promise<void> {
     if (k.row) {
       const r = k.row;
       await pool.query(
-        `INSERT INTO ${q('keys')} (rule, kh, key, a, b, expires_ms, lock_until, lock_level, forget_ms)
+        `INSERT INTO ${q('keys')} (rule, key_hash, key, amount, time_ms, expires_ms, lock_until, lock_level, forget_ms)
            VALUES ($1, sha256($2), $2, $3, $4, $5, $6, $7, $8)`,
-        [rule, key, r.a, r.b, r.expires, r.lockUntil, r.level, r.forget],
+        [rule, key, r.amount, r.timeMs, r.expires, r.lockUntil, r.level, r.forget],
       );
     }
     if (k.override) {
       await pool.query(
-        `INSERT INTO ${q('overrides')} (rule, kh, key, lim, until_ms) VALUES ($1, sha256($2), $2, $3, $4)`,
+        `INSERT INTO ${q('overrides')} (rule, key_hash, key, lim, until_ms) VALUES ($1, sha256($2), $2, $3, $4)`,
         [rule, key, k.override.lim, k.override.until],
       );
     }
@@ -125,7 +125,7 @@ async function seed(pool: pg.Pool, rule: string, c: BatchCase): Promise<void> {
 
 async function rows(pool: pg.Pool, rule: string): Promise<unknown[]> {
   const { rows: found } = await pool.query(
-    `SELECT key, a, b, xs, expires_ms, lock_until, lock_level, forget_ms FROM ${q('keys')}
+    `SELECT key, amount, time_ms, pairs, expires_ms, lock_until, lock_level, forget_ms FROM ${q('keys')}
        WHERE rule = $1 ORDER BY key`,
     [rule],
   );

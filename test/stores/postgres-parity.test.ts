@@ -84,7 +84,7 @@ const OP = (cost: string) =>
 
 /**
  * decide: evaluate, then apply when the op costs something; refund: refund_state, then evaluate at cost 0
- * (as stepTs does). The state goes in as its columns (a, b, xs), NULL when there is none.
+ * (as stepTs does). The state goes in as its columns (amount, time_ms, pairs), NULL when there is none.
  */
 const STEP = `
   WITH i AS (
@@ -98,7 +98,7 @@ const STEP = `
     FROM i
   )
   SELECT (v).allowed, (v).remaining, (v).reset_ms, (v).retry_ms, (v).count, (v).receipt,
-    (after).a AS a, (after).b AS b, (after).xs AS xs, expires
+    (after).amount, (after).time_ms, (after).pairs, expires
   FROM (
     SELECT after, expires, CASE WHEN $13 = 'decide' THEN ${fn('evaluate')}(st, op, $14, $15)
       ELSE ${fn('evaluate')}(after, ${OP('0::bigint')}, $14, false) END AS v
@@ -122,16 +122,21 @@ function exact(text: string): number {
 function columns(type: WindowType, flat: Flat): [boolean, string | null, string | null, number[] | null] {
   if (flat.length === 0) return [false, null, null, null];
   if (type === 'sliding-log' || type === 'sliding') return [true, null, null, flat];
-  // Concurrency: a = the last id handed out, xs = the holders' pairs.
+  // Concurrency: amount = the last id handed out, pairs = the holders' pairs.
   if (type === 'concurrency') return [true, exactText(flat[0]), null, flat.slice(1)];
   return [true, exactText(flat[0]), type === 'gcra' ? null : exactText(flat[1]), null];
 }
 
-function flatOf(type: WindowType, a: string | null, b: string | null, xs: string[] | null): Flat {
-  if (type === 'sliding-log' || type === 'sliding') return (xs ?? []).map(exact);
-  if (a === null) return [];
-  if (type === 'concurrency') return [exact(a), ...(xs ?? []).map(exact)];
-  return type === 'gcra' ? [exact(a)] : [exact(a), exact(b as string)];
+function flatOf(
+  type: WindowType,
+  amount: string | null,
+  timeMs: string | null,
+  pairs: string[] | null,
+): Flat {
+  if (type === 'sliding-log' || type === 'sliding') return (pairs ?? []).map(exact);
+  if (amount === null) return [];
+  if (type === 'concurrency') return [exact(amount), ...(pairs ?? []).map(exact)];
+  return type === 'gcra' ? [exact(amount)] : [exact(amount), exact(timeMs as string)];
 }
 
 async function stepSql(pool: pg.Pool, c: Case, step: 'decide' | 'refund'): Promise<StepOutcome> {
@@ -163,7 +168,7 @@ async function stepSql(pool: pg.Pool, c: Case, step: 'decide' | 'refund'): Promi
       count: exact(r.count as string),
       receipt: exact(r.receipt as string),
     },
-    after: flatOf(c.type, r.a as string | null, r.b as string | null, r.xs as string[] | null),
+    after: flatOf(c.type, r.amount as string | null, r.time_ms as string | null, r.pairs as string[] | null),
   };
 }
 

@@ -212,6 +212,46 @@ describe('PostgresStore', function () {
       expect(rows).to.deep.equal([{ version: SCHEMA_VERSION }]);
     });
 
+    it('upgrades a version-2 schema: its columns a, b, xs, kh get their names, and its counts go on', async () => {
+      const shared = schema();
+      const names = postgresNames(shared, 'rk_');
+      const first = limiter([api(3)], { schema: shared });
+      await first.check(req());
+      await first.check(req());
+      await first.close();
+      // The schema as version 2 left it: the state and key hash columns under their old names.
+      await pool.query(
+        `ALTER TABLE ${names.qualified('keys')} RENAME COLUMN key_hash TO kh;
+         ALTER TABLE ${names.qualified('keys')} RENAME COLUMN amount TO a;
+         ALTER TABLE ${names.qualified('keys')} RENAME COLUMN time_ms TO b;
+         ALTER TABLE ${names.qualified('keys')} RENAME COLUMN pairs TO xs;
+         ALTER TABLE ${names.qualified('overrides')} RENAME COLUMN key_hash TO kh;
+         ALTER TYPE ${names.qualified('state')} RENAME ATTRIBUTE amount TO a;
+         ALTER TYPE ${names.qualified('state')} RENAME ATTRIBUTE time_ms TO b;
+         ALTER TYPE ${names.qualified('state')} RENAME ATTRIBUTE pairs TO xs;
+         UPDATE ${names.qualified('schema_version')} SET version = 2`,
+      );
+      const upgraded = limiter([api(3)], { schema: shared });
+      const decisions = [await upgraded.check(req()), await upgraded.check(req())];
+      expect(decisions.map((d) => [d.allowed, d.remaining])).to.deep.equal([
+        [true, 0],
+        [false, 0],
+      ]);
+      const { rows } = await pool.query(
+        `SELECT a.attname FROM pg_attribute a WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped
+           ORDER BY a.attnum`,
+        [names.qualified('keys')],
+      );
+      expect(rows.map((r: { attname: string }) => r.attname)).to.include.members([
+        'key_hash',
+        'amount',
+        'time_ms',
+        'pairs',
+      ]);
+      const version = await pool.query(`SELECT version FROM ${names.qualified('schema_version')}`);
+      expect(version.rows).to.deep.equal([{ version: SCHEMA_VERSION }]);
+    });
+
     it('a role that may not create it is told to apply `npx ratekeeper sql`; applied and granted, it decides', async () => {
       const shared = schema();
       await pool.query('DROP ROLE IF EXISTS rk_app; CREATE ROLE rk_app LOGIN');
