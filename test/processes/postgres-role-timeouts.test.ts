@@ -70,9 +70,9 @@ describe("PostgreSQL role timeouts: a role's lock_timeout and statement_timeout 
         byPolicy: 0,
       });
       const counted = await admin.query(
-        `SELECT a FROM "roles${schemas - 1}".rk_keys WHERE rule = 'race' AND key = convert_to('hot', 'UTF8')`,
+        `SELECT amount FROM "roles${schemas - 1}".rk_keys WHERE rule = 'race' AND key = convert_to('hot', 'UTF8')`,
       );
-      expect(Number(counted.rows[0].a)).to.equal(LIMIT);
+      expect(Number(counted.rows[0].amount)).to.equal(LIMIT);
     });
   }
 });
