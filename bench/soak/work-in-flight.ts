@@ -131,7 +131,12 @@ export class FlightApp {
     });
   }
 
-  /** The handler: streams for `hold` ms, in one of three ways; it has ended when its response closes. */
+  /**
+   * The handler: streams for `hold` ms, in one of three ways. Piped (`pipe`, `pipeline`), it is done
+   * when its response finishes or closes (a client gone mid-stream stops the pipe, and nothing is left
+   * to run); writing by hand, when it has written its last chunk, or seen its client gone, and ends the
+   * response (docs/rules.md: end every response, or the slot stays held).
+   */
   #stream(req: express.Request, res: express.Response): void {
     const a = Date.now();
     const decision = req.rateLimit as Decision;
@@ -139,13 +144,11 @@ export class FlightApp {
     const hold = Number(req.query.hold);
     const chunks = Math.max(1, Math.round(hold / 40));
     let ended = false;
-    const end = () => {
+    const end = (aborted: boolean) => {
       if (ended) return;
       ended = true;
-      this.#held('stream-slots', key, decision, a, !res.writableFinished);
+      this.#held('stream-slots', key, decision, a, aborted);
     };
-    res.once('finish', end);
-    res.once('close', end);
     res.setHeader('content-type', 'application/octet-stream');
     async function* body() {
       for (let i = 0; i < chunks; i++) {
@@ -154,16 +157,21 @@ export class FlightApp {
       }
     }
     const style = req.query.style;
-    if (style === 'pipeline') pipeline(Readable.from(body()), res).catch(() => {});
-    else if (style === 'pipe') Readable.from(body()).pipe(res);
-    else
+    if (style === 'write') {
       void (async () => {
         for await (const chunk of body()) {
-          if (res.destroyed) return;
+          if (res.destroyed) break;
           res.write(chunk);
         }
+        end(res.destroyed); // written down before the end that frees the slot
         res.end();
       })();
+      return;
+    }
+    res.once('finish', () => end(false));
+    res.once('close', () => end(!res.writableFinished));
+    if (style === 'pipeline') pipeline(Readable.from(body()), res).catch(() => {});
+    else Readable.from(body()).pipe(res);
   }
 
   /** A client of the stream; a quarter of them go away mid-stream. */
