@@ -22,6 +22,22 @@ import { flightRules, SLOT_LEASES } from './rules.js';
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 const pick = <T>(items: readonly T[]): T => items[Math.floor(Math.random() * items.length)] as T;
+/**
+ * An operator call made again until the store answers (30 s at most): `status` and `locked` have no
+ * failure policy, and a loaded machine can keep one past storeTimeout now and then.
+ */
+export async function patiently<T>(call: () => Promise<T>, forMs = 30_000): Promise<T> {
+  const deadline = Date.now() + forMs;
+  for (;;) {
+    try {
+      return await call();
+    } catch (error) {
+      if (Date.now() > deadline) throw error;
+      await sleep(200);
+    }
+  }
+}
+
 /** Mostly short, now and then past the lease: r³ spreads `max` over a long tail. */
 const spread = (min: number, max: number) => min + (max - min) * Math.random() ** 3;
 
@@ -266,7 +282,7 @@ export class FlightApp {
     const out: LeftHolder[] = [];
     for (const id of this.#slotKeys) {
       const [rule, key] = id.split('|') as [string, string];
-      const status = await this.limiter.status(rule, key);
+      const status = await patiently(() => this.limiter.status(rule, key));
       if (status.count > 0 || (status.holders?.length ?? 0) > 0)
         out.push({ store: this.#o.store, rule, key, count: status.count, holders: status.holders ?? [] });
     }
