@@ -17,9 +17,12 @@ export async function* flightRecords(file: string): AsyncGenerator<LedgerRecord 
 export interface SlotAudit {
   handlers: number;
   abortedStreams: number;
-  /** The most handlers of one key running at once, outside outages, against its limit. */
+  /** The most handlers of one key running at once that no outage, policy decision or lapse excuses. */
   peakOutsideOutages: number;
-  /** Moments a handler started while more than the limit ran, no outage excusing it (must be 0), and excused. */
+  /**
+   * Moments a handler started while more than the limit ran, no outage excusing it (must be 0), and
+   * excused (an outage, a handler admitted by the failure policy, or one whose slot lapsed under it).
+   */
   overOutsideOutages: number;
   overInOutages: number;
   /** Slots still held after the last request and the longest lease (must be none). */
@@ -39,13 +42,16 @@ interface Held {
   a: number;
   b: number;
   src: string;
+  slot: number;
 }
 
 interface SlotLife {
   /** The latest local time the store may have extended its lease (a renewal that may have reached it). */
   mayRenewUntil: number;
-  /** When a renewal that answered found it gone (the earliest such answer). */
+  /** When a renewal that answered, and was heard, found it gone (the earliest such answer). */
   goneAtRenewal: number;
+  /** Whether any renewal found it gone (heard or not). */
+  goneAtAnyRenewal: boolean;
   /** Its releases (a failed one is sent again): when each started, and what the store answered. */
   releases: Array<{ lo: number; hi: number; ok: boolean; held: boolean | undefined }>;
 }
@@ -79,6 +85,12 @@ export async function auditSlots(input: {
     if (out.findings.length < 20) out.findings.push(line);
   };
   const heardWithinMs = 0.8 * input.storeTimeoutMs;
+  /**
+   * Slots the store let go while their handler may still have run (a renewal or a release found them
+   * gone, or the release came after the lease could have ended): their process stalled past the lease
+   * (docs/rules.md: it loses its slots), an outage of that process, whose lapses the lapse check counts.
+   */
+  const lost = new Set<string>();
   const handlers = new Map<string, Held[]>();
   /** Per store, rule and key: spans in which a call of it got no answer (the store may have lost a lease). */
   const unanswered = new Map<string, Array<[number, number]>>();
@@ -98,7 +110,7 @@ export async function auditSlots(input: {
         if (r.aborted) out.abortedStreams++;
         const id = `${r.s}|${r.rule}|${r.key}`;
         const list = handlers.get(id) ?? [];
-        list.push({ a: r.a, b: r.b, src: r.src });
+        list.push({ a: r.a, b: r.b, src: r.src, slot: r.slot });
         handlers.set(id, list);
       } else if (r.t === 'E') {
         const lease = (rule: string) => SLOT_LEASES.get(rule);
@@ -114,6 +126,7 @@ export async function auditSlots(input: {
             slots.set(`${r.s}|${rule}|${key}|${receipt}`, {
               mayRenewUntil: r.hi,
               goneAtRenewal: Number.POSITIVE_INFINITY,
+              goneAtAnyRenewal: false,
               releases: [],
             });
       } else if (r.t === 'N') {
@@ -123,7 +136,10 @@ export async function auditSlots(input: {
           if (slot === undefined) return;
           if (!r.ok) slot.mayRenewUntil = Math.max(slot.mayRenewUntil, input.stalledUntil(r.s, r.hi));
           else if (r.held[i]) slot.mayRenewUntil = Math.max(slot.mayRenewUntil, r.hi);
-          else if (r.hi - r.lo < heardWithinMs) slot.goneAtRenewal = Math.min(slot.goneAtRenewal, r.hi);
+          else {
+            slot.goneAtAnyRenewal = true;
+            if (r.hi - r.lo < heardWithinMs) slot.goneAtRenewal = Math.min(slot.goneAtRenewal, r.hi);
+          }
         });
       } else if (r.t === 'R' && r.rc !== undefined) {
         r.ops.forEach(([rule, key], i) => {
@@ -152,6 +168,12 @@ export async function auditSlots(input: {
       const [s, rule] = id.split('|') as [StoreName, string];
       const lease = SLOT_LEASES.get(rule) as number;
       const firstLo = Math.min(Number.POSITIVE_INFINITY, ...slot.releases.map((r) => r.lo));
+      if (
+        slot.goneAtAnyRenewal ||
+        slot.releases.some((r) => r.ok && r.held === false) ||
+        (firstLo !== Number.POSITIVE_INFINITY && firstLo > slot.mayRenewUntil + lease)
+      )
+        lost.add(id);
       const answered = slot.releases.filter((r) => r.ok);
       const heard = answered.some((r) => r.hi - r.lo < heardWithinMs);
       const allGone = answered.length === slot.releases.length && answered.every((r) => r.held === false);
@@ -193,7 +215,8 @@ export async function auditSlots(input: {
         .map((f): [number, number] => [f.start, f.end + input.storeRetryMs + lease]),
       ...(unanswered.get(id) ?? []).map(([lo, hi]): [number, number] => [lo, hi + lease]),
     ];
-    const excused = (h: Held) => h.src !== 'store' || spans.some(([lo, hi]) => h.a < hi && lo < h.b);
+    const excused = (h: Held) =>
+      h.src !== 'store' || lost.has(`${id}|${h.slot}`) || spans.some(([lo, hi]) => h.a < hi && lo < h.b);
     const events = list.flatMap((h, i) => [
       { t: h.a, d: 1, i },
       { t: h.b, d: -1, i },
@@ -206,15 +229,13 @@ export async function auditSlots(input: {
         continue;
       }
       running.add(e.i);
-      const now = [...running].map((i) => list[i] as Held);
-      const inOutage = now.some(excused);
-      if (!inOutage) out.peakOutsideOutages = Math.max(out.peakOutsideOutages, running.size);
-      if (running.size <= limit) continue;
-      if (inOutage) out.overInOutages++;
-      else {
+      // Counted: the handlers no outage touched, admitted by the store, whose slots the store kept.
+      const counted = [...running].filter((i) => !excused(list[i] as Held)).length;
+      out.peakOutsideOutages = Math.max(out.peakOutsideOutages, counted);
+      if (counted > limit) {
         out.overOutsideOutages++;
-        note(`${id}: ${running.size} handlers at once at ${e.t} (limit ${limit}), no outage`);
-      }
+        note(`${id}: ${counted} handlers at once at ${e.t} (limit ${limit}), no outage`);
+      } else if (running.size > limit) out.overInOutages++;
     }
   }
   for (const h of input.leftHolders)

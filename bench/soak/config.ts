@@ -119,7 +119,7 @@ export function shortSoakConfig(dir: string): SoakConfig {
  * When each fault is due, ms after the traffic started: the kinds in turn, none in the quiet tail. A
  * fault that lasts (the lock_timeout one) delays the next: the coordinator starts each no sooner than
  * half a spacing after the one before ended (so a late fault may reach into the quiet tail, never into its
-second half: one due later is left out).
+second half: one due later is left out, unless it is the first of its kind).
  */
 export function faultSchedule(config: SoakConfig): Array<{ atMs: number; kind: FaultKind }> {
   const out: Array<{ atMs: number; kind: FaultKind }> = [];

@@ -22,6 +22,22 @@ import { flightRules, SLOT_LEASES } from './rules.js';
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 const pick = <T>(items: readonly T[]): T => items[Math.floor(Math.random() * items.length)] as T;
+/**
+ * An operator call made again until the store answers (30 s at most): `status` and `locked` have no
+ * failure policy, and a loaded machine can keep one past storeTimeout now and then.
+ */
+export async function patiently<T>(call: () => Promise<T>, forMs = 30_000): Promise<T> {
+  const deadline = Date.now() + forMs;
+  for (;;) {
+    try {
+      return await call();
+    } catch (error) {
+      if (Date.now() > deadline) throw error;
+      await sleep(200);
+    }
+  }
+}
+
 /** Mostly short, now and then past the lease: r³ spreads `max` over a long tail. */
 const spread = (min: number, max: number) => min + (max - min) * Math.random() ** 3;
 
@@ -131,7 +147,12 @@ export class FlightApp {
     });
   }
 
-  /** The handler: streams for `hold` ms, in one of three ways; it has ended when its response closes. */
+  /**
+   * The handler: streams for `hold` ms, in one of three ways. Piped (`pipe`, `pipeline`), it is done
+   * when its response finishes or closes (a client gone mid-stream stops the pipe, and nothing is left
+   * to run); writing by hand, when it has written its last chunk, or seen its client gone, and ends the
+   * response (docs/rules.md: end every response, or the slot stays held).
+   */
   #stream(req: express.Request, res: express.Response): void {
     const a = Date.now();
     const decision = req.rateLimit as Decision;
@@ -139,13 +160,11 @@ export class FlightApp {
     const hold = Number(req.query.hold);
     const chunks = Math.max(1, Math.round(hold / 40));
     let ended = false;
-    const end = () => {
+    const end = (aborted: boolean) => {
       if (ended) return;
       ended = true;
-      this.#held('stream-slots', key, decision, a, !res.writableFinished);
+      this.#held('stream-slots', key, decision, a, aborted);
     };
-    res.once('finish', end);
-    res.once('close', end);
     res.setHeader('content-type', 'application/octet-stream');
     async function* body() {
       for (let i = 0; i < chunks; i++) {
@@ -154,16 +173,21 @@ export class FlightApp {
       }
     }
     const style = req.query.style;
-    if (style === 'pipeline') pipeline(Readable.from(body()), res).catch(() => {});
-    else if (style === 'pipe') Readable.from(body()).pipe(res);
-    else
+    if (style === 'write') {
       void (async () => {
         for await (const chunk of body()) {
-          if (res.destroyed) return;
+          if (res.destroyed) break;
           res.write(chunk);
         }
+        end(res.destroyed); // written down before the end that frees the slot
         res.end();
       })();
+      return;
+    }
+    res.once('finish', () => end(false));
+    res.once('close', () => end(!res.writableFinished));
+    if (style === 'pipeline') pipeline(Readable.from(body()), res).catch(() => {});
+    else Readable.from(body()).pipe(res);
   }
 
   /** A client of the stream; a quarter of them go away mid-stream. */
@@ -258,7 +282,7 @@ export class FlightApp {
     const out: LeftHolder[] = [];
     for (const id of this.#slotKeys) {
       const [rule, key] = id.split('|') as [string, string];
-      const status = await this.limiter.status(rule, key);
+      const status = await patiently(() => this.limiter.status(rule, key));
       if (status.count > 0 || (status.holders?.length ?? 0) > 0)
         out.push({ store: this.#o.store, rule, key, count: status.count, holders: status.holders ?? [] });
     }

@@ -9,7 +9,7 @@ import { Ledger, STORE_NAMES, type StoreName } from './ledger.js';
 import { ResourceSampler } from './resources.js';
 import { LOCKOUT_RULES } from './rules.js';
 import { Traffic } from './traffic.js';
-import { FlightApp, type LeftHolder } from './work-in-flight.js';
+import { FlightApp, type LeftHolder, patiently } from './work-in-flight.js';
 
 export type { MinuteFigures } from './resources.js';
 
@@ -96,7 +96,7 @@ async function finish(listLocks: boolean): Promise<Message> {
     for (const [store, app] of apps) {
       for (const { limiter, rule } of LOCKOUT_RULES) {
         const lo = Date.now();
-        const locks = await (limiter === 'api' ? app.api : app.service).locked(rule);
+        const locks = await patiently(() => (limiter === 'api' ? app.api : app.service).locked(rule));
         listings.push({
           store,
           rule,
