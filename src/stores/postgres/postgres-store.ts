@@ -10,8 +10,8 @@ import type {
   HeldSlot,
   Refund,
   Store,
-  StoreLiveness,
   StoreChangeListener,
+  StoreLiveness,
   StoreOp,
   StoreRule,
 } from '../store.js';
@@ -91,9 +91,9 @@ export class PostgresStore implements Store {
   readonly #subscription: ResetSubscription;
   /** Releases of concurrency slots announced by any process: listened to once a call waits for a slot. */
   #frees: ResetSubscription | undefined;
-  readonly #pool: PostgresPool;
   /** `onChange` listeners, told of what the subscriptions hear. */
   readonly #changeListeners = new Set<StoreChangeListener>();
+  readonly #pool: PostgresPool;
   readonly #checkText: string;
   readonly #checkName: string;
   readonly #batcher: CheckBatcher;
@@ -232,11 +232,11 @@ export class PostgresStore implements Store {
    */
   async reset(rule: StoreRule, key: string, options?: { keepLock?: boolean }): Promise<boolean> {
     await this.#whenReady();
-    const rows = await this.#call('reset', [rule.name, keyBytes(key), announcement(rule.name, key, false)]);
     if (options?.keepLock === true) {
       await this.#call('clear', [rule.name, keyBytes(key)]);
       return false;
     }
+    const rows = await this.#call('reset', [rule.name, keyBytes(key), announcement(rule.name, key, false)]);
     return (rows[0] as { reset?: unknown } | undefined)?.reset === true;
   }
 

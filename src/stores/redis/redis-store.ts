@@ -11,8 +11,8 @@ import type {
   HeldSlot,
   Refund,
   Store,
-  StoreLiveness,
   StoreChangeListener,
+  StoreLiveness,
   StoreOp,
   StoreRule,
 } from '../store.js';
@@ -88,9 +88,9 @@ export class RedisStore implements Store {
   /** Refunds asked for in this turn of the event loop, sent together (see refund). */
   #refunds: PendingRefunds | undefined;
   readonly #frees: Frees;
-
   /** `onChange` listeners, told of what the subscriptions hear. */
   readonly #changeListeners = new Set<StoreChangeListener>();
+
   constructor(options: RedisStoreOptions) {
     const connection = connectionOf(options?.client);
     assertKnownFields(options, REDIS_STORE_FIELDS, 'RedisStore');
@@ -247,8 +247,8 @@ export class RedisStore implements Store {
   /** With `keepLock`, the count only (a DEL of its key, or a grouped rule's state), nobody told. */
   async reset(rule: StoreRule, key: string, options?: { keepLock?: boolean }): Promise<boolean> {
     this.#flush();
-    // A grouped rule's state is one of its identity's record: the others stay.
     if (options?.keepLock !== true) return this.#resets.reset(rule, key, this.#clock.scriptTime());
+    // A grouped rule's state is one of its identity's record: the others stay.
     if (isGrouped(rule)) await this.#resets.clear(rule, key, this.#clock.scriptTime());
     else {
       const count = opKeys(this.#space.prefix, rule.name, key).count;
