@@ -21,8 +21,7 @@ import {
   type Store,
   UNPARSED_BODY_KEY,
 } from '../../src/index.js';
-import { escapeIdentity, tagSlot } from '../../src/stores/redis/keys.js';
-import { opKeys } from '../../src/stores/redis/keys.js';
+import { escapeIdentity, opKeys, tagSlot } from '../../src/stores/redis/keys.js';
 import { getRedis, useCluster } from '../support/redis.js';
 import { PATIENT } from '../support/settle.js';
 
