@@ -66,9 +66,11 @@ export interface HttpExchange {
    * Calls `done` once when the app is done with the request (a concurrency rule's slot is then released):
    * the response is ended (its `end()` called, by the handler or the framework), or the rest of the app
    * ran and its response went out or was abandoned (Koa, Hono). A client that goes first does not count:
-   * its handler may still be working. Node responses: adapters/response-ends.ts.
+   * its handler may still be working. Node responses: adapters/response-ends.ts. `lapse`: the response was
+   * begun by hand and its client went: the slot is no longer renewed (it lapses a lease later unless `done`
+   * comes first).
    */
-  handled(done: () => void): void;
+  handled(done: () => void, lapse: () => void): void;
 }
 
 /**
@@ -172,7 +174,14 @@ export async function exchange<Req>(setup: Setup<Req>, http: HttpExchange, reque
   // Nothing to report (no rule counts outcomes): the response is not listened to.
   if (setup.reports) http.finished((status) => setup.report(decision, status));
   // Slots of concurrency rules: held while the app works on the request, not while the client waits.
-  if (holdsSlots(decision)) http.handled(() => void setup.limiter.release(decision));
+  if (holdsSlots(decision)) {
+    const limiter = setup.limiter;
+    // A limiter of the other module format, older than letLapse, keeps renewing.
+    http.handled(
+      () => void limiter.release(decision),
+      () => limiter.letLapse?.(decision),
+    );
+  }
   return 'next';
 }
 

@@ -196,7 +196,7 @@ export class ExpressExchange implements HttpExchange {
     res.once('finish', () => done(res.statusCode));
   }
 
-  handled(done: () => void): void {
-    responseEnded(this.#res, done);
+  handled(done: () => void, lapse: () => void): void {
+    responseEnded(this.#res, done, lapse);
   }
 }

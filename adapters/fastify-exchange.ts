@@ -289,7 +289,7 @@ export class FastifyExchange implements HttpExchange {
     reply.raw.once('finish', () => done(reply.statusCode));
   }
 
-  handled(done: () => void): void {
-    responseEnded(this.#reply.raw, done);
+  handled(done: () => void, lapse: () => void): void {
+    responseEnded(this.#reply.raw, done, lapse);
   }
 }

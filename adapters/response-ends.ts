@@ -5,6 +5,8 @@
 export interface ResponseToEnd {
   end: (...args: never[]) => unknown;
   readonly writableEnded?: boolean;
+  /** Its status line and headers are out: the handler has begun its answer. */
+  readonly headersSent?: boolean;
   on(event: 'finish' | 'close', listener: () => void): unknown;
   once(event: 'pipe', listener: () => void): unknown;
   off(event: 'pipe', listener: () => void): unknown;
@@ -24,7 +26,7 @@ export interface ResponseToWrite {
  * `finish` comes later than `end()` for a response queued behind another on the connection (pipelining),
  * and for one larger than the connection's buffers while the client reads it.
  */
-export function responseEnded(res: ResponseToEnd, done: () => void): void {
+export function responseEnded(res: ResponseToEnd, done: () => void, lapse?: () => void): void {
   if (res.writableEnded === true) {
     done();
     return;
@@ -38,7 +40,7 @@ export function responseEnded(res: ResponseToEnd, done: () => void): void {
   const piping = pipedInto(res);
   res.on('finish', once);
   res.on('close', () => {
-    if (!called) closedUnfinished(res, once, piping.piped);
+    if (!called) closedUnfinished(res, once, piping.piped, lapse);
   });
 }
 
@@ -79,16 +81,19 @@ function pipedInto(res: ResponseToEnd): { piped: boolean } {
  * - at once when it was ended (queued, or closed while it was written), or when a stream was piped into it:
  *   the pipe stops when the response closes, and nothing will end it (a download torn down mid-way);
  * - else the handler still works, and keeps its slot until it ends the response, or pipes a stream into
- *   it (its last step), whatever Node makes of it then. A handler that writes by hand and never ends its
- *   response holds it as long as its process lives.
+ *   it (its last step), whatever Node makes of it then. A response it had begun by hand (headers out)
+ *   can no longer reach its client: `lapse` stops renewing the slot, which lapses a lease later unless
+ *   the handler ends the response first (an SSE handler that stops writing when its client goes, and
+ *   never calls `end()`, holds it that long, not for good).
  * `end()` is replaced only on a response that closed unanswered: replacing it on every response would
  * cost each request more than a listener.
  */
-function closedUnfinished(res: ResponseToEnd, done: () => void, piped: boolean): void {
+function closedUnfinished(res: ResponseToEnd, done: () => void, piped: boolean, lapse?: () => void): void {
   if (res.writableEnded === true || piped) {
     done();
     return;
   }
+  if (res.headersSent === true) lapse?.();
   const end = res.end;
   const answered = () => {
     res.end = end;

@@ -11,6 +11,8 @@ interface Held {
   readonly slots: Refund[];
   /** Renewal ticks a release that failed has been tried again (see #tick). */
   tries: number;
+  /** Renewal ticks since `letLapse` stopped renewing these slots; undefined while they are renewed. */
+  unrenewed?: number;
 }
 
 /** Where a held slot is found: its id is unique per rule and key only. */
@@ -112,6 +114,20 @@ export class Holdings {
   }
 
   /**
+   * Stops renewing the slots a decision holds, and keeps them held: they lapse in the store a lease after
+   * their last renewal, unless `release` frees them first (the adapters: a response begun by hand whose
+   * client went, which its handler may still end, or never will). Then they are forgotten here, told
+   * `lapsed`.
+   */
+  letLapse(decision: Decision): void {
+    for (const r of decision.rules) {
+      if (r.slot === undefined) continue;
+      const held = this.#bySlot.get(slotId(r.rule, r.key, r.slot));
+      if (held !== undefined && held.unrenewed === undefined) held.unrenewed = 0;
+    }
+  }
+
+  /**
    * Stops renewing: held slots lapse a lease after their last renewal, and so do those whose release
    * failed and waits to be tried again.
    */
@@ -190,6 +206,14 @@ export class Holdings {
   async #tick(): Promise<void> {
     const byStore = new Map<Store, Held[]>();
     for (const held of this.#held) {
+      if (held.unrenewed !== undefined) {
+        // Three renewal periods are a lease: by then the store has let them lapse.
+        if (++held.unrenewed >= 3) {
+          this.#forget(held);
+          this.#tell(held, 'lapsed');
+        }
+        continue;
+      }
       const list = byStore.get(held.store);
       if (list === undefined) byStore.set(held.store, [held]);
       else list.push(held);

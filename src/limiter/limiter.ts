@@ -255,6 +255,16 @@ export class Limiter extends EventEmitter<LimiterEvents> {
   }
 
   /**
+   * Stops renewing the concurrency slots an admitted decision holds, keeping them held: they lapse a
+   * `lease` after their last renewal, unless `release` frees them first. The HTTP adapters call it for a
+   * response begun by hand (its headers out) whose client went: its handler may still end it, or may
+   * never (an SSE handler that stops writing when its client goes), and the slot must not outlive it.
+   */
+  letLapse(decision: Decision): void {
+    this.#holdings?.letLapse(decision);
+  }
+
+  /**
    * Replaces the estimate that an admitted decision reserved on its `settle: true` rules (their `cost`) by
    * the actual `cost`, a non-negative integer: more is added now, even past the limit (later requests
    * wait until the window has paid the debt off), less gives the difference back to the window that

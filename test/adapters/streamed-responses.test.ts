@@ -238,6 +238,51 @@ describe('a handler that writes by hand works on after its client left mid-strea
   });
 });
 
+describe('a handler streaming by hand that never ends its response after its client left', function () {
+  this.timeout(60_000);
+  let limiter: Limiter | undefined;
+  let server: import('node:http').Server | undefined;
+  afterEach(async () => {
+    stop(server);
+    server = undefined;
+    await limiter?.close();
+  });
+
+  it('Express (an SSE handler): the slot is no longer renewed and lapses a lease later, not held for good', async () => {
+    const current = createLimiter({ rules: [{ ...TWO_STREAMS, limit: 1 }], ...PATIENT });
+    limiter = current;
+    let stopped = () => {};
+    const clientGone = new Promise<void>((resolve) => {
+      stopped = resolve;
+    });
+    const app = express();
+    app.use(expressLimit(current));
+    app.get('/ok', (_req, res) => {
+      res.send('ok');
+    });
+    app.get('/stream', (req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write('data: 1\n\n');
+      const timer = setInterval(() => res.write('data: tick\n\n'), 50);
+      // The common SSE handler: it stops writing when its client goes, and never calls end().
+      req.on('close', () => {
+        clearInterval(timer);
+        stopped();
+      });
+    });
+    server = await listen(app);
+    const live = server;
+    const reader = await startReading(live, '/stream');
+    const held = async () => (await current.status('streams', '127.0.0.1')).count;
+    expect(await held()).to.equal(1);
+    reader.leave();
+    await clientGone;
+    // Held until its lease (2 s) runs out without renewals, then free for the next client.
+    await until('the slot lapses', async () => (await held()) === 0);
+    expect(await statusOf(live, '/ok')).to.equal(200);
+  });
+});
+
 describe('Hono: the slot is held until the body is written', function () {
   this.timeout(60_000);
   let limiter: Limiter | undefined;
