@@ -363,6 +363,29 @@ export function signalAborted(signal: AbortSignal, cancel: () => void): () => vo
 }
 
 /**
+ * `response` with a body that calls `done` once it is all read, failed or cancelled, or when `signal` (the
+ * request's) aborts; `done` at once for a response without a body, or a protocol switch (101).
+ */
+export function heldUntilWritten(response: Response, signal: AbortSignal, done: () => void): Response {
+  const body = response.body;
+  if (body === null || response.status === 101) {
+    done();
+    return response;
+  }
+  let called = false;
+  let unlisten = () => {};
+  const once = () => {
+    if (called) return;
+    called = true;
+    unlisten();
+    done();
+  };
+  unlisten = signalAborted(signal, once);
+  if (called) return response;
+  return new Response(watchedBody(body, once), response);
+}
+
+/**
  * `body` as a stream that calls `done` once it was read to its end, failed, or was cancelled (the runtime
  * gave up writing it: its client went).
  */

@@ -1,7 +1,7 @@
 // A Web `Request` as the core sees it (the client address from the runtime, the query, the body), and as the
 // request sequence maps it: the rate-limit fields and the denial are a `Response` the wrapper returns.
 import type { Decision, RequestInfo } from '../src/index.js';
-import { errorStatus, pathOf, signalAborted, watchedBody } from './common.js';
+import { errorStatus, heldUntilWritten, pathOf, signalAborted } from './common.js';
 import type { HttpExchange } from './exchange.js';
 import { clientAddress, type Trust } from './proxy-trust.js';
 import { SPOOFABLE_FIXES, type TrustSetting, type WiringCheck } from './wiring.js';
@@ -278,7 +278,7 @@ export class FetchExchange implements HttpExchange {
       throw error;
     }
     response = withFields(response, this.#fields);
-    if (handled !== undefined) response = heldUntilWritten(response, this.#request, handled);
+    if (handled !== undefined) response = heldUntilWritten(response, this.#request.signal, handled);
     this.#done?.(response.status);
     return response;
   }
@@ -303,24 +303,4 @@ function withFields(response: Response, fields: Headers): Response {
     }
   }
   return out;
-}
-
-/** `response` with a body that calls `done` once it is all read, failed or cancelled, or when the request aborts. */
-function heldUntilWritten(response: Response, request: Request, done: () => void): Response {
-  const body = response.body;
-  if (body === null || response.status === 101) {
-    done();
-    return response;
-  }
-  let called = false;
-  let unlisten = () => {};
-  const once = () => {
-    if (called) return;
-    called = true;
-    unlisten();
-    done();
-  };
-  unlisten = signalAborted(request.signal, once);
-  if (called) return response;
-  return new Response(watchedBody(body, once), response);
 }

@@ -4,7 +4,7 @@ import type { Context, Next } from 'hono';
 import type { GetConnInfo } from 'hono/conninfo';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import type { Decision, RequestInfo } from '../src/index.js';
-import { signalAborted, watchedBody } from './common.js';
+import { heldUntilWritten, signalAborted } from './common.js';
 import type { HttpExchange } from './exchange.js';
 import { runtimePeer } from './fetch-exchange.js';
 import { clientAddress, onUnixSocket, type Trust, unixSocketClient } from './proxy-trust.js';
@@ -251,21 +251,9 @@ export class HonoExchange implements HttpExchange {
       responseWritten(outgoing, done);
       return;
     }
-    const body = c.res.body;
-    if (body === null) {
-      done();
-      return;
-    }
-    let called = false;
-    let unlisten = () => {};
-    const once = () => {
-      if (called) return;
-      called = true;
-      unlisten();
-      done();
-    };
-    unlisten = signalAborted(c.req.raw.signal, once);
-    if (!called) c.res = new Response(watchedBody(body, once), c.res);
+    const held = heldUntilWritten(c.res, c.req.raw.signal, done);
+    // Hono's setter copies the response again: only when it changed.
+    if (held !== c.res) c.res = held;
   }
 
   handled(done: () => void): void {

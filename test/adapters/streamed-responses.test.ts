@@ -120,7 +120,16 @@ streamsSuite(
   postgresStores,
 );
 
-describe('a client that leaves before its handler answered', function () {
+/** A promise and what settles it: a handler tells the test it got somewhere, or waits for the test. */
+function signal(): { done: Promise<void>; fire(): void } {
+  let fire = () => {};
+  const done = new Promise<void>((resolve) => {
+    fire = resolve;
+  });
+  return { done, fire: () => fire() };
+}
+
+describe('Express: a client that leaves while its handler works', function () {
   this.timeout(60_000);
   let limiter: Limiter | undefined;
   let server: import('node:http').Server | undefined;
@@ -129,154 +138,94 @@ describe('a client that leaves before its handler answered', function () {
     server = undefined;
     await limiter?.close();
   });
+
+  /** One slot at a time; `GET /ok` and `GET /work`, whose handler is `work`. Resolves the server and `held`. */
+  async function serve(work: express.RequestHandler) {
+    const current = createLimiter({ rules: [{ ...TWO_STREAMS, limit: 1 }], ...PATIENT });
+    limiter = current;
+    const app = express();
+    app.use(expressLimit(current));
+    app.get('/ok', (_req, res) => {
+      res.send('ok');
+    });
+    app.get('/work', work);
+    const live = await listen(app);
+    server = live;
+    const held = async () => (await current.status('streams', '127.0.0.1')).count;
+    const closed = () =>
+      until(
+        'the server saw the connection close',
+        () => new Promise<boolean>((resolve) => live.getConnections((_e, n) => resolve(n === 0))),
+      );
+    return { live, held, closed };
+  }
 
   for (const [name, answer] of Object.entries({
     'res.sendFile': (res: express.Response) => res.sendFile(bigFile, () => {}),
     'readable.pipe(res)': (res: express.Response) => endless().pipe(res),
     'res.send': (res: express.Response) => res.send('late'),
   })) {
-    it(`Express: holds its slot while the handler works, freed when the handler answers by ${name}`, async () => {
-      const current = createLimiter({ rules: [{ ...TWO_STREAMS, limit: 1 }], ...PATIENT });
-      limiter = current;
-      let enter = () => {};
-      const entered = new Promise<void>((resolve) => {
-        enter = resolve;
-      });
-      let letAnswer = () => {};
-      const mayAnswer = new Promise<void>((resolve) => {
-        letAnswer = resolve;
-      });
-      let answered = () => {};
-      const done = new Promise<void>((resolve) => {
-        answered = resolve;
-      });
-      const app = express();
-      app.use(expressLimit(current));
-      app.get('/ok', (_req, res) => {
-        res.send('ok');
-      });
-      app.get('/work', async (req, res) => {
-        enter();
-        await mayAnswer;
+    it(`before it answered: holds its slot while the handler works, freed when it answers by ${name}`, async () => {
+      const [entered, mayAnswer, answered] = [signal(), signal(), signal()];
+      const { live, held, closed } = await serve(async (req, res) => {
+        entered.fire();
+        await mayAnswer.done;
         expect(req.socket.destroyed).to.equal(true);
         answer(res);
-        answered();
+        answered.fire();
       });
-      server = await listen(app);
-      const live = server;
       const { connect } = await import('node:net');
-      const { port } = live.address() as import('node:net').AddressInfo;
-      const socket = connect(port, '127.0.0.1');
+      const socket = connect((live.address() as import('node:net').AddressInfo).port, '127.0.0.1');
       socket.on('error', () => {});
       socket.write('GET /work HTTP/1.1\r\nHost: x\r\n\r\n');
-      await entered;
+      await entered.done;
       socket.destroy();
-      await until(
-        'the server saw the connection close',
-        () => new Promise<boolean>((resolve) => live.getConnections((_e, n) => resolve(n === 0))),
-      );
-      const held = async () => (await current.status('streams', '127.0.0.1')).count;
+      await closed();
       expect(await held()).to.equal(1);
       expect(await statusOf(live, '/ok')).to.equal(429);
-      letAnswer();
-      await done;
+      mayAnswer.fire();
+      await answered.done;
       await until('the slot is freed', async () => (await held()) === 0);
       expect(await statusOf(live, '/ok')).to.equal(200);
     });
   }
-});
 
-describe('a handler that writes by hand works on after its client left mid-stream', function () {
-  this.timeout(60_000);
-  let limiter: Limiter | undefined;
-  let server: import('node:http').Server | undefined;
-  afterEach(async () => {
-    stop(server);
-    server = undefined;
-    await limiter?.close();
-  });
-
-  it('Express: keeps its slot after the client left, until the handler ends the response', async () => {
-    const current = createLimiter({ rules: [{ ...TWO_STREAMS, limit: 1 }], ...PATIENT });
-    limiter = current;
-    let letEnd = () => {};
-    const mayEnd = new Promise<void>((resolve) => {
-      letEnd = resolve;
-    });
-    let ended = () => {};
-    const done = new Promise<void>((resolve) => {
-      ended = resolve;
-    });
-    const app = express();
-    app.use(expressLimit(current));
-    app.get('/ok', (_req, res) => {
-      res.send('ok');
-    });
-    app.get('/stream', async (_req, res) => {
+  it('mid-stream, written by hand: keeps its slot until the handler ends the response', async () => {
+    const [mayEnd, ended] = [signal(), signal()];
+    const { live, held, closed } = await serve(async (_req, res) => {
       res.writeHead(200, { 'content-type': 'text/plain' });
       res.write('working\n');
-      await mayEnd;
+      await mayEnd.done;
       res.write('more\n');
       res.end('done');
-      ended();
+      ended.fire();
     });
-    server = await listen(app);
-    const live = server;
-    const reader = await startReading(live, '/stream');
-    reader.leave();
-    await until(
-      'the server saw the connection close',
-      () => new Promise<boolean>((resolve) => live.getConnections((_e, n) => resolve(n === 0))),
-    );
-    const held = async () => (await current.status('streams', '127.0.0.1')).count;
+    (await startReading(live, '/work')).leave();
+    await closed();
     expect(await held()).to.equal(1);
     expect(await statusOf(live, '/ok')).to.equal(429);
-    letEnd();
-    await done;
+    mayEnd.fire();
+    await ended.done;
     await until('the slot is freed', async () => (await held()) === 0);
     expect(await statusOf(live, '/ok')).to.equal(200);
   });
-});
 
-describe('a handler streaming by hand that never ends its response after its client left', function () {
-  this.timeout(60_000);
-  let limiter: Limiter | undefined;
-  let server: import('node:http').Server | undefined;
-  afterEach(async () => {
-    stop(server);
-    server = undefined;
-    await limiter?.close();
-  });
-
-  it('Express (an SSE handler): the slot is no longer renewed and lapses a lease later, not held for good', async () => {
-    const current = createLimiter({ rules: [{ ...TWO_STREAMS, limit: 1 }], ...PATIENT });
-    limiter = current;
-    let stopped = () => {};
-    const clientGone = new Promise<void>((resolve) => {
-      stopped = resolve;
-    });
-    const app = express();
-    app.use(expressLimit(current));
-    app.get('/ok', (_req, res) => {
-      res.send('ok');
-    });
-    app.get('/stream', (req, res) => {
+  it('mid-stream, an SSE handler that never ends: the slot is no longer renewed and lapses a lease later', async () => {
+    const clientGone = signal();
+    const { live, held } = await serve((req, res) => {
       res.writeHead(200, { 'content-type': 'text/event-stream' });
       res.write('data: 1\n\n');
       const timer = setInterval(() => res.write('data: tick\n\n'), 50);
       // The common SSE handler: it stops writing when its client goes, and never calls end().
       req.on('close', () => {
         clearInterval(timer);
-        stopped();
+        clientGone.fire();
       });
     });
-    server = await listen(app);
-    const live = server;
-    const reader = await startReading(live, '/stream');
-    const held = async () => (await current.status('streams', '127.0.0.1')).count;
+    const reader = await startReading(live, '/work');
     expect(await held()).to.equal(1);
     reader.leave();
-    await clientGone;
+    await clientGone.done;
     // Held until its lease (2 s) runs out without renewals, then free for the next client.
     await until('the slot lapses', async () => (await held()) === 0);
     expect(await statusOf(live, '/ok')).to.equal(200);
