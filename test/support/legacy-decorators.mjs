@@ -4,7 +4,7 @@ import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
 
-const NEST_FILE = /\/(?:test\/http\/suites|examples|bench)\/nest-[\w-]+\.ts$/;
+const NEST_FILE = /\/(?:test\/adapters\/suites|examples|bench)\/nest-[\w-]+\.ts$/;
 
 const compilerOptions = {
   module: ts.ModuleKind.ESNext,
