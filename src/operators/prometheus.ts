@@ -167,8 +167,9 @@ const SINKS = new WeakMap<Registry, Map<string, Sink>>();
  * - `ratekeeper_lockouts_total{rule}`: locks placed.
  * - `ratekeeper_slots_in_flight{rule}`: concurrency slots this process holds now (a gauge: summed over
  *   every process sharing the store, the requests in flight).
- * - `ratekeeper_slots_total{rule,change}`: concurrency slots `released`, and `lapsed`: lost without a
- *   release (a stall longer than the lease, a reset, the limiter closed while holding them).
+ * - `ratekeeper_slots_total{rule,change}`: concurrency slots `released`, and `lapsed`: no longer held
+ *   when released, or never released (a stall longer than the lease, a reset, a response whose client
+ *   went that its handler never ended, the limiter closed while holding them).
  * Label values are rule names and fixed words, never keys. Several limiters may share a registry;
  * their counts add up (give their rules different names to tell them apart). Called again for a limiter
  * already counted into the same registry and prefix, it returns the same handle (nothing counted twice).
@@ -363,7 +364,7 @@ function sinkOf(registry: Registry, prefix: string, buckets: readonly number[]):
     }),
     slotChanges: new Counter({
       name: names.slotChanges,
-      help: 'Concurrency slots released, or lapsed (lost without a release: a stall past the lease, a reset), per rule.',
+      help: 'Concurrency slots released, or lapsed (gone before their release: a stall past the lease, a reset, a response never ended), per rule.',
       labelNames: ['rule', 'change'] as const,
       registers: [registry],
     }),
