@@ -180,6 +180,13 @@ describe('ratekeeper/fetch: withRateLimit', () => {
     expect(response.headers.get('retry-after')).to.match(/^\d+$/);
   });
 
+  it('refuses a misspelt option at construction, suggesting the right one', () => {
+    expect(() => withRateLimit(ok, [perIp(1)], { clientAdress: () => '192.0.2.1' } as never)).to.throw(
+      RateLimitConfigError,
+      /clientAdress.*clientAddress/,
+    );
+  });
+
   it('refuses a handler that is not a function, naming it', () => {
     expect(() => withRateLimit(undefined as never, [perIp(1)])).to.throw(
       RateLimitConfigError,
