@@ -389,7 +389,7 @@ export function heldUntilWritten(response: Response, signal: AbortSignal, done: 
  * `body` as a stream that calls `done` once it was read to its end, failed, or was cancelled (the runtime
  * gave up writing it: its client went).
  */
-export function watchedBody(body: ReadableStream<Uint8Array>, done: () => void): ReadableStream<Uint8Array> {
+function watchedBody(body: ReadableStream<Uint8Array>, done: () => void): ReadableStream<Uint8Array> {
   const reader = body.getReader();
   return new ReadableStream<Uint8Array>({
     async pull(controller) {

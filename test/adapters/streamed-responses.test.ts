@@ -157,7 +157,16 @@ describe('Express: a client that leaves while its handler works', function () {
         'the server saw the connection close',
         () => new Promise<boolean>((resolve) => live.getConnections((_e, n) => resolve(n === 0))),
       );
-    return { live, held, closed };
+    /** The slot stays taken (the next request refused) until `letFinish` lets the handler answer; then freed. */
+    const heldUntil = async (letFinish: () => void, finished: Promise<void>) => {
+      expect(await held()).to.equal(1);
+      expect(await statusOf(live, '/ok')).to.equal(429);
+      letFinish();
+      await finished;
+      await until('the slot is freed', async () => (await held()) === 0);
+      expect(await statusOf(live, '/ok')).to.equal(200);
+    };
+    return { live, held, closed, heldUntil };
   }
 
   for (const [name, answer] of Object.entries({
@@ -167,7 +176,7 @@ describe('Express: a client that leaves while its handler works', function () {
   })) {
     it(`before it answered: holds its slot while the handler works, freed when it answers by ${name}`, async () => {
       const [entered, mayAnswer, answered] = [signal(), signal(), signal()];
-      const { live, held, closed } = await serve(async (req, res) => {
+      const { live, closed, heldUntil } = await serve(async (req, res) => {
         entered.fire();
         await mayAnswer.done;
         expect(req.socket.destroyed).to.equal(true);
@@ -181,18 +190,13 @@ describe('Express: a client that leaves while its handler works', function () {
       await entered.done;
       socket.destroy();
       await closed();
-      expect(await held()).to.equal(1);
-      expect(await statusOf(live, '/ok')).to.equal(429);
-      mayAnswer.fire();
-      await answered.done;
-      await until('the slot is freed', async () => (await held()) === 0);
-      expect(await statusOf(live, '/ok')).to.equal(200);
+      await heldUntil(mayAnswer.fire, answered.done);
     });
   }
 
   it('mid-stream, written by hand: keeps its slot until the handler ends the response', async () => {
     const [mayEnd, ended] = [signal(), signal()];
-    const { live, held, closed } = await serve(async (_req, res) => {
+    const { live, closed, heldUntil } = await serve(async (_req, res) => {
       res.writeHead(200, { 'content-type': 'text/plain' });
       res.write('working\n');
       await mayEnd.done;
@@ -202,12 +206,7 @@ describe('Express: a client that leaves while its handler works', function () {
     });
     (await startReading(live, '/work')).leave();
     await closed();
-    expect(await held()).to.equal(1);
-    expect(await statusOf(live, '/ok')).to.equal(429);
-    mayEnd.fire();
-    await ended.done;
-    await until('the slot is freed', async () => (await held()) === 0);
-    expect(await statusOf(live, '/ok')).to.equal(200);
+    await heldUntil(mayEnd.fire, ended.done);
   });
 
   it('mid-stream, an SSE handler that never ends: the slot is no longer renewed and lapses a lease later', async () => {
