@@ -14,10 +14,14 @@ interface BunServer {
 interface DenoServeInfo {
   remoteAddr: { hostname?: string; transport?: string };
 }
+/** The second argument `@hono/node-server`'s `serve` gives a fetch handler on Node: the request's socket. */
+interface NodeServerBindings {
+  incoming: { socket?: { remoteAddress?: string } };
+}
 
 /**
  * The peer address the runtime gives a handler: Bun's `server.requestIP(request)`, Deno's
- * `info.remoteAddr.hostname` (TCP), Cloudflare's `CF-Connecting-IP` in a Worker or when `cloudflare` (a
+ * `info.remoteAddr.hostname` (TCP), the socket's on Node under `@hono/node-server`, Cloudflare's `CF-Connecting-IP` in a Worker or when `cloudflare` (a
  * client can send that header anywhere else). Undefined on a runtime that gives none (Next.js middleware gives `request.ip`
  * on some hosts: pass `clientAddress` there).
  */
@@ -27,9 +31,11 @@ export function runtimePeer(
   cloudflare: boolean,
 ): string | undefined {
   if (cloudflare) return request.headers.get('cf-connecting-ip') ?? undefined;
-  const second = rest[0] as Partial<BunServer & DenoServeInfo> | null | undefined;
+  const second = rest[0] as Partial<BunServer & DenoServeInfo & NodeServerBindings> | null | undefined;
   if (second === null || typeof second !== 'object') return undefined;
   if (typeof second.requestIP === 'function') return second.requestIP(request)?.address;
+  const socket = second.incoming?.socket;
+  if (socket !== undefined) return socket.remoteAddress;
   const remote = second.remoteAddr;
   if (remote !== undefined && (remote.transport === undefined || remote.transport === 'tcp'))
     return remote.hostname;

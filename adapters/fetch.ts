@@ -36,7 +36,8 @@ export interface FetchRateLimitOptions<Rest extends unknown[] = unknown[]> exten
   /**
    * The peer's address, where the runtime's own is not found (Next.js or Vercel middleware: `request.ip` or
    * `ipAddress(request)`; a runtime unknown to ratekeeper). @default Bun's `server.requestIP(request)`, Deno's
-   * `info.remoteAddr.hostname`, `CF-Connecting-IP` with `cloudflare`, else none: `'ip'` rules then share one
+   * `info.remoteAddr.hostname`, the socket's under `@hono/node-server` on Node, `CF-Connecting-IP` with
+   * `cloudflare`, else none: `'ip'` rules then share one
    * bucket per rule and warn once
    */
   clientAddress?: (request: Request, ...rest: Rest) => string | undefined;

@@ -1,4 +1,4 @@
-// An app on the runtime running this file (Bun or Deno), from the built package: a fetch handler behind
+// An app on the runtime running this file (Bun, Deno, or Node under @hono/node-server), from the built package: a fetch handler behind
 // withRateLimit (APP=fetch) or a Hono app behind rateLimit (APP=hono), with no client-address option either
 // way, on the memory store or on RedisStore over ioredis (STORE=redis, REDIS_PORT, PREFIX). It prints
 // {"port"} once it listens, then serves until killed. GET /stream streams "a", then "b" when the test asks
@@ -93,5 +93,10 @@ if (typeof Bun !== 'undefined') {
   Deno.serve(
     { port: 0, hostname: '127.0.0.1', onListen: ({ port }) => console.log(JSON.stringify({ port })) },
     fetch,
+  );
+} else {
+  const { serve } = await import('@hono/node-server');
+  serve({ fetch: fetch as (request: Request) => Response, port: 0, hostname: '127.0.0.1' }, ({ port }) =>
+    console.log(JSON.stringify({ port })),
   );
 }

@@ -1,7 +1,7 @@
-// The built package on Bun and on Deno (their binaries from npm, run for real): a fetch handler behind
+// The built package on Bun, Deno (their binaries from npm, run for real) and Node (under @hono/node-server): a fetch handler behind
 // withRateLimit and a Hono app behind rateLimit, each finding the client's address from the runtime with no
 // option; exact on the memory store under parallel requests; a concurrency slot held while a body streams;
-// and one limit shared exactly by a Bun and a Deno process through RedisStore on ioredis.
+// and one limit shared exactly by a Bun, a Deno and a Node process through RedisStore on ioredis.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { createRequire } from 'node:module';
@@ -21,6 +21,7 @@ const require = createRequire(import.meta.url);
 const RUNTIMES = {
   bun: { bin: join(require.resolve('bun/package.json'), '..', 'bin', 'bun.exe'), args: [app] },
   deno: { bin: join(require.resolve('deno/package.json'), '..', 'deno'), args: ['run', '-A', app] },
+  node: { bin: process.execPath, args: ['--import', 'tsx', app] },
 } as const;
 type Runtime = keyof typeof RUNTIMES;
 
@@ -122,7 +123,7 @@ for (const runtime of Object.keys(RUNTIMES) as Runtime[]) {
   }
 }
 
-describe('one limit shared by a Bun and a Deno process through RedisStore on ioredis', function () {
+describe('one limit shared by a Bun, a Deno and a Node process through RedisStore on ioredis', function () {
   this.timeout(120_000);
   let server: RedisServer;
   const running: Running[] = [];
@@ -134,16 +135,20 @@ describe('one limit shared by a Bun and a Deno process through RedisStore on ior
     await Promise.all(running.map(stop));
   });
 
-  it('admits exactly 20 of 60 requests sent to both at once', async () => {
+  it('admits exactly 20 of 90 requests sent to all three at once', async () => {
     const env = {
       STORE: 'redis',
       REDIS_PORT: String(server.port),
       PREFIX: `rkrt${randomBytes(4).toString('hex')}`,
     };
-    running.push(await start('bun', { ...env, APP: 'fetch' }), await start('deno', { ...env, APP: 'hono' }));
-    const [bun, deno] = running as [Running, Running];
-    const [a, b] = await Promise.all([burst(bun.url, 30), burst(deno.url, 30)]);
-    expect(admitted(a) + admitted(b)).to.equal(20);
-    expect([...a, ...b].filter((s) => s === 429)).to.have.length(40);
+    running.push(
+      await start('bun', { ...env, APP: 'fetch' }),
+      await start('deno', { ...env, APP: 'hono' }),
+      await start('node', { ...env, APP: 'fetch' }),
+    );
+    const [bun, deno, node] = running as [Running, Running, Running];
+    const [a, b, c] = await Promise.all([burst(bun.url, 30), burst(deno.url, 30), burst(node.url, 30)]);
+    expect(admitted(a) + admitted(b) + admitted(c)).to.equal(20);
+    expect([...a, ...b, ...c].filter((s) => s === 429)).to.have.length(70);
   });
 });
