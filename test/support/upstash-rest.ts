@@ -22,10 +22,10 @@ export interface UpstashRest {
   readonly requests: number;
   /** Answers every later request this way: `'hang'` holds it unanswered until the client goes away. */
   answer(mode: RestMode): void;
-  /** Resolves once a request arrives after this call. */
-  nextRequest(): Promise<void>;
-  /** Resolves once a held request (`'hang'`) is closed by its client, unanswered. */
-  nextAbandoned(): Promise<void>;
+  /** Resolves once `requests` has reached `count`. */
+  untilRequests(count: number): Promise<void>;
+  /** Resolves once no held request (`'hang'`) is left: each closed by its client, unanswered. */
+  untilNoneHeld(): Promise<void>;
   /** Held requests still open. */
   readonly held: number;
   close(): Promise<void>;
@@ -103,8 +103,8 @@ export async function startUpstashRest(options: UpstashRestOptions): Promise<Ups
   const counts = new Map<string, number>();
   let mode: RestMode = 'redis';
   let requests = 0;
-  const arrivals: Array<() => void> = [];
-  const abandons: Array<() => void> = [];
+  const arrivals: Array<{ count: number; reached(): void }> = [];
+  let noneHeld: Array<() => void> = [];
   const held = new Set<ServerResponse>();
 
   const count = (argv: readonly string[]) => {
@@ -126,7 +126,10 @@ export async function startUpstashRest(options: UpstashRestOptions): Promise<Ups
 
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     requests++;
-    for (const arrived of arrivals.splice(0)) arrived();
+    for (const waiter of arrivals.filter((a) => a.count <= requests)) {
+      arrivals.splice(arrivals.indexOf(waiter), 1);
+      waiter.reached();
+    }
     const url = new URL(req.url ?? '/', 'http://localhost');
     const auth = req.headers.authorization;
     const given = auth?.startsWith('Bearer ') ? auth.slice('Bearer '.length) : url.searchParams.get('_token');
@@ -135,7 +138,10 @@ export async function startUpstashRest(options: UpstashRestOptions): Promise<Ups
       held.add(res);
       res.on('close', () => {
         held.delete(res);
-        if (!res.writableEnded) for (const abandoned of abandons.splice(0)) abandoned();
+        if (held.size > 0) return;
+        const waiters = noneHeld;
+        noneHeld = [];
+        for (const done of waiters) done();
       });
       return;
     }
@@ -222,8 +228,16 @@ export async function startUpstashRest(options: UpstashRestOptions): Promise<Ups
     answer(next) {
       mode = next;
     },
-    nextRequest: () => new Promise((resolve) => arrivals.push(resolve)),
-    nextAbandoned: () => new Promise((resolve) => abandons.push(resolve)),
+    untilRequests: (count) =>
+      new Promise((reached) => {
+        if (requests >= count) reached();
+        else arrivals.push({ count, reached });
+      }),
+    untilNoneHeld: () =>
+      new Promise((done) => {
+        if (held.size === 0) done();
+        else noneHeld.push(done);
+      }),
     get held() {
       return held.size;
     },
