@@ -32,8 +32,9 @@ import { loadScripts } from './scripts.js';
 export interface RedisStoreOptions {
   /**
    * The Redis client, whose kind the store finds by itself: an ioredis (5, 6) or iovalkey `Redis`
-   * (standalone, or Sentinel through its `sentinels` option) or `Cluster`; or a node-redis (`redis` 5, 6)
-   * client from `createClient`, `createCluster` or `createSentinel`, connected (`await client.connect()`).
+   * (standalone, or Sentinel through its `sentinels` option) or `Cluster`; a node-redis (`redis` 5, 6)
+   * client from `createClient`, `createCluster` or `createSentinel`, connected (`await client.connect()`);
+   * or an @upstash/redis `Redis` (Redis over HTTP, for edge runtimes: no subscription, see `staleAfterMs`).
    * The store never opens or closes it. Fail-fast settings (ioredis `enableOfflineQueue: false`,
    * node-redis `disableOfflineQueue: true`) let the limiter's `onStoreError` policy act at once during
    * an outage, and a fault then names its cause (ECONNREFUSED, ENOTFOUND, WRONGPASS).
