@@ -85,6 +85,17 @@ export const MEMORY_STORE_DEFAULTS = {
 export const REDIS_STORE_DEFAULTS = {
   prefix: 'rk',
   clockSyncIntervalMs: 60_000,
+  /**
+   * Over HTTP (@upstash/redis): the longest one request may take, the client's retries included, before
+   * it is aborted; the limiter's default storeMaxWait, past which no decision waits anyway.
+   */
+  requestTimeoutMs: 5000,
+  /**
+   * Over HTTP, where no subscription hears other processes' resets, overrides and frees: how long a
+   * denial is kept in the deny cache, and how often a call waiting for a slot asks again (see
+   * `Store.staleAfterMs`). Each costs at most one request per key per this long in each process.
+   */
+  httpStaleAfterMs: 1000,
 } as const;
 
 export const POSTGRES_STORE_DEFAULTS = {

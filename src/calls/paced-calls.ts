@@ -30,6 +30,11 @@ export interface PacedParts {
    * slots freed in other processes too (the store's announcements).
    */
   listenFrees: () => void;
+  /**
+   * How often a call waiting for a slot asks the store again when frees in other processes cannot be
+   * heard (`Store.staleAfterMs`); undefined: they are heard, and it waits for one (or a lease's end).
+   */
+  slotPollMs: number | undefined;
 }
 
 export class PacedCalls {
@@ -39,7 +44,7 @@ export class PacedCalls {
 
   constructor(parts: PacedParts) {
     this.#parts = parts;
-    this.#turns = new TurnQueues(undefined, parts.listenFrees);
+    this.#turns = new TurnQueues(undefined, parts.listenFrees, parts.slotPollMs);
   }
 
   /** See `Limiter.acquire`. Rejects, never throws. */

@@ -95,11 +95,14 @@ export class TurnQueues {
   readonly #timers: Timers;
   /** Called once, when a head first sleeps on a concurrency rule: frees from other processes are wanted. */
   #onSlotWait: (() => void) | undefined;
+  /** Where other processes' frees go unheard (`Store.staleAfterMs`): the longest a head sleeps on a slot. */
+  readonly #slotPollMs: number;
   #closed = false;
 
-  constructor(timers: Timers = SYSTEM_TIMERS, onSlotWait?: () => void) {
+  constructor(timers: Timers = SYSTEM_TIMERS, onSlotWait?: () => void, slotPollMs?: number) {
     this.#timers = timers;
     this.#onSlotWait = onSlotWait;
+    this.#slotPollMs = slotPollMs ?? Number.POSITIVE_INFINITY;
   }
 
   /**
@@ -205,7 +208,8 @@ export class TurnQueues {
           if (now >= w.deadline) finish(q, w, () => w.reject(new RateLimitExceededError(decision)));
           else {
             this.#slotWait();
-            await this.#sleep(q, decision, now + (decision.retryAfterMs ?? 1), true);
+            const sleepMs = Math.min(decision.retryAfterMs ?? 1, this.#slotPollMs);
+            await this.#sleep(q, decision, now + sleepMs, true);
           }
         } else if (now + windowMs > w.deadline)
           finish(q, w, () => w.reject(new RateLimitExceededError(decision, windowMs)));

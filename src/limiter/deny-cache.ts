@@ -34,9 +34,12 @@ interface Cached {
 export class DenyCache {
   readonly #entries = new Map<string, Cached>();
   readonly #maxKeys: number;
+  /** The longest an entry is kept: a store that cannot announce resets elsewhere (`Store.staleAfterMs`). */
+  readonly #maxAgeMs: number;
 
-  constructor(maxKeys: number) {
+  constructor(maxKeys: number, maxAgeMs = Number.POSITIVE_INFINITY) {
     this.#maxKeys = maxKeys;
+    this.#maxAgeMs = maxAgeMs;
   }
 
   get size(): number {
@@ -130,7 +133,7 @@ export class DenyCache {
       const oldest = this.#entries.keys().next();
       if (!oldest.done) this.#entries.delete(oldest.value);
     }
-    this.#entries.set(id, { result, atMs, untilMs, cost, limit });
+    this.#entries.set(id, { result, atMs, untilMs: Math.min(untilMs, atMs + this.#maxAgeMs), cost, limit });
   }
 
   delete(rule: string, key: string): void {

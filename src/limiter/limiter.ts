@@ -67,7 +67,8 @@ export class Limiter extends EventEmitter<LimiterEvents> {
     this.#facts = Object.freeze(resolved.rules.map((r) => r.facts));
     this.#needsOutcomes = resolved.rules.some((r) => r.facts.countsOutcomes);
     this.#policy = new FailurePolicy(store, { ...resolved, policy: resolved.onStoreError }, this.#observers);
-    if (resolved.denyCacheMaxKeys !== undefined) this.#denyCache = new DenyCache(resolved.denyCacheMaxKeys);
+    if (resolved.denyCacheMaxKeys !== undefined)
+      this.#denyCache = new DenyCache(resolved.denyCacheMaxKeys, resolved.staleAfterMs);
     this.#log = resolved.log;
     const call = <T>(operation: string, promise: Promise<T>) => this.#policy.call(operation, promise);
     const failed = (error: unknown, operation: string) =>
@@ -127,6 +128,7 @@ export class Limiter extends EventEmitter<LimiterEvents> {
       report: (decision, outcome) =>
         Promise.all([this.report(decision, outcome), this.release(decision)]).then(() => undefined),
       release: (decision) => this.release(decision),
+      slotPollMs: resolved.staleAfterMs,
       // Frees in other processes, once a call waits for a slot; heard live, every waiter tries once more
       // (a free announced before the subscription was made would be missed).
       listenFrees: () =>

@@ -137,6 +137,13 @@ export interface Store {
    */
   onChange?(listener: StoreChangeListener, options?: { frees?: boolean }): Promise<void>;
   /**
+   * For shared stores whose `onChange` cannot hear other processes (Redis over HTTP has no subscription):
+   * how long, in ms, the limiter may rely on what the store answered. A denial stays in the deny cache at
+   * most this long, and a call waiting for a slot asks the store again at least this often, so another
+   * process's reset, override or free reaches this one within that time. Undefined: changes are heard.
+   */
+  readonly staleAfterMs?: number;
+  /**
    * Capability, for shared stores: their connection's liveness and a round trip. Without it a call counts
    * as failed `storeTimeout` after it was made, however busy the store or this process, and
    * `limiter.health()` reports the outcome of the last calls only.

@@ -93,8 +93,8 @@ describe('RedisStore through node-redis (the redis package)', function () {
   it('refuses a client it does not know, naming what it got and what it takes', () => {
     expect(() => new RedisStore({ client: { get: () => {} } as never })).to.throw(
       RateLimitConfigError,
-      'RedisStore: client must be an ioredis or iovalkey Redis or Cluster, or a node-redis client ' +
-        '(createClient, createCluster or createSentinel of the redis package), got an object',
+      'RedisStore: client must be an ioredis or iovalkey Redis or Cluster, a node-redis client (createClient, ' +
+        'createCluster or createSentinel of the redis package), or an @upstash/redis Redis, got an object',
     );
     expect(() => new RedisStore({ client: 'redis://localhost' as never })).to.throw(
       /got "redis:\/\/localhost"/,

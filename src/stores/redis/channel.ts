@@ -40,9 +40,17 @@ export class RedisChannel {
     return this.#connection.send('PUBLISH', [this.#name, JSON.stringify(message)]);
   }
 
+  /**
+   * False where the connection cannot subscribe (Redis over HTTP): `open` then does nothing, and nothing
+   * published by any process is heard.
+   */
+  get hears(): boolean {
+    return this.#connection.subscribe !== undefined;
+  }
+
   /** Subscribes, once (until `close`). */
   open(): void {
-    if (this.#subscription !== undefined) return;
+    if (this.#subscription !== undefined || this.#connection.subscribe === undefined) return;
     this.#subscription = this.#connection.subscribe(
       this.#name,
       (message) => {
@@ -62,9 +70,15 @@ export class RedisChannel {
   /**
    * Resolves once the subscription (made now if need be) hears back a hello this process publishes (again
    * every 100 ms until then): from then on it misses no message, until a reconnection (`onResubscribed`).
+   * Where the connection cannot subscribe (`hears` false) it resolves at once: there is nothing to wait
+   * for, and every message is missed (the store bounds what that costs: `RedisStore.staleAfterMs`).
    */
   live(): Promise<void> {
     if (this.#live !== undefined) return this.#live;
+    if (!this.hears) {
+      this.#live = Promise.resolve();
+      return this.#live;
+    }
     this.open();
     const id = randomBytes(8).toString('hex');
     const live = new Promise<void>((done) => {

@@ -38,9 +38,13 @@ export class Overrides implements OverrideReads {
     this.#resets = resets;
   }
 
-  /** Whether the overrides of `rule` must be read by the scripts. */
+  /**
+   * Whether the overrides of `rule` must be read by the scripts: always where announcements cannot be
+   * heard (Redis over HTTP), for another process's first override of a rule would go unnoticed.
+   */
   reads(rule: string): boolean {
     if (this.#known) return this.#rules.has(rule);
+    if (!this.#resets.hears) return true;
     // A load that fails (Redis unreachable) is tried again by a later decision; meanwhile all are read.
     this.#loading ??= this.#load()
       .catch(() => {})

@@ -32,8 +32,9 @@ import { loadScripts } from './scripts.js';
 export interface RedisStoreOptions {
   /**
    * The Redis client, whose kind the store finds by itself: an ioredis (5, 6) or iovalkey `Redis`
-   * (standalone, or Sentinel through its `sentinels` option) or `Cluster`; or a node-redis (`redis` 5, 6)
-   * client from `createClient`, `createCluster` or `createSentinel`, connected (`await client.connect()`).
+   * (standalone, or Sentinel through its `sentinels` option) or `Cluster`; a node-redis (`redis` 5, 6)
+   * client from `createClient`, `createCluster` or `createSentinel`, connected (`await client.connect()`);
+   * or an @upstash/redis `Redis` (Redis over HTTP, for edge runtimes: no subscription, see `staleAfterMs`).
    * The store never opens or closes it. Fail-fast settings (ioredis `enableOfflineQueue: false`,
    * node-redis `disableOfflineQueue: true`) let the limiter's `onStoreError` policy act at once during
    * an outage, and a fault then names its cause (ECONNREFUSED, ENOTFOUND, WRONGPASS).
@@ -45,6 +46,11 @@ export interface RedisStoreOptions {
   clock?: () => number;
   /** How often the offset to the server's clock (for calendar periods) is read again. @default 60000 */
   clockSyncIntervalMs?: number;
+  /**
+   * An @upstash/redis client only (Redis over HTTP): the longest one request may take, the client's own
+   * retries included, before it is aborted and the decisions in it fail into `onStoreError`. @default 5000
+   */
+  requestTimeoutMs?: number;
 }
 
 /**
@@ -61,6 +67,7 @@ const REDIS_STORE_FIELDS = fieldsOf<RedisStoreOptions>({
   prefix: true,
   clock: true,
   clockSyncIntervalMs: true,
+  requestTimeoutMs: true,
 });
 
 /** Refunds sent together: at most this many per call (as decisions, 32 per call). */
@@ -91,9 +98,38 @@ export class RedisStore implements Store {
   /** `onChange` listeners, told of what the subscriptions hear. */
   readonly #changeListeners = new Set<StoreChangeListener>();
 
+  /**
+   * Over HTTP (@upstash/redis) only, where no subscription hears other processes: how long the limiter
+   * relies on this store's answers (see `Store.staleAfterMs`). Undefined on ioredis and node-redis.
+   */
+  readonly staleAfterMs?: number;
+
   constructor(options: RedisStoreOptions) {
-    const connection = connectionOf(options?.client);
+    const requestTimeoutMs = options?.requestTimeoutMs;
+    if (
+      requestTimeoutMs !== undefined &&
+      (typeof requestTimeoutMs !== 'number' ||
+        !Number.isSafeInteger(requestTimeoutMs) ||
+        requestTimeoutMs < 1)
+    )
+      refuse(
+        'ERR_OPTION',
+        'RedisStore',
+        mustBe('requestTimeoutMs', 'a positive whole number of ms', requestTimeoutMs),
+      );
+    const connection = connectionOf(
+      options?.client,
+      requestTimeoutMs ?? REDIS_STORE_DEFAULTS.requestTimeoutMs,
+    );
     assertKnownFields(options, REDIS_STORE_FIELDS, 'RedisStore');
+    if (connection.subscribe === undefined) this.staleAfterMs = REDIS_STORE_DEFAULTS.httpStaleAfterMs;
+    else if (requestTimeoutMs !== undefined)
+      refuse(
+        'ERR_OPTION',
+        'RedisStore',
+        'requestTimeoutMs applies to an @upstash/redis client (Redis over HTTP) only; ioredis and ' +
+          'node-redis take their own command timeouts',
+      );
     const prefix = options.prefix ?? REDIS_STORE_DEFAULTS.prefix;
     if (typeof prefix !== 'string' || prefix === '' || /[{}]/.test(prefix))
       refuse('ERR_OPTION', 'RedisStore', mustBe('prefix', "a non-empty string without '{' or '}'", prefix));

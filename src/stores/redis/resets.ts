@@ -64,6 +64,11 @@ export class Resets {
     await runScriptThen(this.#connection, this.#script, keys, args, undefined);
   }
 
+  /** False where the connection cannot subscribe (Redis over HTTP): no process's announcement is heard. */
+  get hears(): boolean {
+    return this.#channel.hears;
+  }
+
   /** Tells every process that the override of `key` for `rule` changed (its deny cache forgets the key). */
   announceOverride(rule: string, key: string): Promise<unknown> {
     return this.#channel.publish([rule, key, 'o']);

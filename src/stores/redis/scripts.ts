@@ -188,9 +188,11 @@ const states = new WeakMap<RedisConnection, FunctionState>();
 function stateOf(connection: RedisConnection): FunctionState {
   let state = states.get(connection);
   if (state === undefined) {
+    // A connection that never loads the library (over HTTP) runs every script by EVALSHA from the start.
+    const functions = connection.functions !== false;
     state = {
-      functions: true,
-      checked: false,
+      functions,
+      checked: !functions,
       loading: undefined,
       warn: warnOnce(FUNCTION_CONFLICT_WARNING),
     };

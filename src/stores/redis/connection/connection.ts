@@ -1,5 +1,5 @@
 // The one door through which the Redis store talks to Redis: a small interface, implemented once per client
-// library (redis-connection-ioredis.ts, redis-connection-node-redis.ts; redis-client.ts picks one).
+// library (ioredis.ts, node-redis.ts, upstash.ts for Redis over HTTP; ../client.ts picks one).
 import type { ConnectionLiveness } from '../../store.js';
 
 /** A subscription made by `RedisConnection.subscribe`. */
@@ -31,14 +31,20 @@ export interface RedisConnection {
    * one the client chooses (commands without keys).
    */
   send(command: string, args: readonly string[], routingKey?: string): Promise<unknown>;
+  /**
+   * False where loading the function library costs more than it saves (over HTTP each of its commands is
+   * a request of its own, at every cold start): scripts then run by EVALSHA, EVAL on NOSCRIPT. @default true
+   */
+  readonly functions?: false;
   /** Runs `action` on every master node (the one server, off a Cluster), all at once. */
   eachMaster<T>(action: (node: RedisNode) => Promise<T>): Promise<T[]>;
   /**
    * Subscribes to `channel` on a connection of its own, kept subscribed across reconnections.
    * `onMessage` gets each message; `onResubscribed` is called each time the subscription is made again
-   * after a reconnection (messages published meanwhile were missed).
+   * after a reconnection (messages published meanwhile were missed). Absent where the protocol has no
+   * subscriptions (Redis over HTTP): PUBLISH still reaches the subscribers of other clients.
    */
-  subscribe(
+  subscribe?(
     channel: string,
     onMessage: (message: string) => void,
     onResubscribed: () => void,
