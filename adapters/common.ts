@@ -17,7 +17,8 @@ import {
   type Rule,
 } from '../src/index.js';
 import { REDIRECT_OUTCOME_WARNING, SPOOFABLE_IP_WARNING, warnOnce } from '../src/warnings.js';
-import { createForwardedCheck, createWiringCheck, type ForwardedCheck, type WiringCheck } from './wiring.js';
+import { createForwardedCheck, type ForwardedCheck } from './exchange.js';
+import { createWiringCheck, type WiringCheck } from './wiring.js';
 
 export { SPOOFABLE_IP_WARNING } from '../src/warnings.js';
 
@@ -283,44 +284,6 @@ export function routeSetups<Req>(
     }
     return found;
   };
-}
-
-/**
- * The path of a request URL without query string or fragment. An absolute-form target
- * (`POST http://host/login`, which the frameworks route by its path) yields its path, so it cannot
- * slip past a rule's `match`.
- */
-export function pathOf(url: string): string {
-  const query = url.indexOf('?');
-  const fragment = url.indexOf('#');
-  const end = query < 0 ? fragment : fragment < 0 ? query : Math.min(query, fragment);
-  const path = end < 0 ? url : url.slice(0, end);
-  if (path.startsWith('/')) return path;
-  try {
-    return new URL(path).pathname;
-  } catch {
-    return path;
-  }
-}
-
-/** The parts of a Node socket that tell whether its client is still there. */
-export interface ClientSocket {
-  readonly destroyed?: boolean;
-  readonly remoteAddress?: string | undefined;
-  readonly localPort?: number | undefined;
-}
-
-/**
- * True when the client's connection is closed already. Its handler must not run: nothing can be sent
- * back, and a client that writes a whole request and resets the connection would otherwise have it
- * served (an SMS sent, a password checked), with no address left to key it on. Node marks such a
- * socket destroyed only once it reads the reset, after the request was dispatched; the peer address is
- * gone at once (the kernel answers no peer name for a reset connection), so a TCP socket (one with a
- * local port) without a remote address is gone too. A Unix socket has neither and is not.
- */
-export function clientGone(socket: ClientSocket | null | undefined): boolean {
-  if (socket === null || socket === undefined) return false;
-  return socket.destroyed === true || (socket.remoteAddress === undefined && socket.localPort !== undefined);
 }
 
 /**

@@ -2,8 +2,9 @@
 import { RateLimitRequestError } from '../src/errors.js';
 import { appendsField, type HeaderField } from '../src/headers.js';
 import type { Decision, Limiter, RequestInfo } from '../src/index.js';
-import { type ClientSocket, clientGone, type Setup } from './common.js';
-import type { TrustSetting, WiringCheck } from './wiring.js';
+import { UNTRUSTED_FORWARDED_WARNING, warnOncePerProcess } from '../src/warnings.js';
+import type { Setup } from './common.js';
+import { TRUST_SETTINGS, type TrustSetting, type WiringCheck } from './wiring.js';
 
 /**
  * One request and its response, as the sequence needs them. Each framework implements it once
@@ -261,6 +262,92 @@ function atPath(info: RequestInfo, path: string): RequestInfo {
     },
     get user() {
       return info.user;
+    },
+  };
+}
+
+/**
+ * The path of a request URL without query string or fragment. An absolute-form target
+ * (`POST http://host/login`, which the frameworks route by its path) yields its path, so it cannot
+ * slip past a rule's `match`.
+ */
+export function pathOf(url: string): string {
+  const query = url.indexOf('?');
+  const fragment = url.indexOf('#');
+  const end = query < 0 ? fragment : fragment < 0 ? query : Math.min(query, fragment);
+  const path = end < 0 ? url : url.slice(0, end);
+  if (path.startsWith('/')) return path;
+  try {
+    return new URL(path).pathname;
+  } catch {
+    return path;
+  }
+}
+
+/** The parts of a Node socket that tell whether its client is still there. */
+export interface ClientSocket {
+  readonly destroyed?: boolean;
+  readonly remoteAddress?: string | undefined;
+  readonly localPort?: number | undefined;
+}
+
+/**
+ * True when the client's connection is closed already. Its handler must not run: nothing can be sent
+ * back, and a client that writes a whole request and resets the connection would otherwise have it
+ * served (an SMS sent, a password checked), with no address left to key it on. Node marks such a
+ * socket destroyed only once it reads the reset, after the request was dispatched; the peer address is
+ * gone at once (the kernel answers no peer name for a reset connection), so a TCP socket (one with a
+ * local port) without a remote address is gone too. A Unix socket has neither and is not.
+ */
+export function clientGone(socket: ClientSocket | null | undefined): boolean {
+  if (socket === null || socket === undefined) return false;
+  return socket.destroyed === true || (socket.remoteAddress === undefined && socket.localPort !== undefined);
+}
+
+// Module-level: Node's warnings are process-wide, and this one is given once per process, whichever limiter meets it.
+const warnUntrusted = warnOncePerProcess(UNTRUSTED_FORWARDED_WARNING);
+
+/** The header a proxy forwards the client's address in, when the request carries one. */
+export function forwardedHeader(headers: RequestInfo['headers']): string | undefined {
+  if (headers['x-forwarded-for'] !== undefined) return 'X-Forwarded-For';
+  if (headers.forwarded !== undefined) return 'Forwarded';
+  return undefined;
+}
+
+export interface ForwardedCheck {
+  /** True once the process has warned: adapters stop looking at headers and settings. */
+  readonly done: boolean;
+  /**
+   * After a decision: warns (once per process) when the request carries `X-Forwarded-For` or
+   * `Forwarded`, one of the rules that decided it keys on `'ip'`, and `framework.untrusted()` (asked
+   * only then) names the setting of a framework that trusts no proxy (undefined when it trusts one).
+   */
+  check(info: RequestInfo, decision: Decision, framework: { untrusted(): TrustSetting | undefined }): void;
+}
+
+/**
+ * The untrusted-forwarded check of one limiter. An app behind a proxy that it does not trust sees the
+ * proxy's address on every request, so an `'ip'` rule puts all its clients in one bucket; a request that
+ * reached the app directly carrying the header is a client's own claim, rightly ignored: the warning says both.
+ */
+export function createForwardedCheck(limiter: Limiter): ForwardedCheck {
+  const ipRules = new Set(limiter.ruleFacts.filter((rule) => rule.keysOnIp).map((rule) => rule.name));
+  return {
+    get done() {
+      return ipRules.size === 0 || warnUntrusted.done;
+    },
+    check(info, decision, framework) {
+      if (ipRules.size === 0 || warnUntrusted.done) return;
+      // The header first: most requests carry none, and reading it is all they cost.
+      const header = forwardedHeader(info.headers);
+      if (header === undefined) return;
+      const rule = decision.rules.find((r) => ipRules.has(r.rule));
+      if (rule === undefined) return;
+      const setting = framework.untrusted();
+      if (setting === undefined) return;
+      warnUntrusted(
+        `a request carrying ${header} reached rule "${rule.rule}", keyed on the client address, while ${TRUST_SETTINGS[setting]}. Behind a proxy every client then has the proxy's address and all share one bucket; a request that reached the app directly with the header is the client's own claim, rightly ignored`,
+      );
     },
   };
 }

@@ -2,8 +2,8 @@
 // request and reply as the request sequence maps them.
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Decision, RequestInfo } from '../src/index.js';
-import { pathOf, responseClosed } from './common.js';
-import type { BadRequestBody, ExchangeSettings, HttpExchange } from './exchange.js';
+import { responseClosed } from './common.js';
+import { type BadRequestBody, type ExchangeSettings, type HttpExchange, pathOf } from './exchange.js';
 import { compileTrust, onUnixSocket, type Trust, type TrustProxy, unixSocketClient } from './proxy-trust.js';
 import { responseEnded } from './response-ends.js';
 import { SPOOFABLE_FIXES, type TrustSetting, type WiringCheck } from './wiring.js';

@@ -1,8 +1,8 @@
 // A Web `Request` as the core sees it (the client address from the runtime, the query, the body), and as the
 // request sequence maps it: the rate-limit fields and the denial are a `Response` the wrapper returns.
 import type { Decision, RequestInfo } from '../src/index.js';
-import { errorStatus, heldUntilWritten, pathOf, signalAborted } from './common.js';
-import type { HttpExchange } from './exchange.js';
+import { errorStatus, heldUntilWritten, signalAborted } from './common.js';
+import { type HttpExchange, pathOf } from './exchange.js';
 import { clientAddress, type Trust } from './proxy-trust.js';
 import { SPOOFABLE_FIXES, type TrustSetting, type WiringCheck } from './wiring.js';
 

@@ -1,8 +1,8 @@
 // Koa's context as the core sees it, and as the request sequence maps it.
 import type { Context, Next } from 'koa';
 import type { Decision, RequestInfo } from '../src/index.js';
-import { errorStatus, pathOf, responseClosed } from './common.js';
-import type { HttpExchange } from './exchange.js';
+import { errorStatus, responseClosed } from './common.js';
+import { type HttpExchange, pathOf } from './exchange.js';
 import { responseWritten } from './response-ends.js';
 import { SPOOFABLE_FIXES, type TrustSetting, type WiringCheck } from './wiring.js';
 

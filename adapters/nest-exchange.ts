@@ -7,7 +7,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ADAPTER_DEFAULTS } from '../src/defaults.js';
 import { type Decision, RateLimitRequestError, type RequestInfo } from '../src/index.js';
 import type { BadRequestBody, HttpExchange } from './exchange.js';
-import { ExpressExchange } from './express-exchange.js';
+import { ExpressExchange } from './express.js';
 import { FastifyExchange } from './fastify-exchange.js';
 
 /**

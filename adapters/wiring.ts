@@ -1,13 +1,8 @@
 // Wiring warnings shared by the HTTP adapters: a request no rule matched, which the app routes to a method and
 // path some rule does match (a mount prefix, a rewritten URL, a method override placed after the limiter);
-// a proxy's forwarding header reaching an 'ip' rule of an app that trusts no proxy.
-import type { Decision, Limiter, RequestInfo } from '../src/index.js';
-import {
-  UNMATCHED_ROUTE_WARNING,
-  UNTRUSTED_FORWARDED_WARNING,
-  warnOnce,
-  warnOncePerProcess,
-} from '../src/warnings.js';
+// and each framework's proxy settings named for the proxy warnings (checked in exchange.ts).
+import type { Limiter } from '../src/index.js';
+import { UNMATCHED_ROUTE_WARNING, warnOnce } from '../src/warnings.js';
 
 /** A request as one side sees it: the limiter (what it matched) or the app's router (what it routes). */
 export interface RouteView {
@@ -135,51 +130,3 @@ export const SPOOFABLE_FIXES: Record<TrustSetting, string> = {
 };
 
 export type TrustSetting = keyof typeof TRUST_SETTINGS;
-
-// Module-level: Node's warnings are process-wide, and this one is given once per process, whichever limiter meets it.
-const warnUntrusted = warnOncePerProcess(UNTRUSTED_FORWARDED_WARNING);
-
-/** The header a proxy forwards the client's address in, when the request carries one. */
-export function forwardedHeader(headers: RequestInfo['headers']): string | undefined {
-  if (headers['x-forwarded-for'] !== undefined) return 'X-Forwarded-For';
-  if (headers.forwarded !== undefined) return 'Forwarded';
-  return undefined;
-}
-
-export interface ForwardedCheck {
-  /** True once the process has warned: adapters stop looking at headers and settings. */
-  readonly done: boolean;
-  /**
-   * After a decision: warns (once per process) when the request carries `X-Forwarded-For` or
-   * `Forwarded`, one of the rules that decided it keys on `'ip'`, and `framework.untrusted()` (asked
-   * only then) names the setting of a framework that trusts no proxy (undefined when it trusts one).
-   */
-  check(info: RequestInfo, decision: Decision, framework: { untrusted(): TrustSetting | undefined }): void;
-}
-
-/**
- * The untrusted-forwarded check of one limiter. An app behind a proxy that it does not trust sees the
- * proxy's address on every request, so an `'ip'` rule puts all its clients in one bucket; a request that
- * reached the app directly carrying the header is a client's own claim, rightly ignored: the warning says both.
- */
-export function createForwardedCheck(limiter: Limiter): ForwardedCheck {
-  const ipRules = new Set(limiter.ruleFacts.filter((rule) => rule.keysOnIp).map((rule) => rule.name));
-  return {
-    get done() {
-      return ipRules.size === 0 || warnUntrusted.done;
-    },
-    check(info, decision, framework) {
-      if (ipRules.size === 0 || warnUntrusted.done) return;
-      // The header first: most requests carry none, and reading it is all they cost.
-      const header = forwardedHeader(info.headers);
-      if (header === undefined) return;
-      const rule = decision.rules.find((r) => ipRules.has(r.rule));
-      if (rule === undefined) return;
-      const setting = framework.untrusted();
-      if (setting === undefined) return;
-      warnUntrusted(
-        `a request carrying ${header} reached rule "${rule.rule}", keyed on the client address, while ${TRUST_SETTINGS[setting]}. Behind a proxy every client then has the proxy's address and all share one bucket; a request that reached the app directly with the header is the client's own claim, rightly ignored`,
-      );
-    },
-  };
-}

@@ -16,9 +16,9 @@
 --             receipt (the first slot id) };
 --             renew and release return 1 when every unit was still held, else 0
 
-local values = require('values')
-local num, ttlMs = values.num, values.ttlMs
-local isServerMs = require('protocol').isServerMs
+local protocol = require('protocol')
+local num, ttlMs = protocol.num, protocol.ttlMs
+local isServerMs = protocol.isServerMs
 
 local SLOT_IDS_PER_MS = 1024
 local SEQ = '#'

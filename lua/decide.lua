@@ -12,8 +12,8 @@
 --             retryAfterMs in ms, lockedUntil in epoch ms, level); overrides[i], the override that
 --             decided op i ({ limit in units, untilMs in epoch ms }) or false, when `reads`.
 
-local protocol, values, algorithms, plain = require('protocol'), require('values'), require('algorithms'), require('decide-plain')
-local num, ttlMs = values.num, values.ttlMs
+local protocol, algorithms, plain = require('protocol'), require('algorithms'), require('decide-plain')
+local num, ttlMs = protocol.num, protocol.ttlMs
 local loadLive, algOf, drop = algorithms.loadLive, algorithms.algOf, algorithms.drop
 local countKeys, lockKeys, indexKeys, identities = plain.countKeys, plain.lockKeys, plain.indexKeys, plain.identities
 local states, results, unconsumed = plain.states, plain.results, plain.unconsumed

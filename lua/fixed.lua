@@ -16,8 +16,8 @@
 --             verdict is { allowed, remaining (units), resetMs (ms), retryAfterMs (ms), count (units),
 --             receipt (the window's end, epoch ms) }
 
-local values = require('values')
-local num, ttlMs = values.num, values.ttlMs
+local protocol = require('protocol')
+local num, ttlMs = protocol.num, protocol.ttlMs
 
 -- As locals: read on every fresh window (freshCounter), where a global's lookup is a third of the work.
 local floor, format = math.floor, string.format

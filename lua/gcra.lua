@@ -14,9 +14,9 @@
 --             verdict is { allowed, remaining (units), resetMs (ms), retryAfterMs (ms), count (units),
 --             receipt (0) }
 
-local intMath, values = require('int-math'), require('values')
+local intMath, protocol = require('int-math'), require('protocol')
 local ceilDiv, floorDiv, round = intMath.ceilDiv, intMath.floorDiv, intMath.round
-local num, ttlMs = values.num, values.ttlMs
+local num, ttlMs = protocol.num, protocol.ttlMs
 
 -- Backlog (TAT - now) in µs, never negative; time never runs backwards (a TAT ahead of now stays).
 local function backlogUs(state, nowMs)

@@ -15,9 +15,9 @@
 -- TTL per hash field anyway.
 
 local tonumber, find, sub, gmatch, concat = tonumber, string.find, string.sub, string.gmatch, table.concat
-local num, ttlMs = require('values').num, require('values').ttlMs
+local num, ttlMs = require('protocol').num, require('protocol').ttlMs
 
--- An epoch ms (a whole number) as text: num, which prints it in pieces by '%d' (values.lua).
+-- An epoch ms (a whole number) as text: num, which prints it in pieces by '%d' (protocol.lua).
 local intText = num
 
 -- { endMs, states = { [rule] = state text } } of a record's value (nil: none).

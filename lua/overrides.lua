@@ -8,7 +8,7 @@
 -- Returns     { apply, overrideValue, readOverride, withOverride }: an override is { limit (units), untilMs
 --             (epoch ms; 0: until cleared) }; overrideValue gives a key's text
 
-local num = require('values').num
+local num = require('protocol').num
 
 -- An override key's value: "<limit>:<untilMs>" (untilMs epoch ms; 0: until cleared).
 local function overrideValue(limit, untilMs)

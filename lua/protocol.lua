@@ -1,12 +1,15 @@
 -- The wire protocol of the Redis store, both ways: how ops, request shapes and the time arrive in ARGV (the Lua side
 -- of src/stores/redis/op-text.ts and keys.ts), how check.lua's results go back (read by
--- src/stores/redis/replies.ts), and the format of a lock's value and of a lock-index member.
+-- src/stores/redis/replies.ts), the format of a lock's value and of a lock-index member, and how numbers and
+-- expiry times are written to Redis by every algorithm's save (num, ttlMs: no TypeScript twin, the memory
+-- store keeps numbers as numbers).
 --
 -- KEYS        none: a module (require('protocol')), not a script
 -- ARGV        none of its own: readOp and readOps read the drivers' ARGV as laid out below
 -- Returns     { SERVER_TIME, clockMs, isServerMs, memo, readOp, readOps, readShape, lockValue,
---             readLockValue, lockIndexMember, putResult, putFresh }: clockMs in epoch ms; putResult and putFresh
---             return the reply position after what they wrote
+--             readLockValue, lockIndexMember, putResult, putFresh, num, ttlMs }: clockMs in epoch ms; putResult
+--             and putFresh return the reply position after what they wrote; num(x) is text; ttlMs(atMs, nowMs)
+--             is ms (relative, at least 1; atMs and nowMs epoch ms)
 --
 -- The check reply (check.lua; the one reply format, decoded by replies.ts decodeCheckReply): a flat
 -- array of integers. First the server's time (epoch ms; 0 when no request asked for it), then per
@@ -24,7 +27,32 @@
 -- A request whose evaluation raised an error has, in place of its results, the error's message (a
 -- string). A figure is left out only where the client computes it exactly from integers it read.
 
-local num = require('values').num
+-- Numbers and expiry times as every algorithm's save writes them (and this module's replies and values).
+local floor, fmod, sformat = math.floor, math.fmod, string.format
+local MILLION = 1000000
+
+-- Numbers as text Redis and tonumber() read back exactly: integers as plain digits (tostring would
+-- print 1.7e+15), anything else with 17 significant digits so the double round-trips bit for bit.
+-- A whole number below 2^53 goes in pieces below 10^6, each printed by '%d' (a C long: 32 bits on some
+-- builds): '%.0f' of an epoch ms or a slot id costs redis-server some 4,000 instructions, this a few
+-- hundred. math.fmod is exact, and so is each quotient (a whole number of millions, divided).
+local function num(x)
+  if x ~= floor(x) or x <= -9007199254740992 or x >= 9007199254740992 then return sformat('%.17g', x) end
+  -- -0 too (1/x is -inf): the twin's numbers print as they are.
+  if x < 0 or (x == 0 and 1 / x < 0) then return '-' .. num(-x) end
+  if x < MILLION then return sformat('%d', x) end
+  local low = fmod(x, MILLION)
+  local high = (x - low) / MILLION
+  if high < MILLION then return sformat('%d%06d', high, low) end
+  local mid = fmod(high, MILLION)
+  return sformat('%d%06d%06d', (high - mid) / MILLION, mid, low)
+end
+
+-- TTL in relative ms until `atMs` (store time), at least 1: PEXPIRE rejects 0 and negatives.
+local function ttlMs(atMs, nowMs)
+  return math.max(1, math.ceil(atMs - nowMs))
+end
+
 -- As locals: clockMs runs on every call.
 local tonumber, floor = tonumber, math.floor
 
@@ -305,4 +333,6 @@ return {
   lockValue = lockValue,
   readLockValue = readLockValue,
   lockIndexMember = lockIndexMember,
+  num = num,
+  ttlMs = ttlMs,
 }

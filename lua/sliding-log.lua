@@ -12,7 +12,7 @@
 --             verdict is { allowed, remaining (units), resetMs (ms), retryAfterMs (ms), count (units),
 --             receipt (an entry's epoch ms) }
 
-local num, ttlMs = require('values').num, require('values').ttlMs
+local num, ttlMs = require('protocol').num, require('protocol').ttlMs
 
 -- Index of the first entry still inside the window at nowMs.
 local function firstLive(entries, nowMs, sizeMs)

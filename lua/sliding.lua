@@ -12,7 +12,7 @@
 --             verdict is { allowed, remaining (units), resetMs (ms), retryAfterMs (ms), count (units),
 --             receipt (a bucket index) }
 
-local num, ttlMs = require('values').num, require('values').ttlMs
+local num, ttlMs = require('protocol').num, require('protocol').ttlMs
 
 local NONE = {}
 

@@ -13,8 +13,8 @@
 --             verdict is { allowed, remaining (units), resetMs (ms), retryAfterMs (ms), count (units),
 --             receipt (0) }
 
-local intMath, values = require('int-math'), require('values')
-local ceilDiv, floorDiv, num, ttlMs = intMath.ceilDiv, intMath.floorDiv, values.num, values.ttlMs
+local intMath, protocol = require('int-math'), require('protocol')
+local ceilDiv, floorDiv, num, ttlMs = intMath.ceilDiv, intMath.floorDiv, protocol.num, protocol.ttlMs
 
 -- Time of the refill at nowMs: time never runs backwards (a clock behind ts reads as ts).
 local function refillTs(state, nowMs)

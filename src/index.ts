@@ -27,6 +27,7 @@ export type {
   StoreErrorEvent,
   UnlockEvent,
 } from './limiter/events.js';
+export type { StoreHealth } from './limiter/failure-policy.js';
 export { createLimiter, Limiter } from './limiter/limiter.js';
 export type {
   DecisionInfo,
@@ -36,7 +37,6 @@ export type {
   StoreCallInfo,
 } from './limiter/observers.js';
 export type { LimiterOptions } from './limiter/options.js';
-export type { StoreHealth } from './limiter/store-health.js';
 export type {
   DecisionCountsFeed,
   DecisionCountsMessage,
@@ -53,7 +53,7 @@ export {
   verificationCodeRules,
 } from './recipes/index.js';
 export type { RuleFacts } from './rules/facts.js';
-export { DIRECT_REQUEST } from './rules/limits.js';
+export { DIRECT_REQUEST } from './rules/rule-index.js';
 export type { MemoryStoreOptions } from './stores/memory/memory-store.js';
 export { MemoryStore } from './stores/memory/memory-store.js';
 export type { PostgresPool, PostgresStoreOptions } from './stores/postgres/postgres-store.js';

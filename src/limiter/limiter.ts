@@ -11,9 +11,9 @@ import { identityOf } from '../keys/direct-key.js';
 import type { RuleFacts } from '../rules/facts.js';
 import type { EvalMode, Store, StoreChange } from '../stores/store.js';
 import type { Acquired, Decision, LockInfo, Outcome, RequestInfo, Rule, RuleStatus } from '../types.js';
-import { Decider } from './decider.js';
-import { DenyCache } from './deny-cache.js';
+import { Decider, DenyCache } from './decider.js';
 import { type DebugLog, emitStoreError, type LimiterEvents } from './events.js';
+import type { StoreHealth } from './failure-policy.js';
 import { FailurePolicy } from './failure-policy.js';
 import { Holdings } from './holdings.js';
 import { KeyAdmin, operatorCall } from './key-admin.js';
@@ -22,7 +22,6 @@ import { OpBuilder, type RuleOp } from './op-builder.js';
 import { type LimiterOptions, resolveLimiterOptions } from './options.js';
 import { Reservations } from './reservations.js';
 import { Settlements, settleCostError } from './settlements.js';
-import type { StoreHealth } from './store-health.js';
 
 /** What `release` answers for a decision that holds no slot (any more): one settled promise, shared. */
 const RELEASED: Promise<void> = Promise.resolve();

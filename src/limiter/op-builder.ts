@@ -3,8 +3,7 @@ import { refuse } from '../config/refuse.js';
 import { describe, RateLimitRequestError } from '../errors.js';
 import { identityOf } from '../keys/direct-key.js';
 import { assertCost, type CompiledRule } from '../rules/compile.js';
-import { DIRECT_REQUEST, requestLimit } from '../rules/limits.js';
-import { RuleIndex } from '../rules/rule-index.js';
+import { DIRECT_REQUEST, RuleIndex, requestLimit } from '../rules/rule-index.js';
 import type { StoreOp } from '../stores/store.js';
 import type { RequestInfo } from '../types.js';
 

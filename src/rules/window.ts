@@ -9,7 +9,7 @@ import { RULE_DEFAULTS } from '../defaults.js';
 import type { LimitFunction, WindowType } from '../types.js';
 import { assertCron, CALENDAR_UNITS, createPeriodFn, isValidTimeZone, type PeriodFn } from './calendar.js';
 import { parsePeriod, periodAllowed } from './duration.js';
-import { exceedsExactMath } from './limits.js';
+import { exceedsExactMath } from './rule-index.js';
 
 /** The shortest lease a concurrency window takes. */
 const MIN_LEASE_MS = 1000;

@@ -1,4 +1,4 @@
-// lua/values.lua num(): every number the scripts write goes through it, so its text must be the one
+// lua/protocol.lua num(): every number the scripts write goes through it, so its text must be the one
 // '%.0f' (whole numbers below 2^53) or '%.17g' (the rest) prints, in the Lua redis-server runs.
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
@@ -6,7 +6,7 @@ import { assembleScript } from '../../src/stores/redis/scripts.js';
 import { getRedis } from '../support/redis.js';
 
 /** Per number in ARGV: num's text, then the reference printf's. */
-const COMPARE = `local num = require('values').num
+const COMPARE = `local num = require('protocol').num
 local out = {}
 for i = 1, #ARGV do
   local x = tonumber(ARGV[i])
@@ -18,7 +18,7 @@ for i = 1, #ARGV do
 end
 return out`;
 
-describe('Lua num (lua/values.lua)', () => {
+describe('Lua num (lua/protocol.lua)', () => {
   let client: Redis;
   before(async () => {
     client = (await getRedis()).client();

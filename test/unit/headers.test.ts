@@ -1,6 +1,7 @@
 // formatHeaders: exact legacy, IETF and Retry-After fields for a decision; and the adapters' shared helpers.
 import { expect } from 'chai';
-import { createSetup, errorStatus, pathOf } from '../../adapters/common.js';
+import { createSetup, errorStatus } from '../../adapters/common.js';
+import { pathOf } from '../../adapters/exchange.js';
 import { appendsField } from '../../src/headers.js';
 import { type Decision, formatHeaders, RateLimitConfigError, type RuleResult } from '../../src/index.js';
 

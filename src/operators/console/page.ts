@@ -1,6 +1,6 @@
 // The console's one page: store health, a key lookup with its actions, locked keys per rule, the rules.
 import { createHash } from 'node:crypto';
-import type { StoreHealth } from '../../limiter/store-health.js';
+import type { StoreHealth } from '../../limiter/failure-policy.js';
 import type { LockInfo, RuleStatus } from '../../types.js';
 import { describeHolders, describeInFlight, formatDuration, type RuleSummary } from '../rule-summary.js';
 import { visibleKey } from '../visible-key.js';

@@ -1,7 +1,7 @@
 // Answering the console's requests: the page gathered from the limiters, and the headers every answer carries.
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { StoreHealth } from '../../limiter/failure-policy.js';
 import type { Limiter } from '../../limiter/limiter.js';
-import type { StoreHealth } from '../../limiter/store-health.js';
 import type { RuleStatus } from '../../types.js';
 import { summarizeRule } from '../rule-summary.js';
 import { visibleKey } from '../visible-key.js';

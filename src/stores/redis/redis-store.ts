@@ -183,7 +183,8 @@ export class RedisStore implements Store {
       }
       // An injected clock is read once, so every group of a Cluster request decides at the same time.
       const time = this.#clock.scriptTime();
-      const slot = this.#groups.slotOf(ops);
+      // A standalone server has one slot: only a Cluster's requests are grouped by theirs.
+      const slot = this.#connection.cluster ? this.#groups.slotOf(ops) : 0;
       if (slot !== undefined) this.#batcher.enqueue(slot, ops, mode, time, into);
       else
         this.#groups.evaluate(ops, mode, time).then(

@@ -6,7 +6,7 @@ import { createInterface } from 'node:readline';
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
 import { createLimiter, type LimiterOptions, RedisStore, type Rule } from '../../src/index.js';
-import { DenyCache } from '../../src/limiter/deny-cache.js';
+import { DenyCache } from '../../src/limiter/decider.js';
 import { opKeys, resetChannel } from '../../src/stores/redis/keys.js';
 import { LOGIN_RULE } from '../fixtures/deny-cache-rules.js';
 import { RECOMMENDED_REDIS_OPTIONS } from '../fixtures/redis-options.js';

@@ -1,6 +1,6 @@
 // The store's health and the retry interval together: 'ok' is never said while decisions skip the store.
 import { expect } from 'chai';
-import { HealthState } from '../../../src/limiter/store-health.js';
+import { HealthState } from '../../../src/limiter/failure-policy.js';
 
 const fault = Object.assign(new Error('terminating connection due to administrator command'), {
   code: '57P01',
