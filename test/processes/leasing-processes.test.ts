@@ -16,12 +16,12 @@ const LEASING = { hotAfter: 1, maxBlock: 200 };
  * A day: nothing of a fixed or calendar window ends during a run, and a bucket refills under one unit
  * (5000 a day is one unit in 17 s), so the limit is what may be admitted.
  */
-const WINDOWS: Record<string, Rule['window']> = {
+const WINDOWS = {
   fixed: { type: 'fixed', size: '1d' },
   calendar: { type: 'calendar', unit: 'day' },
   'token-bucket': { type: 'token-bucket', size: '1d' },
   gcra: { type: 'gcra', size: '1d' },
-};
+} satisfies Record<string, Rule['window']>;
 
 describe('Leasing across processes: admissions never exceed the limit', function () {
   this.timeout(300_000);
@@ -59,7 +59,7 @@ describe('Leasing across processes: admissions never exceed the limit', function
     });
   }
 
-  for (const type of ['fixed', 'gcra']) {
+  for (const type of ['fixed', 'gcra'] as const) {
     it(`${type} on PostgreSQL: ${PROCESSES} processes admit exactly the limit`, async () => {
       const t = totals(await runHotKey(run('postgres', postgres.url, WINDOWS[type]), PROCESSES));
       expect({ admitted: t.admitted, errors: t.storeErrors }).to.deep.equal({ admitted: LIMIT, errors: 0 });
