@@ -52,17 +52,26 @@ describe('Leasing across processes: admissions never exceed the limit', function
     maxDecisions: LIMIT + 500,
   });
 
+  /**
+   * Counted windows admit the limit exactly. A bucket's block keeps the refill of its lifetime, at least
+   * one unit (docs/exactness.md): never more than the limit, and at most one unit short per block.
+   */
+  function expectAdmitted(type: string, t: ReturnType<typeof totals>): void {
+    expect(t.storeErrors).to.equal(0);
+    if (type === 'fixed' || type === 'calendar') expect(t.admitted).to.equal(LIMIT);
+    // Each block holds at least 2 units beside its unit of refill: at most LIMIT / 3 blocks.
+    else expect(t.admitted).to.be.within(LIMIT - Math.ceil(LIMIT / 3), LIMIT);
+  }
+
   for (const [type, window] of Object.entries(WINDOWS)) {
-    it(`${type} on Redis: ${PROCESSES} processes admit exactly the limit, one call per many decisions`, async () => {
-      const t = totals(await runHotKey(run('redis', redis.url, window), PROCESSES));
-      expect({ admitted: t.admitted, errors: t.storeErrors }).to.deep.equal({ admitted: LIMIT, errors: 0 });
+    it(`${type} on Redis: ${PROCESSES} processes never admit more than the limit`, async () => {
+      expectAdmitted(type, totals(await runHotKey(run('redis', redis.url, window), PROCESSES)));
     });
   }
 
   for (const type of ['fixed', 'gcra'] as const) {
-    it(`${type} on PostgreSQL: ${PROCESSES} processes admit exactly the limit`, async () => {
-      const t = totals(await runHotKey(run('postgres', postgres.url, WINDOWS[type]), PROCESSES));
-      expect({ admitted: t.admitted, errors: t.storeErrors }).to.deep.equal({ admitted: LIMIT, errors: 0 });
+    it(`${type} on PostgreSQL: ${PROCESSES} processes never admit more than the limit`, async () => {
+      expectAdmitted(type, totals(await runHotKey(run('postgres', postgres.url, WINDOWS[type]), PROCESSES)));
     });
   }
 
