@@ -9,6 +9,7 @@ import { loadContenders } from './contenders.js';
 import { runCore } from './core.js';
 import { runCost } from './cost.js';
 import { runExactness } from './exactness.js';
+import { runHotKeyBench } from './hot-key.js';
 import { runHttp } from './http.js';
 import { runHttpInProcess } from './http-in-process.js';
 import { runMiddleware } from './middleware.js';
@@ -36,11 +37,12 @@ const commands = [
   'http-in-process',
   'scale-out',
   'postgres',
+  'hot-key',
 ] as const;
 type Command = (typeof commands)[number];
 
 const usage = `usage: npm run bench [-- <command>] [--filter <regex>] [--out <file>]
-commands: ${commands.join(', ')} (default: all; node-cost and postgres run only when named)
+commands: ${commands.join(', ')} (default: all; node-cost, postgres and hot-key run only when named)
   --filter  only contenders whose name matches (floors and bare apps always run); or BENCH_FILTER
   --out     where to write the Markdown results; or BENCH_OUT
             default: bench/RESULTS.md for a full 'all' run, else bench/.bench-tmp/RESULTS-<command>.md
@@ -129,6 +131,11 @@ async function main(): Promise<number> {
   if (command === 'postgres') {
     // Its own PostgreSQL and Redis, and its own block in RESULTS.md.
     await runPostgres(log);
+    return 0;
+  }
+  if (command === 'hot-key') {
+    // Its own Redis and PostgreSQL, and its own block in RESULTS.md.
+    await runHotKeyBench(log);
     return 0;
   }
   let redis: RedisServer | undefined;

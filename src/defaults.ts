@@ -153,3 +153,13 @@ export const OPERATOR_DEFAULTS = {
   /** Prefix of the Prometheus metric names. */
   metricsPrefix: 'ratekeeper_',
 } as const;
+
+/** Defaults of the `leasing` option of RedisStore and PostgresStore (docs/exactness.md, "Leasing"). */
+export const LEASING_DEFAULTS = {
+  hotAfter: 100,
+  maxBlock: 500,
+  share: 16,
+  blockMs: 250,
+  idleMs: 250,
+  maxKeys: 1000,
+} as const;

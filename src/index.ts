@@ -54,6 +54,7 @@ export {
 } from './recipes/index.js';
 export type { RuleFacts } from './rules/facts.js';
 export { DIRECT_REQUEST } from './rules/rule-index.js';
+export type { LeasingOptions } from './stores/leasing/leasing-options.js';
 export type { MemoryStoreOptions } from './stores/memory/memory-store.js';
 export { MemoryStore } from './stores/memory/memory-store.js';
 export type { PostgresPool, PostgresStoreOptions } from './stores/postgres/postgres-store.js';

@@ -179,6 +179,7 @@ function compileRule(input: unknown, index: number, options: CompileOptions): Co
       burst: window.burst,
       lockout,
       dryRun,
+      leasable: lockout === undefined && !dryRun && countOn === 'all' && !resetOnSuccess && !settle,
     },
   };
 }

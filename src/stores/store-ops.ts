@@ -37,6 +37,12 @@ export interface StoreRule {
    * store and PostgreSQL keep one state per rule and identity and ignore it. Absent: false.
    */
   readonly grouped?: boolean;
+  /**
+   * A store may lease the rule's units to a process for a hot key (RedisStore and PostgresStore with
+   * `leasing`): no lockout, not dry-run, counting every request (`countOn: 'all'`, no `resetOnSuccess`)
+   * and no settled cost. Set by rules/compile.ts. Absent: false.
+   */
+  readonly leasable?: boolean;
 }
 
 export interface StoreLockout {

@@ -4,6 +4,8 @@ import { assertKnownFields } from '../../config/known-fields.js';
 import { mustBe, refuse } from '../../config/refuse.js';
 import { POSTGRES_STORE_DEFAULTS } from '../../defaults.js';
 import type { LockInfo } from '../../types.js';
+import { Leases } from '../leasing/leases.js';
+import { type LeasingOptions, leasingSettings } from '../leasing/leasing-options.js';
 import type {
   EvalMode,
   EvalResult,
@@ -50,6 +52,11 @@ export interface PostgresStoreOptions {
    * once, at most the pool's `max`; requests beyond wait and share the next statement. @default 4
    */
   statementsInFlight?: number;
+  /**
+   * Leasing for hot keys: blocks of a hot key's units reserved in one call and admitted from without a
+   * round trip, exactly (docs/exactness.md, "Leasing"). `true` takes the defaults. @default false
+   */
+  leasing?: boolean | LeasingOptions;
 }
 
 const FIELDS = [
@@ -61,6 +68,7 @@ const FIELDS = [
   'sweepIntervalMs',
   'sweepBatch',
   'statementsInFlight',
+  'leasing',
 ] as const;
 
 /** The announcements of the concurrency keys some of `refunds` release slots of (each key once). */
@@ -98,6 +106,8 @@ export class PostgresStore implements Store {
   readonly #checkName: string;
   readonly #batcher: CheckBatcher;
   #ready: Promise<void> | undefined;
+  /** Blocks of hot keys' units (the `leasing` option); undefined when off. */
+  readonly #leases: Leases | undefined;
 
   constructor(options: PostgresStoreOptions) {
     if (!isPool(options?.pool)) {
@@ -145,6 +155,19 @@ export class PostgresStore implements Store {
     });
     this.#subscription = new ResetSubscription(options.pool, this.#names.channel);
     this.#pool = options.pool;
+    const leasing = leasingSettings(options.leasing, 'PostgresStore');
+    this.#leases =
+      leasing &&
+      new Leases(
+        {
+          evaluate: (ops, mode) => this.#evaluate(ops, mode),
+          refund: (refunds) => this.refund(refunds),
+          now: () => this.now(),
+        },
+        leasing,
+        // Resets and override changes announced by any process end the key's blocks.
+        () => this.#subscription.listen((rule, key) => this.#leases?.forget(rule, key)),
+      );
   }
 
   now(): number {
@@ -157,7 +180,11 @@ export class PostgresStore implements Store {
    * sharing the statement with the others waiting for the same rule when the pool is busy; the other
    * types but concurrency by sql/check-many.sql, one check call each in a statement they share.
    */
-  async evaluate(ops: readonly StoreOp[], mode: EvalMode): Promise<EvalResult> {
+  evaluate(ops: readonly StoreOp[], mode: EvalMode): Promise<EvalResult> {
+    return this.#leases !== undefined ? this.#leases.evaluate(ops, mode) : this.#evaluate(ops, mode);
+  }
+
+  async #evaluate(ops: readonly StoreOp[], mode: EvalMode): Promise<EvalResult> {
     if (ops.length === 0) return { nowMs: this.now(), results: [] };
     await this.#whenReady();
     const { rules, keys, nums } = opArrays(ops);
@@ -231,6 +258,7 @@ export class PostgresStore implements Store {
    * `keepLock`, the count only, nobody told.
    */
   async reset(rule: StoreRule, key: string, options?: { keepLock?: boolean }): Promise<boolean> {
+    this.#leases?.forget(rule.name, key);
     await this.#whenReady();
     if (options?.keepLock === true) {
       await this.#call('clear', [rule.name, keyBytes(key)]);
@@ -242,6 +270,7 @@ export class PostgresStore implements Store {
 
   /** Sets (or, `limit` null, clears) the limit of one key of one rule, for every process from its next decision. */
   async override(rule: StoreRule, key: string, limit: number | null, forMs?: number): Promise<void> {
+    this.#leases?.forget(rule.name, key);
     await this.#whenReady();
     await this.#call('override', [
       rule.name,
@@ -306,6 +335,8 @@ export class PostgresStore implements Store {
 
   /** Stops the clock sync, the sweep and the LISTEN connection; the pool stays open (it is the caller's). */
   async close(): Promise<void> {
+    // Unused units of blocks go back before the store stops.
+    await this.#leases?.close();
     this.#clock.stop();
     this.#sweeper.stop();
     this.#subscription.close();

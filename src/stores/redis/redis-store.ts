@@ -5,6 +5,8 @@ import { assertKnownFields, fieldsOf } from '../../config/known-fields.js';
 import { mustBe, refuse } from '../../config/refuse.js';
 import { REDIS_STORE_DEFAULTS } from '../../defaults.js';
 import type { LockInfo } from '../../types.js';
+import { Leases } from '../leasing/leases.js';
+import { type LeasingOptions, leasingSettings } from '../leasing/leasing-options.js';
 import type {
   EvalMode,
   EvalResult,
@@ -51,6 +53,11 @@ export interface RedisStoreOptions {
    * retries included, before it is aborted and the decisions in it fail into `onStoreError`. @default 5000
    */
   requestTimeoutMs?: number;
+  /**
+   * Leasing for hot keys: blocks of a hot key's units reserved in one call and admitted from without a
+   * round trip, exactly (docs/exactness.md, "Leasing"). `true` takes the defaults. @default false
+   */
+  leasing?: boolean | LeasingOptions;
 }
 
 /**
@@ -68,6 +75,7 @@ const REDIS_STORE_FIELDS = fieldsOf<RedisStoreOptions>({
   clock: true,
   clockSyncIntervalMs: true,
   requestTimeoutMs: true,
+  leasing: true,
 });
 
 /** Refunds sent together: at most this many per call (as decisions, 32 per call). */
@@ -97,6 +105,8 @@ export class RedisStore implements Store {
   readonly #frees: Frees;
   /** `onChange` listeners, told of what the subscriptions hear. */
   readonly #changeListeners = new Set<StoreChangeListener>();
+  /** Blocks of hot keys' units (the `leasing` option); undefined when off. */
+  readonly #leases: Leases | undefined;
 
   /**
    * Over HTTP (@upstash/redis) only, where no subscription hears other processes: how long the limiter
@@ -157,6 +167,20 @@ export class RedisStore implements Store {
     );
     this.#batcher = new Batcher(connection, scripts.check, scripts.checkCrossSlot, this.#space);
     this.#groups = new SlotGroups(connection, this.#batcher, scripts, this.#space);
+    const leasing = leasingSettings(options.leasing, 'RedisStore');
+    this.#leases =
+      leasing &&
+      new Leases(
+        {
+          evaluate: (ops, mode) =>
+            new Promise((resolve, reject) => this.#evaluate(ops, mode, { resolve, reject })),
+          refund: (refunds) => this.refund(refunds),
+          now: () => this.now(),
+        },
+        leasing,
+        // Resets and override changes announced by any process end the key's blocks.
+        () => this.#resets.listen((rule, key) => this.#leases?.forget(rule, key)),
+      );
   }
 
   now(): number {
@@ -169,6 +193,7 @@ export class RedisStore implements Store {
    * slots is decided group by group (SlotGroups): all-or-nothing overall.
    */
   evaluate(ops: readonly StoreOp[], mode: EvalMode): Promise<EvalResult> {
+    if (this.#leases !== undefined) return this.#leases.evaluate(ops, mode);
     return new Promise((resolve, reject) => this.#evaluate(ops, mode, { resolve, reject }));
   }
 
@@ -283,6 +308,7 @@ export class RedisStore implements Store {
 
   /** With `keepLock`, the count only (a DEL of its key, or a grouped rule's state), nobody told. */
   async reset(rule: StoreRule, key: string, options?: { keepLock?: boolean }): Promise<boolean> {
+    this.#leases?.forget(rule.name, key);
     this.#flush();
     if (options?.keepLock !== true) return this.#resets.reset(rule, key, this.#clock.scriptTime());
     // A grouped rule's state is one of its identity's record: the others stay.
@@ -300,6 +326,7 @@ export class RedisStore implements Store {
    * key. Decisions read it in their own script call; rules that never had one do not read it at all.
    */
   async override(rule: StoreRule, key: string, limit: number | null, forMs?: number): Promise<void> {
+    this.#leases?.forget(rule.name, key);
     this.#flush();
     await this.#overrides.set(rule.name, key, limit, forMs, this.#clock.scriptTime());
   }
@@ -337,6 +364,8 @@ export class RedisStore implements Store {
    * client passed in stays open (it is the caller's).
    */
   async close(): Promise<void> {
+    // Unused units of blocks go back first, with the refunds still waiting.
+    const returned = this.#leases?.close();
     const pending = this.#refunds;
     if (pending !== undefined) {
       const sent = new Promise<void>((settle) => {
@@ -346,6 +375,7 @@ export class RedisStore implements Store {
       this.#sendRefunds();
       await sent;
     }
+    await returned;
     this.#clock.stop();
     this.#overrides.close();
     this.#resets.close();
