@@ -16,7 +16,7 @@ import {
   type ResetFormat,
   type Rule,
 } from '../src/index.js';
-import { REDIRECT_OUTCOME_WARNING, SPOOFABLE_IP_WARNING, warnOnce } from '../src/warnings.js';
+import { emitWarning, REDIRECT_OUTCOME_WARNING, SPOOFABLE_IP_WARNING, warnOnce } from '../src/warnings.js';
 import { createForwardedCheck, createWiringCheck, type ForwardedCheck, type WiringCheck } from './wiring.js';
 
 export { SPOOFABLE_IP_WARNING } from '../src/warnings.js';
@@ -245,9 +245,9 @@ export function createSetup<Req>(
     warnSpoofable: (detail) => {
       if (result.warned) return;
       result.warned = true;
-      process.emitWarning(
+      emitWarning(
         `ratekeeper: ${detail}; any client can choose its rate-limit key by sending X-Forwarded-For`,
-        { code: SPOOFABLE_IP_WARNING },
+        SPOOFABLE_IP_WARNING,
       );
     },
     warned: false,
