@@ -21,16 +21,17 @@ interface NodeServerBindings {
 
 /**
  * The peer address the runtime gives a handler: Bun's `server.requestIP(request)`, Deno's
- * `info.remoteAddr.hostname` (TCP), the socket's on Node under `@hono/node-server`, Cloudflare's `CF-Connecting-IP` in a Worker or when `cloudflare` (a
- * client can send that header anywhere else). Undefined on a runtime that gives none (Next.js middleware gives `request.ip`
- * on some hosts: pass `clientAddress` there).
+ * `info.remoteAddr.hostname` (TCP), the socket's on Node under `@hono/node-server`, Cloudflare's `CF-Connecting-IP` when `cloudflare` is true, or, left
+ * undefined, in a Worker on a request Cloudflare's edge delivered (`behindCloudflare`); never when false (a
+ * client can send that header anywhere else). Undefined on a runtime that gives none (Next.js middleware
+ * gives `request.ip` on some hosts: pass `clientAddress` there).
  */
 export function runtimePeer(
   request: Request,
   rest: readonly unknown[],
-  cloudflare: boolean,
+  cloudflare: boolean | undefined,
 ): string | undefined {
-  if (cloudflare) return request.headers.get('cf-connecting-ip') ?? undefined;
+  if (cloudflare ?? behindCloudflare(request)) return request.headers.get('cf-connecting-ip') ?? undefined;
   const second = rest[0] as Partial<BunServer & DenoServeInfo & NodeServerBindings> | null | undefined;
   if (second === null || typeof second !== 'object') return undefined;
   if (typeof second.requestIP === 'function') return second.requestIP(request)?.address;
@@ -50,12 +51,24 @@ export function onWorkers(): boolean {
   return (globalThis as { navigator?: { userAgent?: string } }).navigator?.userAgent === 'Cloudflare-Workers';
 }
 
+/**
+ * A request that Cloudflare's edge delivered to a Worker: the runtime is workerd and the request carries the
+ * edge's `cf` properties (colo, country ...). workerd run on its own (self-hosted, behind another proxy) says
+ * it is a Worker too, but its requests have no `cf` unless its operator configures one: there a client could
+ * send `CF-Connecting-IP` itself, so it is not believed.
+ */
+export function behindCloudflare(request: Request): boolean {
+  const cf = (request as { cf?: unknown }).cf;
+  return onWorkers() && typeof cf === 'object' && cf !== null;
+}
+
 /** How the wrapper reads a request, resolved once from its options. */
 export interface FetchReading {
   trust: Trust | undefined;
   /** The app's own reading of the peer address, in place of the runtime's. */
   peer: ((request: Request, ...rest: unknown[]) => string | undefined) | undefined;
-  cloudflare: boolean;
+  /** `CF-Connecting-IP` is the peer: always (true), never (false), on a Worker behind Cloudflare (undefined). */
+  cloudflare: boolean | undefined;
   user: ((request: Request, ...rest: unknown[]) => unknown) | undefined;
   /** Read a JSON or form body before the decision. */
   body: boolean;

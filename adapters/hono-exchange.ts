@@ -94,7 +94,7 @@ export class HonoRequestInfo implements RequestInfo {
       ? this.#getConnInfo(this.#c).remote.address
       : socket !== undefined
         ? socket.remoteAddress
-        : runtimePeer(this.#c.req.raw, [this.#c.env], false);
+        : runtimePeer(this.#c.req.raw, [this.#c.env], undefined);
     const trust = this.#trust;
     if (trust === undefined) this.#ip = peer;
     else if (peer !== undefined) this.#ip = clientAddress(peer, this.#c.req.header('x-forwarded-for'), trust);

@@ -1,10 +1,9 @@
 // The path one decision takes: the deny cache, the store under the failure policy, then the answer folded
 // into a Decision with its events, reservations, deny-cache entries and debug line; below, the deny cache.
-import type { EventEmitter } from 'node:events';
-import { performance } from 'node:perf_hooks';
 import type { EvalMode, EvalResult, OpResult, Store, SyncStore } from '../stores/store.js';
 import type { Decision, RuleResult } from '../types.js';
 import { decide, ruleResult } from './decision.js';
+import type { EventEmitter } from './event-emitter.js';
 import {
   type DebugLog,
   emitLimited,

@@ -1,6 +1,5 @@
 // Operator calls on the keys of a rule, outside any request: status, the locked keys, reset, override.
 
-import type { EventEmitter } from 'node:events';
 import { SLOT_IDS_PER_MS } from '../algorithms/concurrency.js';
 import { type OverrideOptions, overrideForMs } from '../calls/options.js';
 import { assertKnownFields } from '../config/known-fields.js';
@@ -11,6 +10,7 @@ import { overrideLimit } from '../rules/rule-index.js';
 import type { HeldSlot, OpResult, Store } from '../stores/store.js';
 import type { LockInfo, RuleStatus, SlotHolder } from '../types.js';
 import type { DenyCache } from './decider.js';
+import type { EventEmitter } from './event-emitter.js';
 import type { LimiterEvents, UnlockEvent } from './events.js';
 import type { FailurePolicy } from './failure-policy.js';
 import type { OpBuilder, RuleOp } from './op-builder.js';

@@ -3,7 +3,6 @@
 // path (limiter/decider.ts), the failure policy and store health (limiter/failure-policy.ts, limiter/store-health.ts),
 // reservations (limiter/reservations.ts), the deny cache (limiter/deny-cache.ts), operator calls on keys (limiter/key-admin.ts),
 // acquire and wrap (calls/paced-calls.ts), events and the debug log (limiter/events.ts), observers (limiter/observers.ts).
-import { EventEmitter } from 'node:events';
 import type { AcquireOptions, OverrideOptions, WrapOptions } from '../calls/options.js';
 import { PacedCalls } from '../calls/paced-calls.js';
 import { describe } from '../errors.js';
@@ -12,6 +11,7 @@ import type { RuleFacts } from '../rules/facts.js';
 import type { EvalMode, Store, StoreChange } from '../stores/store.js';
 import type { Acquired, Decision, LockInfo, Outcome, RequestInfo, Rule, RuleStatus } from '../types.js';
 import { Decider, DenyCache } from './decider.js';
+import { EventEmitter } from './event-emitter.js';
 import { type DebugLog, emitStoreError, type LimiterEvents } from './events.js';
 import type { StoreHealth } from './failure-policy.js';
 import { FailurePolicy } from './failure-policy.js';

@@ -1,6 +1,5 @@
 // Observers: metrics hooks on every decision and every shared-store call, free when nothing observes.
 
-import { performance } from 'node:perf_hooks';
 import { assertKnownFields, fieldsOf } from '../config/known-fields.js';
 import { mustBe, refuse } from '../config/refuse.js';
 import { describe } from '../errors.js';

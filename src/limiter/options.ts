@@ -9,6 +9,7 @@ import { parseDuration } from '../rules/duration.js';
 import { MemoryStore } from '../stores/memory/memory-store.js';
 import { isSyncStore, type Store, type SyncStore } from '../stores/store.js';
 import type { Duration, Rule } from '../types.js';
+import { hostProcess } from '../warnings.js';
 
 export interface LimiterOptions {
   /** Where counts live. @default new MemoryStore() */
@@ -159,9 +160,14 @@ export function resolveLimiterOptions(options: LimiterOptions): ResolvedLimiterO
       refuse('ERR_OPTION', undefined, mustBe('denyCache.maxKeys', 'a positive integer', denyCacheMaxKeys));
     }
   }
-  const debug = options.debug ?? process.env.RATEKEEPER_DEBUG === '1';
+  const host = hostProcess();
+  const debug = options.debug ?? host?.env?.RATEKEEPER_DEBUG === '1';
+  const stderr = host?.stderr;
   const log =
-    debug === true ? (line: string) => process.stderr.write(`ratekeeper ${line}\n`) : debug || undefined;
+    debug === true
+      ? (line: string) =>
+          stderr ? stderr.write(`ratekeeper ${line}\n`) : console.error(`ratekeeper ${line}`)
+      : debug || undefined;
   return {
     rules,
     store,

@@ -64,6 +64,30 @@ describe('MemoryStore bounds', () => {
     await limiter.close();
   });
 
+  it('starts no timer when made, only at its first call (Workers refuse timers at import)', async () => {
+    const real = globalThis.setInterval;
+    let started = 0;
+    globalThis.setInterval = ((...args: Parameters<typeof setInterval>) => {
+      started++;
+      return real(...args);
+    }) as typeof setInterval;
+    try {
+      const store = new MemoryStore();
+      const limiter = createLimiter({ store, rules: [rule] });
+      expect(started).to.equal(0);
+      await limiter.consume('r', 'k');
+      await limiter.consume('r', 'k');
+      expect(started).to.equal(1);
+      await limiter.close();
+      await store.close();
+      // Closed, it starts none again.
+      store.now();
+      expect(started).to.equal(1);
+    } finally {
+      globalThis.setInterval = real;
+    }
+  });
+
   it('keeps no timer that holds the process open', () => {
     const script = `import { createLimiter } from './src/index.ts';
       const l = createLimiter({ rules: [{ name: 'r', key: 'ip', limit: 1, window: { type: 'fixed', size: '1h' } }] });

@@ -5,6 +5,7 @@ import { algorithms, verdict } from '../../algorithms/index.js';
 import { assertKnownFields, fieldsOf } from '../../config/known-fields.js';
 import { refuse } from '../../config/refuse.js';
 import { MEMORY_STORE_DEFAULTS } from '../../defaults.js';
+import { unrefTimer } from '../../timers.js';
 import type { LockInfo } from '../../types.js';
 import { MEMORY_STORE_FULL_WARNING, warnOnce } from '../../warnings.js';
 import type {
@@ -59,7 +60,10 @@ export class MemoryStore implements Store {
   readonly #locks = new Set<Entry>();
   readonly #maxKeys: number;
   readonly #clock: () => number;
-  readonly #timer: NodeJS.Timeout;
+  readonly #sweepIntervalMs: number;
+  /** The sweep timer, started by the first call rather than at construction (Workers forbid timers at import). */
+  #timer: ReturnType<typeof setInterval> | undefined;
+  #closed = false;
   /** Last time handed out: the store's clock never runs backwards. */
   #lastNow = 0;
   /** `onChange` listeners: limiters sharing this store whose calls wait for a slot. */
@@ -79,11 +83,7 @@ export class MemoryStore implements Store {
     }
     this.#maxKeys = maxKeys;
     this.#clock = options.clock ?? Date.now;
-    this.#timer = setInterval(
-      () => this.sweep(),
-      options.sweepIntervalMs ?? MEMORY_STORE_DEFAULTS.sweepIntervalMs,
-    );
-    this.#timer.unref();
+    this.#sweepIntervalMs = options.sweepIntervalMs ?? MEMORY_STORE_DEFAULTS.sweepIntervalMs;
   }
 
   /** Keys held now (for tests and metrics). */
@@ -92,6 +92,10 @@ export class MemoryStore implements Store {
   }
 
   now(): number {
+    if (this.#timer === undefined && !this.#closed) {
+      this.#timer = setInterval(() => this.sweep(), this.#sweepIntervalMs);
+      unrefTimer(this.#timer);
+    }
     const now = this.#clock();
     if (now > this.#lastNow) this.#lastNow = now;
     return this.#lastNow;
@@ -339,6 +343,7 @@ export class MemoryStore implements Store {
   }
 
   async close(): Promise<void> {
+    this.#closed = true;
     clearInterval(this.#timer);
     this.#byRule.clear();
     this.#overrides.clear();

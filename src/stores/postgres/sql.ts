@@ -1,7 +1,9 @@
 // The PostgreSQL store's SQL: the sql/ files (embedded in the build) rendered for one schema and table prefix, every name a quoted identifier.
-import { createHash } from 'node:crypto';
+
+import { bytesToHex } from '@noble/hashes/utils';
 import { WINDOW_TYPES } from '../../algorithms/index.js';
 import { refuse } from '../../config/refuse.js';
+import { sha256Bytes } from '../../digest.js';
 import { describe } from '../../errors.js';
 import { SQL_TEXTS } from './sql-texts.js';
 
@@ -68,14 +70,14 @@ export function postgresNames(schema: unknown, prefix: unknown): PostgresNames {
       `tablePrefix must be a string of at most ${MAX_PREFIX_BYTES} bytes without NUL, got ${describe(prefix)}`,
     );
   }
-  const digest = createHash('sha256').update(`${schema}\0${prefix}`).digest();
+  const digest = sha256Bytes(`${schema}\0${prefix}`);
   return {
     schema,
     prefix,
     qualified: (name) => `${quoteIdent(schema)}.${quoteIdent(prefix + name)}`,
-    channel: `ratekeeper_${digest.subarray(0, 12).toString('hex')}`,
-    freeChannel: `ratekeeper_${digest.subarray(0, 12).toString('hex')}_free`,
-    installLock: digest.readBigInt64BE(12).toString(),
+    channel: `ratekeeper_${bytesToHex(digest.subarray(0, 12))}`,
+    freeChannel: `ratekeeper_${bytesToHex(digest.subarray(0, 12))}_free`,
+    installLock: new DataView(digest.buffer, digest.byteOffset).getBigInt64(12).toString(),
   };
 }
 

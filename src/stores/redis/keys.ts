@@ -4,8 +4,8 @@
 // key's Cluster slot: identities and rule names are escaped so that user material can neither move a key
 // to another slot nor make two keys collide, the slot of a tag is computed as Redis does, and every slot
 // has a short tag of its own. lua/check.lua's header describes the same names.
-import { createHash } from 'node:crypto';
 import { windowKind } from '../../algorithms/index.js';
+import { digest } from '../../digest.js';
 import type { StoreRule } from '../store-ops.js';
 
 /** Identities up to this long, of safe characters, are used as they are (readable in redis-cli). */
@@ -17,11 +17,6 @@ const MAX_PLAIN_LENGTH = 64;
 const PLAIN_IDENTITY = /^[\x20-\x22\x24-\x7a\x7c\x7e]+$/;
 /** Rule names also exclude `:` so that no rule's count key is another rule's lock key (`<rule>:l`). */
 const PLAIN_RULE = /^[\w.\-~]+$/;
-
-/** `#` + base64url(SHA-256) of the string's UTF-16 code units: lossless for any JavaScript string, lone surrogates included. */
-function digest(value: string): string {
-  return `#${createHash('sha256').update(value, 'utf16le').digest('base64url')}`;
-}
 
 /**
  * The hash-tag text for an identity: the identity itself when it is short printable ASCII without
@@ -64,7 +59,7 @@ function crcStep(crc: number, byte: number): number {
  */
 export function tagSlot(tag: string): number {
   let crc = 0;
-  for (const byte of Buffer.from(tag, 'utf8')) crc = crcStep(crc, byte);
+  for (const byte of new TextEncoder().encode(tag)) crc = crcStep(crc, byte);
   return crc % SLOTS;
 }
 

@@ -2,6 +2,7 @@
 // offset this process keeps, or an injected one), and each op as one text (readOp in lua/protocol.lua),
 // made once per rule and reused while a rule's requests look alike.
 
+import { unrefTimer } from '../../timers.js';
 import type { StoreOp, StoreRule } from '../store.js';
 import type { RedisConnection } from './connection/connection.js';
 import { isGrouped } from './keys.js';
@@ -37,7 +38,7 @@ export class RedisClock {
     if (injected === undefined) {
       void this.#sync();
       this.#timer = setInterval(() => void this.#sync(), syncIntervalMs);
-      this.#timer.unref();
+      unrefTimer(this.#timer);
     }
   }
 
