@@ -1,5 +1,6 @@
 // Batching: the requests of one event-loop phase that one node can decide go out as one call of lua/check.lua.
 
+import { nextTurn } from '../../timers.js';
 import type { EvalMode, EvalResult, StoreOp } from '../store.js';
 import { CheckCall } from './calls.js';
 import type { RedisConnection } from './connection/connection.js';
@@ -120,7 +121,7 @@ export class Batcher {
       this.#open.set(key, batch);
       if (!this.#flushScheduled) {
         this.#flushScheduled = true;
-        setImmediate(this.#flushOpen);
+        nextTurn(this.#flushOpen);
       }
     }
     if (slot !== batch.slot) batch.crossSlot = true;

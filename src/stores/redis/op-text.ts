@@ -26,7 +26,10 @@ export type ScriptTime = number | typeof SERVER_TIME;
 export class RedisClock {
   readonly #connection: RedisConnection;
   readonly #injected: (() => number) | undefined;
-  readonly #timer: NodeJS.Timeout | undefined;
+  readonly #syncIntervalMs: number;
+  /** Started by the first use, not the constructor: a Worker refuses timers and I/O at import. */
+  #timer: ReturnType<typeof setInterval> | undefined;
+  #started = false;
   /** Server time minus local time, ms, from the last TIME. */
   #offsetMs = 0;
   /** Last time handed out: the store's clock never runs backwards. */
@@ -35,15 +38,22 @@ export class RedisClock {
   constructor(connection: RedisConnection, injected: (() => number) | undefined, syncIntervalMs: number) {
     this.#connection = connection;
     this.#injected = injected;
-    if (injected === undefined) {
-      void this.#sync();
-      this.#timer = setInterval(() => void this.#sync(), syncIntervalMs);
-      unrefTimer(this.#timer);
-    }
+    this.#syncIntervalMs = syncIntervalMs;
+  }
+
+  /** Starts reading the server's clock (once; never for an injected clock or after `stop`). */
+  start(): void {
+    if (this.#started) return;
+    this.#started = true;
+    if (this.#injected !== undefined) return;
+    void this.#sync();
+    this.#timer = setInterval(() => void this.#sync(), this.#syncIntervalMs);
+    unrefTimer(this.#timer);
   }
 
   /** The store's current time, epoch ms. */
   now(): number {
+    if (!this.#started) this.start();
     const now = this.#injected !== undefined ? this.#injected() : Date.now() + this.#offsetMs;
     if (now > this.#lastNow) this.#lastNow = now;
     return this.#lastNow;
@@ -51,10 +61,12 @@ export class RedisClock {
 
   /** The time a script call decides at: the injected clock's now, or the server's own TIME. */
   scriptTime(): ScriptTime {
+    if (!this.#started) this.start();
     return this.#injected !== undefined ? this.now() : SERVER_TIME;
   }
 
   stop(): void {
+    this.#started = true;
     if (this.#timer !== undefined) clearInterval(this.#timer);
   }
 

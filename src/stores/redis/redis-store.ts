@@ -4,6 +4,7 @@ import { windowKind } from '../../algorithms/index.js';
 import { assertKnownFields, fieldsOf } from '../../config/known-fields.js';
 import { mustBe, refuse } from '../../config/refuse.js';
 import { REDIS_STORE_DEFAULTS } from '../../defaults.js';
+import { nextTurn } from '../../timers.js';
 import type { LockInfo } from '../../types.js';
 import { Leases } from '../leasing/leases.js';
 import { type LeasingOptions, leasingSettings } from '../leasing/leasing-options.js';
@@ -252,7 +253,7 @@ export class RedisStore implements Store {
         const created: PendingRefunds = { refunds: [], time, waiters: [], sizes: [] };
         pending = created;
         this.#refunds = created;
-        setImmediate(() => {
+        nextTurn(() => {
           if (this.#refunds === created) this.#sendRefunds();
         });
       }
