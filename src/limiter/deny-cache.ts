@@ -137,6 +137,12 @@ export class DenyCache {
     this.#entries.delete(`${rule}\u0000${key}`);
   }
 
+  /** Forgets every key of a rule (its rule-wide limit changed): rare, so a walk over the entries. */
+  deleteRule(rule: string): void {
+    const prefix = `${rule}\u0000`;
+    for (const id of this.#entries.keys()) if (id.startsWith(prefix)) this.#entries.delete(id);
+  }
+
   clear(): void {
     this.#entries.clear();
   }

@@ -1,6 +1,6 @@
 // The store contract: what every store (memory, Redis, PostgreSQL, or one of your own) implements.
 
-import type { LockInfo } from '../types.js';
+import type { LockInfo, RuleLimit } from '../types.js';
 import type { OpResult, StoreOp, StoreRule } from './store-ops.js';
 
 export type { OpResult, StoreLockout, StoreOp, StoreRule } from './store-ops.js';
@@ -54,8 +54,9 @@ export interface StoreLiveness extends ConnectionLiveness {
 /**
  * What another process (or another limiter on the same store) changed: `'reset'` for a key reset or
  * its override changed (a deny cache forgets the key), `'free'` for concurrency slots freed (a call
- * waiting for one tries again). An empty rule and key: changes may have been missed (the subscriber
- * reconnected), forget or retry everything.
+ * waiting for one tries again). A rule with an empty key: the rule's rule-wide limit changed (forget
+ * every key of the rule; no identity is empty). An empty rule and key: changes may have been missed
+ * (the subscriber reconnected), forget or retry everything.
  */
 export type StoreChange = 'reset' | 'free';
 
@@ -123,8 +124,21 @@ export interface Store {
    * follows it, and results decided on it say `overridden`. `forMs`: it expires then (store clock);
    * undefined: never. `reset` leaves it. Stores shared between processes tell `onChange` listeners
    * `'reset'`, so deny caches forget a key whose limit changed. Without it `limiter.override` throws.
+   *
+   * `key` null: the rule-wide limit, for every key of the rule that has no override of its own (the
+   * order: the key's override, the rule-wide limit, the op's `limit`), read inside each decision's own
+   * store call; listeners hear `'reset'` with the rule and an empty key. Without the rule-wide form
+   * (a store written before it, which throws or ignores a null key) `limiter.setLimit` is refused:
+   * a store has it when it has `limits`.
    */
-  override?(rule: StoreRule, key: string, limit: number | null, forMs?: number): Promise<void>;
+  override?(rule: StoreRule, key: string | null, limit: number | null, forMs?: number): Promise<void>;
+  /**
+   * Capability, listing rule-wide limits: those in force now among `rules` (set with `override(rule,
+   * null, ...)`), each with the epoch ms it ends (store clock) when it has an end. A member of its own
+   * rather than a form of `override`: reading and writing stay apart. Without it `limiter.setLimit` and
+   * `limiter.limits` throw.
+   */
+  limits?(rules: readonly StoreRule[]): Promise<RuleLimit[]>;
   /** Keys of a rule locked now, soonest unlock first, at most `limit`. */
   locked(rule: StoreRule, limit: number): Promise<LockInfo[]>;
   /**

@@ -4,7 +4,7 @@ import { windowKind } from '../../algorithms/index.js';
 import { assertKnownFields, fieldsOf } from '../../config/known-fields.js';
 import { mustBe, refuse } from '../../config/refuse.js';
 import { REDIS_STORE_DEFAULTS } from '../../defaults.js';
-import type { LockInfo } from '../../types.js';
+import type { LockInfo, RuleLimit } from '../../types.js';
 import type {
   EvalMode,
   EvalResult,
@@ -262,9 +262,19 @@ export class RedisStore implements Store {
    * cleared, in every process sharing the prefix from its next decision; their deny caches forget the
    * key. Decisions read it in their own script call; rules that never had one do not read it at all.
    */
-  async override(rule: StoreRule, key: string, limit: number | null, forMs?: number): Promise<void> {
+  async override(rule: StoreRule, key: string | null, limit: number | null, forMs?: number): Promise<void> {
     this.#flush();
-    await this.#overrides.set(rule.name, key, limit, forMs, this.#clock.scriptTime());
+    if (key === null) await this.#overrides.setRule(rule.name, limit, forMs, this.#clock.scriptTime());
+    else await this.#overrides.set(rule.name, key, limit, forMs, this.#clock.scriptTime());
+  }
+
+  /** The rule-wide limits in force among `rules` (key null in `override`): one read of the rule-limits hash. */
+  limits(rules: readonly StoreRule[]): Promise<RuleLimit[]> {
+    this.#flush();
+    return this.#overrides.list(
+      rules.map((r) => r.name),
+      this.now(),
+    );
   }
 
   locked(rule: StoreRule, limit: number): Promise<LockInfo[]> {
