@@ -14,6 +14,7 @@ import type { LockInfo, RuleLimit, RuleStatus, SlotHolder } from '../types.js';
 import type { DenyCache } from './deny-cache.js';
 import type { LimiterEvents, UnlockEvent } from './events.js';
 import type { FailurePolicy } from './failure-policy.js';
+import type { Observers } from './observers.js';
 import type { OpBuilder, RuleOp } from './op-builder.js';
 
 /** The limiter's parts an operator call goes through. */
@@ -24,6 +25,8 @@ export interface KeyAdminParts {
   denyCache: DenyCache | undefined;
   /** Where 'unlock' goes: the limiter itself. */
   events: EventEmitter<LimiterEvents>;
+  /** Told of the rule-wide limits set here. */
+  observers: Observers;
 }
 
 /** The longest `for` of a rule-wide limit: past it, store clocks plus `for` leave exact integers. */
@@ -136,6 +139,11 @@ export class KeyAdmin {
     ]);
     // Again: denials at the old limit, decided before the change and learnt while it was being made.
     denyCache?.deleteRule(compiled.name);
+    this.#parts.observers.limitChange(
+      forMs === undefined
+        ? { rule: compiled.name, limit: value }
+        : { rule: compiled.name, limit: value, forMs },
+    );
   }
 
   /** The rule-wide limits in force (set with `setLimit`), with when each ends. */
