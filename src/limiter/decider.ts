@@ -208,7 +208,7 @@ interface Cached {
 export class DenyCache {
   readonly #entries = new Map<string, Cached>();
   readonly #maxKeys: number;
-  /** The longest an entry is kept: a store that cannot announce resets elsewhere (`Store.staleAfterMs`). */
+  /** The longest an entry is kept: a store that cannot announce resets elsewhere (`StoreLiveness.staleAfterMs`). */
   readonly #maxAgeMs: number;
 
   constructor(maxKeys: number, maxAgeMs = Number.POSITIVE_INFINITY) {
@@ -312,6 +312,12 @@ export class DenyCache {
 
   delete(rule: string, key: string): void {
     this.#entries.delete(`${rule}\u0000${key}`);
+  }
+
+  /** Forgets every key of a rule (its rule-wide limit changed): rare, so a walk over the entries. */
+  deleteRule(rule: string): void {
+    const prefix = `${rule}\u0000`;
+    for (const id of this.#entries.keys()) if (id.startsWith(prefix)) this.#entries.delete(id);
   }
 
   clear(): void {

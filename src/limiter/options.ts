@@ -87,7 +87,7 @@ export interface ResolvedLimiterOptions {
   insurance: SyncStore | undefined;
   /** Undefined: no deny cache (turned off, or a local store, which needs none). */
   denyCacheMaxKeys: number | undefined;
-  /** The store's `staleAfterMs`, checked: undefined for a store that hears other processes' changes. */
+  /** The store's `liveness.staleAfterMs`, checked: undefined for a store that hears other processes' changes. */
   staleAfterMs: number | undefined;
   /** Where debug lines go; undefined when debugging is off. */
   log: ((line: string) => void) | undefined;
@@ -134,12 +134,16 @@ export function resolveLimiterOptions(options: LimiterOptions): ResolvedLimiterO
   const store: Store = options.store ?? new MemoryStore();
   const { share: insuranceShare, store: given } = resolveInsurance(options.insurance, onStoreError, store);
   const insurance = given ?? (onStoreError === 'insurance' && !store.local ? new MemoryStore() : undefined);
-  const staleAfterMs = store.staleAfterMs;
+  const staleAfterMs = store.liveness?.staleAfterMs;
   if (
     staleAfterMs !== undefined &&
     !(typeof staleAfterMs === 'number' && staleAfterMs >= 1 && staleAfterMs < Infinity)
   )
-    refuse('ERR_OPTION', undefined, mustBe('store.staleAfterMs', 'a number of ms, at least 1', staleAfterMs));
+    refuse(
+      'ERR_OPTION',
+      undefined,
+      mustBe('store.liveness.staleAfterMs', 'a number of ms, at least 1', staleAfterMs),
+    );
   const holding = rules.find((rule) => rule.facts.holdsSlots);
   if (holding !== undefined && typeof store.renew !== 'function') {
     refuse(

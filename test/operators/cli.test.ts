@@ -355,6 +355,30 @@ describe('ratekeeper command line', function () {
     expect(after, "the rule's limit of 2 again").to.deep.equal([200, 200, 429]);
   });
 
+  it('limit on Redis: every key of the rule, in the app at once, for a while or until cleared; --clear gives the configured limit back', async () => {
+    const prefix = newPrefix();
+    app = await startApp(server.url, prefix);
+    await waitForSubscriber(prefix);
+    expect(await app.hit('POST', '/login', 'heidi')).to.equal(200);
+
+    const set = await cli(prefix, 'limit', 'login', '4', '--for', '1h');
+    expect(set.code, set.stderr).to.equal(0);
+    expect(set.stdout).to.match(/^limit 4 for every key until \d{4}-\d\d-\d\dT[\d:.]+Z {2}login\n$/);
+    const hits = [];
+    for (let i = 0; i < 4; i++) hits.push(await app.hit('POST', '/login', 'heidi'));
+    expect(hits, '3 more admitted at the rule-wide 4, then denied').to.deep.equal([200, 200, 200, 429]);
+    const shown = JSON.parse((await cli(prefix, 'limit', 'login', '--json')).stdout);
+    expect(shown.limit).to.include({ rule: 'login', limit: 4 });
+    expect(shown.limit.untilMs).to.be.a('number');
+
+    const cleared = await cli(prefix, 'limit', 'login', '--clear');
+    expect(cleared.stdout).to.equal("no rule-wide limit: the rule's configured limit applies  login\n");
+    expect(JSON.parse((await cli(prefix, 'status', 'login', 'ivan', '--json')).stdout)).to.include({
+      limit: 2,
+      overridden: false,
+    });
+  });
+
   it('override through a module exporting a limiter: the memory-store contract, set and cleared', async () => {
     // The memory-store contract, through a module exporting a limiter, in this process (the command's run
     // function): a memory store lives as long as its process, so set and read back need the same one.
@@ -528,7 +552,28 @@ describe('ratekeeper command line', function () {
         () => ['status', 'login', 'alice', '--for', '1h', ...RULES],
         {},
         2,
-        /--for goes with override only/,
+        /--for goes with override and limit only/,
+      ],
+      [
+        'a rule-wide limit of 0',
+        () => ['limit', 'login', '0', ...RULES],
+        {},
+        2,
+        /limit: the limit must be a positive integer, got '0' \(--clear clears it\)/,
+      ],
+      [
+        'limit --clear with a limit',
+        () => ['limit', 'login', '5', '--clear', ...RULES],
+        {},
+        2,
+        /limit --clear takes the rule only/,
+      ],
+      [
+        '--clear without limit',
+        () => ['status', 'login', 'alice', '--clear', ...RULES],
+        {},
+        2,
+        /--clear goes with limit only/,
       ],
       [
         'watch of an unknown rule',

@@ -5,11 +5,13 @@ import { createLimiter, MemoryStore } from '../../src/index.js';
 import { until } from '../support/settle.js';
 import { identitySuite } from './conformance/identities.js';
 import { overrideSuite } from './conformance/overrides.js';
+import { ruleLimitSuite } from './conformance/rule-limits.js';
 import { conformanceSuite } from './conformance/suite.js';
 
 conformanceSuite({ name: 'MemoryStore', makeStore: (clock) => new MemoryStore({ clock }) });
 // Overrides: on RedisStore once it implements Store.override (redis helper), from redis-conformance too.
 overrideSuite({ name: 'MemoryStore', makeStore: (clock) => new MemoryStore({ clock }) });
+ruleLimitSuite({ name: 'MemoryStore', makeStore: (clock) => new MemoryStore({ clock }) });
 identitySuite({ name: 'MemoryStore', makeStore: (clock) => new MemoryStore({ clock }) });
 
 describe('MemoryStore bounds', () => {

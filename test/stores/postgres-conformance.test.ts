@@ -5,6 +5,7 @@ import { PostgresStore } from '../../src/index.js';
 import { getPostgres } from '../support/postgres.js';
 import { identitySuite } from './conformance/identities.js';
 import { overrideSuite } from './conformance/overrides.js';
+import { ruleLimitSuite } from './conformance/rule-limits.js';
 import { conformanceSuite, type StoreUnderTest } from './conformance/suite.js';
 
 describe('PostgresStore', function () {
@@ -21,5 +22,6 @@ describe('PostgresStore', function () {
   };
   conformanceSuite(target);
   overrideSuite(target);
+  ruleLimitSuite(target);
   identitySuite(target);
 });

@@ -9,6 +9,7 @@ import { groupingEveryRule } from '../support/grouped-store.js';
 import { getRedis, useCluster } from '../support/redis.js';
 import { identitySuite } from './conformance/identities.js';
 import { overrideSuite } from './conformance/overrides.js';
+import { ruleLimitSuite } from './conformance/rule-limits.js';
 import { conformanceSuite, type StoreUnderTest } from './conformance/suite.js';
 
 const prefix = () => `rkc${randomBytes(4).toString('hex')}`;
@@ -42,6 +43,8 @@ describe('RedisStore (standalone)', () => {
   for (const target of targets) {
     conformanceSuite(target);
     overrideSuite(target);
+    ruleLimitSuite(target);
+    ruleLimitSuite(target);
     identitySuite(target);
   }
 });
@@ -71,6 +74,8 @@ describe('RedisStore (Cluster)', () => {
   for (const target of targets) {
     conformanceSuite(target);
     overrideSuite(target);
+    ruleLimitSuite(target);
+    ruleLimitSuite(target);
     identitySuite(target);
   }
 });

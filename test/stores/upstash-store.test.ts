@@ -322,17 +322,24 @@ describe('RedisStore over HTTP (@upstash/redis)', () => {
 
     it("refuses a store whose staleAfterMs is not a number of ms of at least 1 (a stranger's store)", () => {
       for (const bad of [0, -5, Number.NaN, Number.POSITIVE_INFINITY, '1000']) {
-        const store = Object.assign(new MemoryStore(), { staleAfterMs: bad as number });
+        const liveness = {
+          connecting: () => undefined,
+          silentSinceMs: () => undefined,
+          ping: async () => {},
+        };
+        const store = Object.assign(new MemoryStore(), {
+          liveness: { ...liveness, staleAfterMs: bad as number },
+        });
         expect(() => createLimiter({ store, rules: [hourly(1)] }))
           .to.throw(RateLimitConfigError)
           .with.property('message')
-          .that.includes('store.staleAfterMs');
+          .that.includes('store.liveness.staleAfterMs');
       }
     });
 
     it('declares staleAfterMs over HTTP only', () => {
-      expect(new RedisStore({ client: upstash() }).staleAfterMs).to.equal(1000);
-      expect(new RedisStore({ client: server.client({ lazyConnect: true }) }).staleAfterMs).to.equal(
+      expect(new RedisStore({ client: upstash() }).liveness.staleAfterMs).to.equal(1000);
+      expect(new RedisStore({ client: server.client({ lazyConnect: true }) }).liveness.staleAfterMs).to.equal(
         undefined,
       );
     });

@@ -6,7 +6,7 @@ import { assertKnownFields, fieldsOf } from '../../config/known-fields.js';
 import { refuse } from '../../config/refuse.js';
 import { MEMORY_STORE_DEFAULTS } from '../../defaults.js';
 import { unrefTimer } from '../../timers.js';
-import type { LockInfo } from '../../types.js';
+import type { LockInfo, RuleLimit } from '../../types.js';
 import { MEMORY_STORE_FULL_WARNING, warnOnce } from '../../warnings.js';
 import type {
   EvalMode,
@@ -316,12 +316,19 @@ export class MemoryStore implements Store {
     return wasLocked;
   }
 
-  async override(rule: StoreRule, key: string, limit: number | null, forMs?: number): Promise<void> {
-    if (limit === null) this.#overrides.delete(rule.name, key);
-    else {
-      const untilMs = forMs === undefined ? Number.POSITIVE_INFINITY : this.now() + forMs;
-      this.#overrides.set(rule.name, key, limit, untilMs);
-    }
+  /** `key` null: the rule-wide limit (see Store.override). */
+  async override(rule: StoreRule, key: string | null, limit: number | null, forMs?: number): Promise<void> {
+    const untilMs = forMs === undefined ? Number.POSITIVE_INFINITY : this.now() + forMs;
+    if (key === null) this.#overrides.setRule(rule.name, limit, untilMs);
+    else if (limit === null) this.#overrides.delete(rule.name, key);
+    else this.#overrides.set(rule.name, key, limit, untilMs);
+  }
+
+  async limits(rules: readonly StoreRule[]): Promise<RuleLimit[]> {
+    return this.#overrides.ruleLimits(
+      rules.map((r) => r.name),
+      this.now(),
+    );
   }
 
   async locked(rule: StoreRule, limit: number): Promise<LockInfo[]> {

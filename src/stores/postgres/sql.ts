@@ -12,9 +12,11 @@ import { SQL_TEXTS } from './sql-texts.js';
  * finding an older one runs the whole script again: it creates what is missing and replaces the functions).
  * 2: the concurrency window (sql/concurrency.sql, renew and holders in sql/holders.sql), reset keeping a
  * concurrency key's last slot id, GCRA's TAT ceiling. 3: refunds answer whether each released slot was
- * still held (give_back in sql/refund.sql; refund stays for processes of version 2).
+ * still held (give_back in sql/refund.sql; refund stays for processes of version 2). 4: rule-wide limits
+ * (limiter.setLimit: a row of the overrides table with an empty key_hash, read by check, check-batch and
+ * give_back; rule_limits in sql/keys.sql).
  */
-export const SCHEMA_VERSION = 3;
+export const SCHEMA_VERSION = 4;
 
 /** The sql/ files in the order they are run: tables and types, the algorithms, then what calls them. */
 const FILES = ['schema', ...WINDOW_TYPES, 'algorithms', 'check', 'refund', 'keys', 'holders'];

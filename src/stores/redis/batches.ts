@@ -195,7 +195,12 @@ export class Batcher {
    */
   #batchKey(slot: number, ops: readonly StoreOp[]): number | string {
     if (!this.#crossSlot || this.#slots === undefined) return slot;
-    for (let i = 0; i < ops.length; i++) if (hasLockout((ops[i] as StoreOp).rule)) return slot;
+    // A request with a lockout, or reading a rule-wide limit (the one rule-limits hash of a call is its
+    // slot's), stays in its slot's batch.
+    for (let i = 0; i < ops.length; i++) {
+      const rule = (ops[i] as StoreOp).rule;
+      if (hasLockout(rule) || this.#space.overrides?.readsRuleLimit(rule.name) === true) return slot;
+    }
     return this.#slots.masterOf(slot) ?? slot;
   }
 
@@ -209,7 +214,7 @@ export class Batcher {
     const crossSlot = batch.crossSlot;
     const reply = crossSlot
       ? runScript(this.#connection, this.#crossSlotScript, call.keys.slice(0, 1), crossSlotArgs(call))
-      : runScript(this.#connection, this.#script, call.keys, call.args());
+      : runScript(this.#connection, this.#script, call.allKeys(), call.args());
     if (answered !== undefined) reply.then(answered, answered);
     reply.then(
       (reply) => {

@@ -73,7 +73,7 @@ export class RedisChannel {
    * Resolves once the subscription (made now if need be) hears back a hello this process publishes (again
    * every 100 ms until then): from then on it misses no message, until a reconnection (`onResubscribed`).
    * Where the connection cannot subscribe (`hears` false) it resolves at once: there is nothing to wait
-   * for, and every message is missed (the store bounds what that costs: `RedisStore.staleAfterMs`).
+   * for, and every message is missed (the store bounds what that costs: `RedisStore.liveness.staleAfterMs`).
    */
   live(): Promise<void> {
     if (this.#live !== undefined) return this.#live;

@@ -225,6 +225,21 @@ export function parseLockIndexMember(member: string): { level: number; identity:
   return { level: Number(member.slice(0, colon)), identity: member.slice(colon + 1) };
 }
 
+/**
+ * The rule-limits hash (limiter.setLimit): field = a rule's escaped name, value = its rule-wide limit
+ * (lua/overrides.lua overrideValue). Read by the check script in the decision's own call, so on a
+ * Cluster every slot has its copy, `<prefix>:{<slot tag>}:limits` (`slot` given), all written by each
+ * change; standalone (and Sentinel) one, `<prefix>:limits`. No count key ends in `}:limits`.
+ */
+export function ruleLimitsKey(prefix: string, slot: number | undefined): string {
+  return slot === undefined ? `${prefix}:limits` : `${prefix}:{${slotTag(slot)}}:limits`;
+}
+
+/** The counter that orders the changes of rule-wide limits on a Cluster (each copy keeps the latest). */
+export function ruleLimitsVersionKey(prefix: string): string {
+  return `${prefix}:limits:version`;
+}
+
 /** The pub/sub channel on which resets are announced to every process. */
 export function resetChannel(prefix: string): string {
   return `${prefix}:reset`;
@@ -235,9 +250,10 @@ export function freeChannel(prefix: string): string {
   return `${prefix}:free`;
 }
 
-/** Whether the scripts must read the override of a rule's keys (redis-overrides.ts). */
+/** Whether the scripts must read the override of a rule's keys, and its rule-wide limit (redis-overrides.ts). */
 export interface OverrideReads {
   reads(rule: string): boolean;
+  readsRuleLimit(rule: string): boolean;
 }
 
 /**
