@@ -87,6 +87,11 @@ export const REDIS_STORE_DEFAULTS = {
   clockSyncIntervalMs: 60_000,
 } as const;
 
+/** Defaults of `DurableObjectStoreOptions`. */
+export const DURABLE_OBJECT_STORE_DEFAULTS = {
+  prefix: 'rk',
+} as const;
+
 export const POSTGRES_STORE_DEFAULTS = {
   schema: 'ratekeeper',
   tablePrefix: 'rk_',
