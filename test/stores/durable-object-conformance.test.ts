@@ -3,7 +3,10 @@
 // nodejs_compat is on until the core imports no `node:` module (the Worker bundles the whole package).
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
-import { DurableObjectStore, type DurableObjectNamespaceLike } from '../../src/stores/durable-object/index.js';
+import {
+  type DurableObjectNamespaceLike,
+  DurableObjectStore,
+} from '../../src/stores/durable-object/index.js';
 import { ensureBuilt } from '../support/pack.js';
 import { type RunningWorker, startWorker } from '../support/workerd.js';
 import { identitySuite } from './conformance/identities.js';

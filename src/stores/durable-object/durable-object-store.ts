@@ -60,14 +60,18 @@ export class DurableObjectStore implements Store {
       refuse(
         'ERR_OPTION',
         'DurableObjectStore',
-        mustBe('its first argument', "a Durable Object namespace binding (env.RATE_LIMITER)", namespace),
+        mustBe('its first argument', 'a Durable Object namespace binding (env.RATE_LIMITER)', namespace),
       );
     assertKnownFields(options, FIELDS, 'DurableObjectStore');
     const prefix = options.prefix ?? DURABLE_OBJECT_STORE_DEFAULTS.prefix;
     if (typeof prefix !== 'string' || prefix.length === 0 || prefix.length > 200)
       refuse('ERR_OPTION', 'DurableObjectStore', mustBe('prefix', 'a string of 1 to 200 characters', prefix));
     if (options.clock !== undefined && typeof options.clock !== 'function')
-      refuse('ERR_OPTION', 'DurableObjectStore', mustBe('clock', 'a function returning epoch ms', options.clock));
+      refuse(
+        'ERR_OPTION',
+        'DurableObjectStore',
+        mustBe('clock', 'a function returning epoch ms', options.clock),
+      );
     this.#namespace = namespace;
     this.#prefix = prefix;
     this.#clock = options.clock;
@@ -227,7 +231,10 @@ export class DurableObjectStore implements Store {
       return result.allowed && !result.locked && (ops[i] as StoreOp).cost > 0;
     });
     if (consumed.length === 0) return;
-    const refunds = consumed.map((i) => ({ op: ops[i] as StoreOp, receipt: (results[i] as OpResult).receipt }));
+    const refunds = consumed.map((i) => ({
+      op: ops[i] as StoreOp,
+      receipt: (results[i] as OpResult).receipt,
+    }));
     const { answer } = await this.#call(this.#identity(ops[consumed[0] as number] as StoreOp), {
       call: 'refund',
       refunds,
@@ -248,7 +255,13 @@ export class DurableObjectStore implements Store {
     results.forEach((result, i) => {
       if (!result.lockedNow) return;
       const { rule, key } = ops[i] as StoreOp;
-      const call = { call: 'list-lock', rule: rule.name, key, untilMs: result.lockedUntil, level: result.level } as const;
+      const call = {
+        call: 'list-lock',
+        rule: rule.name,
+        key,
+        untilMs: result.lockedUntil,
+        level: result.level,
+      } as const;
       listings.push(this.#call(this.#locks(rule.name), call));
     });
     if (listings.length > 0) await Promise.allSettled(listings);

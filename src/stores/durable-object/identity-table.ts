@@ -232,7 +232,11 @@ export function expiryOf(row: Entry | Timed): number {
 }
 
 /** A state's figures as it is now (the op at cost 0). */
-function figures(state: unknown, op: StoreOp, nowMs: number): Pick<OpResult, 'remaining' | 'resetMs' | 'count'> {
+function figures(
+  state: unknown,
+  op: StoreOp,
+  nowMs: number,
+): Pick<OpResult, 'remaining' | 'resetMs' | 'count'> {
   const now = algorithms[op.rule.type].evaluate(state, { ...op, cost: 0 }, nowMs, false);
   return { remaining: now.remaining, resetMs: now.resetMs, count: now.count };
 }

@@ -144,7 +144,10 @@ export function readOp(value: unknown, field: string): StoreOp {
 function readReceipted(value: unknown, field: string): Receipted[] {
   return list(value, field).map((item, i) => {
     const entry = record(item, `${field}[${i}]`);
-    return { op: readOp(entry.op, `${field}[${i}].op`), receipt: integer(entry.receipt, `${field}[${i}].receipt`) };
+    return {
+      op: readOp(entry.op, `${field}[${i}].op`),
+      receipt: integer(entry.receipt, `${field}[${i}].receipt`),
+    };
   });
 }
 
@@ -170,7 +173,8 @@ export function readMessage(value: unknown): Message {
     case 'override': {
       const rule = readRule(call.rule, 'call.rule');
       const key = text(call.key, 'call.key');
-      if (name === 'holders') return { t, call: { call: name, rule, key, limit: integer(call.limit, 'call.limit') } };
+      if (name === 'holders')
+        return { t, call: { call: name, rule, key, limit: integer(call.limit, 'call.limit') } };
       if (name === 'reset') return { t, call: { call: name, rule, key, keepLock: call.keepLock === true } };
       const limit = call.limit === null ? null : integer(call.limit, 'call.limit');
       const forMs = call.forMs === null ? null : integer(call.forMs, 'call.forMs', 1);
@@ -190,7 +194,10 @@ export function readMessage(value: unknown): Message {
     case 'unlist-lock':
       return { t, call: { call: name, rule: text(call.rule, 'call.rule'), key: text(call.key, 'call.key') } };
     case 'locked':
-      return { t, call: { call: name, rule: text(call.rule, 'call.rule'), limit: integer(call.limit, 'call.limit') } };
+      return {
+        t,
+        call: { call: name, rule: text(call.rule, 'call.rule'), limit: integer(call.limit, 'call.limit') },
+      };
     default:
       return fail('call.call', 'a call the object knows', name);
   }

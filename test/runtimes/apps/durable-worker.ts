@@ -34,13 +34,25 @@ const rules: Rule[] = [
   { name: 'fixed', match: 'GET /fixed', key: 'ip', limit: 50, window: hour },
   { name: 'sliding', match: 'GET /sliding', key: 'ip', limit: 40, window: { type: 'sliding', size: '1h' } },
   { name: 'log', match: 'GET /log', key: 'ip', limit: 30, window: { type: 'sliding-log', size: '1h' } },
-  { name: 'bucket', match: 'GET /bucket', key: 'ip', limit: 25, window: { type: 'token-bucket', size: '1h' } },
+  {
+    name: 'bucket',
+    match: 'GET /bucket',
+    key: 'ip',
+    limit: 25,
+    window: { type: 'token-bucket', size: '1h' },
+  },
   { name: 'gcra', match: 'GET /gcra', key: 'ip', limit: 20, window: { type: 'gcra', size: '1h' } },
   { name: 'day', match: 'GET /day', key: 'ip', limit: 15, window: { type: 'calendar', unit: 'day' } },
   { name: 'hot', match: 'GET /hot', key: 'ip', limit: 500, window: hour },
   { name: 'pair-ip', match: 'GET /pair', key: 'ip', limit: 40, window: hour },
   { name: 'pair-user', match: 'GET /pair', key: 'header:x-user', limit: 25, window: hour },
-  { name: 'streams', match: 'GET /stream', key: 'ip', limit: 2, window: { type: 'concurrency', lease: '2s' } },
+  {
+    name: 'streams',
+    match: 'GET /stream',
+    key: 'ip',
+    limit: 2,
+    window: { type: 'concurrency', lease: '2s' },
+  },
   {
     name: 'login',
     match: 'POST /login',
@@ -52,14 +64,17 @@ const rules: Rule[] = [
   { name: 'plan', match: 'GET /plan', key: 'header:x-user', limit: 2, window: hour },
 ];
 
-/** Streams waiting for /finish?id=, by id. */
-const finishers = new Map<string, () => void>();
+/**
+ * Ids of streams /finish?id= ended. A stream looks every 10 ms: Workers cancel a request whose only wait is a
+ * promise that another request would resolve (taken for a hang), but never one waiting on a timer.
+ */
+const finished = new Set<string>();
 
 function streamed(id: string): Response {
   const body = new ReadableStream<Uint8Array>({
     async start(controller) {
       controller.enqueue(new TextEncoder().encode('a'));
-      await new Promise<void>((resolve) => finishers.set(id, resolve));
+      while (!finished.has(id)) await new Promise((resolve) => setTimeout(resolve, 10));
       controller.enqueue(new TextEncoder().encode('b'));
       controller.close();
     },
@@ -91,16 +106,20 @@ let app: ((request: Request, env: Env) => Promise<Response>) | undefined;
 function appFor(env: Env): (request: Request, env: Env) => Promise<Response> {
   const store = new DurableObjectStore(env.RATE_LIMITER);
   const limiter = createLimiter({ store, rules, onStoreError: 'deny' });
-  const limited = withRateLimit(async (request: Request) => {
-    const url = new URL(request.url);
-    if (url.pathname === '/stream') return streamed(url.searchParams.get('id') ?? '');
-    if (url.pathname === '/finish') {
-      finishers.get(url.searchParams.get('id') ?? '')?.();
-      return new Response('finished');
-    }
-    if (url.pathname.startsWith('/admin/')) return admin(limiter, url);
-    return new Response(`ok ${url.pathname}`);
-  }, limiter, { cloudflare: true });
+  const limited = withRateLimit(
+    async (request: Request) => {
+      const url = new URL(request.url);
+      if (url.pathname === '/stream') return streamed(url.searchParams.get('id') ?? '');
+      if (url.pathname === '/finish') {
+        finished.add(url.searchParams.get('id') ?? '');
+        return new Response('finished');
+      }
+      if (url.pathname.startsWith('/admin/')) return admin(limiter, url);
+      return new Response(`ok ${url.pathname}`);
+    },
+    limiter,
+    { cloudflare: true },
+  );
   const hono = new Hono();
   const honoLimiter = createLimiter({
     store,
