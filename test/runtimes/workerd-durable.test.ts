@@ -48,8 +48,12 @@ describe('workerd: DurableObjectStore behind withRateLimit and Hono', function (
     (await (await get(`/admin/status?rule=${rule}&key=${encodeURIComponent(key)}`)).json()) as RuleStatus;
   /** Headers of a streamed request: uncompressed, so that its first chunk arrives before its last. */
   const streaming = (ip: string) => ({ 'CF-Connecting-IP': ip, 'accept-encoding': 'identity' });
-  const rows = async (key: string) =>
-    (await (await get(`/rows/${encodeURIComponent(`rk:${key}`)}`)).json()) as string[];
+  const inspect = async (key: string) =>
+    (await (await get(`/rows/${encodeURIComponent(`rk:${key}`)}`)).json()) as {
+      rows: string[];
+      counts: Record<string, number>;
+    };
+  const rows = async (key: string) => (await inspect(key)).rows;
 
   for (const [path, rule, limit] of [
     ['/fixed', 'fixed', 50],
@@ -220,9 +224,36 @@ describe('workerd: DurableObjectStore behind withRateLimit and Hono', function (
     }
     const notJson = await worker.fetch(`/do/${encodeURIComponent(name)}`, { method: 'POST', body: '{' });
     expect(notJson.status).to.equal(400);
-    expect(
-      (await (await worker.fetch(`/rows/${encodeURIComponent(name)}`)).json()) as string[],
-    ).to.deep.equal([]);
+    const inspected = (await (await worker.fetch(`/rows/${encodeURIComponent(name)}`)).json()) as {
+      rows: string[];
+      counts: Record<string, number>;
+    };
+    expect(inspected.rows).to.deep.equal([]);
+    expect(inspected.counts).to.include({ put: 0, rowsWritten: 0, setAlarm: 0 });
+  });
+
+  it('costs one object request and one row written per admitted decision, nothing written for a denial', async () => {
+    const ip = fresh();
+    for (let i = 0; i < 55; i++) await (await get('/fixed', { 'CF-Connecting-IP': ip })).arrayBuffer();
+    const { counts } = await inspect(ip);
+    // Read once when the object started (it held nothing then); one alarm, for the window's end. The first
+    // denial is the object's; the isolate's deny cache answers the next four.
+    expect(counts).to.deep.include({
+      requests: 51,
+      list: 1,
+      rowsRead: 0,
+      put: 50,
+      rowsWritten: 50,
+      setAlarm: 1,
+    });
+    const user = `c-${randomBytes(4).toString('hex')}`;
+    const pairIp = fresh();
+    for (let i = 0; i < 30; i++)
+      await (await get('/pair', { 'CF-Connecting-IP': pairIp, 'x-user': user })).arrayBuffer();
+    // 25 admitted. The first denial (the user's rule, decided second) had taken a unit from the ip's object: given
+    // back by one more request there, a row written each time. The deny cache answers the other four.
+    expect((await inspect(pairIp)).counts).to.deep.include({ requests: 27, rowsWritten: 27 });
+    expect((await inspect(user)).counts).to.deep.include({ requests: 26, rowsWritten: 25 });
   });
 
   it('an object that fails mid-request: what the objects before it consumed is given back, and the fault reaches the failure policy', async () => {

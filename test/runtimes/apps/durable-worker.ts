@@ -18,13 +18,94 @@ interface Env {
   RATE_LIMITER: Namespace;
 }
 
-/** RateLimitObject as users bind it, plus a look at its storage for the tests. */
+/** What an object asked of its storage: calls, and rows written (put or deleted) and read. */
+interface StorageCounts {
+  /** Messages from DurableObjectStore: object requests. */
+  requests: number;
+  list: number;
+  rowsRead: number;
+  put: number;
+  rowsWritten: number;
+  delete: number;
+  rowsDeleted: number;
+  deleteAll: number;
+  setAlarm: number;
+}
+
+type Storage = {
+  list(): Promise<Map<string, unknown>>;
+  put(entries: Record<string, unknown>): Promise<void>;
+  delete(keys: string[]): Promise<number>;
+  deleteAll(): Promise<void>;
+  setAlarm(atMs: number): Promise<void>;
+};
+
+/** RateLimitObject as users bind it, its storage calls counted; a GET answers its rows and the counts. */
 export class InspectedRateLimitObject extends RateLimitObject {
+  readonly #counts: StorageCounts;
+  readonly #storage: Storage;
+
+  constructor(ctx: { storage: Storage }, env: unknown) {
+    const counts: StorageCounts = {
+      requests: 0,
+      list: 0,
+      rowsRead: 0,
+      put: 0,
+      rowsWritten: 0,
+      delete: 0,
+      rowsDeleted: 0,
+      deleteAll: 0,
+      setAlarm: 0,
+    };
+    const storage = ctx.storage;
+    const counted: Storage = {
+      list: async () => {
+        const rows = await storage.list();
+        counts.list++;
+        counts.rowsRead += rows.size;
+        return rows;
+      },
+      put: (entries) => {
+        counts.put++;
+        counts.rowsWritten += Object.keys(entries).length;
+        return storage.put(entries);
+      },
+      delete: (keys) => {
+        counts.delete++;
+        counts.rowsDeleted += keys.length;
+        return storage.delete(keys);
+      },
+      deleteAll: () => {
+        counts.deleteAll++;
+        return storage.deleteAll();
+      },
+      setAlarm: (atMs) => {
+        counts.setAlarm++;
+        return storage.setAlarm(atMs);
+      },
+    };
+    // The runtime's ctx is a native object: a stand-in with the counted storage in its place.
+    const wrapped = new Proxy(ctx, {
+      get: (target, name) => {
+        if (name === 'storage')
+          return new Proxy(storage, {
+            get: (s, n) => (n in counted ? counted[n as keyof Storage] : Reflect.get(s, n).bind(s)),
+          });
+        const value = Reflect.get(target, name);
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    super(wrapped as never, env);
+    this.#counts = counts;
+    this.#storage = storage;
+  }
+
   override async fetch(request: Request): Promise<Response> {
     if (request.method === 'GET') {
-      const storage = (this.ctx as unknown as { storage: { list(): Promise<Map<string, unknown>> } }).storage;
-      return Response.json([...(await storage.list()).keys()]);
+      const rows = [...(await this.#storage.list()).keys()];
+      return Response.json({ rows, counts: this.#counts });
     }
+    this.#counts.requests++;
     return super.fetch(request);
   }
 }
