@@ -131,7 +131,7 @@ export class DurableObjectStore implements Store {
 
   /** Gives reservations back (releases slots): one request per object, at once. */
   async refund(refunds: readonly Refund[]): Promise<boolean[]> {
-    const answers = await this.#perIdentity(refunds, 'refund', (group) => ({
+    const answers = await this.#perIdentity<'refund'>(refunds, (group) => ({
       call: 'refund',
       refunds: group.map(({ op, receipt }) => ({ op, receipt })),
     }));
@@ -139,7 +139,7 @@ export class DurableObjectStore implements Store {
   }
 
   renew(slots: readonly Refund[]): Promise<boolean[]> {
-    return this.#perIdentity(slots, 'renew', (group) => ({
+    return this.#perIdentity<'renew'>(slots, (group) => ({
       call: 'renew',
       slots: group.map(({ op, receipt }) => ({ op, receipt })),
     }));
@@ -201,14 +201,19 @@ export class DurableObjectStore implements Store {
         cause,
       });
     }
+    if (typeof reply !== 'object' || reply === null)
+      throw new Error(`DurableObjectStore: object ${describe(name)} answered ${describe(reply)}`);
     if ('error' in reply) throw new Error(`DurableObjectStore: ${reply.error}`);
+    if (typeof reply.nowMs !== 'number' || reply.answer === undefined)
+      throw new Error(
+        `DurableObjectStore: object ${describe(name)} answered no decision (is it a RateLimitObject?)`,
+      );
     return reply;
   }
 
   /** Refunds, renewals: one request per object at once; the answers back in the items' order. */
   async #perIdentity<C extends 'refund' | 'renew'>(
     items: readonly Refund[],
-    _call: C,
     build: (group: Refund[]) => Extract<Call, { call: C }>,
   ): Promise<Answers[C]> {
     const out = new Array(items.length) as Answers[C];
