@@ -98,6 +98,11 @@ export const REDIS_STORE_DEFAULTS = {
   httpStaleAfterMs: 1000,
 } as const;
 
+/** Defaults of `DurableObjectStoreOptions`. */
+export const DURABLE_OBJECT_STORE_DEFAULTS = {
+  prefix: 'rk',
+} as const;
+
 export const POSTGRES_STORE_DEFAULTS = {
   schema: 'ratekeeper',
   tablePrefix: 'rk_',
