@@ -177,6 +177,21 @@ export class FetchRequestInfo implements RequestInfo {
   }
 }
 
+/**
+ * The `waitUntil` among the handler's other arguments: a Worker's `ctx` (the third) or Vercel Edge
+ * middleware's `event` (the second); undefined on Bun, Deno and Node, whose work outlives the response.
+ */
+function waitUntilOf(rest: readonly unknown[]): ((work: Promise<unknown>) => void) | undefined {
+  for (const argument of rest) {
+    const context = argument as { waitUntil?: unknown } | null;
+    if (typeof context === 'object' && context !== null && typeof context.waitUntil === 'function') {
+      const waitUntil = context.waitUntil as (work: Promise<unknown>) => void;
+      return (work) => waitUntil.call(context, work);
+    }
+  }
+  return undefined;
+}
+
 /** Where `rateLimitOf` finds the decision of a request. */
 // Module-level: `rateLimitOf` is given the request alone, an object of the runtime that any handler in the process may hold.
 const decisions = new WeakMap<Request, Decision>();
@@ -198,6 +213,8 @@ export class FetchExchange implements HttpExchange {
   readonly #fields = new Headers();
   #done: ((status: number) => void) | undefined;
   #handled: (() => void) | undefined;
+  /** A Worker's `ctx.waitUntil` or Vercel Edge's `event.waitUntil`: keeps work after the response alive. */
+  readonly #waitUntil: ((work: Promise<unknown>) => void) | undefined;
   /** The denial, once the sequence answered. */
   response: Response | undefined;
 
@@ -210,6 +227,7 @@ export class FetchExchange implements HttpExchange {
     this.#request = request;
     this.#rest = rest;
     this.#reading = reading;
+    this.#waitUntil = waitUntilOf(rest);
     this.handle =
       handler &&
       (async (decision) => {
@@ -273,12 +291,20 @@ export class FetchExchange implements HttpExchange {
   /** Never called: nothing is out before the wrapper returns its response. */
   end(): void {}
 
-  finished(done: (status: number) => void): void {
-    this.#done = done;
+  finished(done: (status: number) => unknown): void {
+    this.#done = (status) => this.#keepAlive(done(status));
   }
 
-  handled(done: () => void): void {
-    this.#handled = done;
+  handled(done: () => unknown): void {
+    this.#handled = () => this.#keepAlive(done());
+  }
+
+  /**
+   * Work the limiter does after the response (a slot's release, an outcome's report), handed to the
+   * runtime's `waitUntil` where it has one: a Worker may otherwise end the request's I/O with the response.
+   */
+  #keepAlive(work: unknown): void {
+    if (this.#waitUntil !== undefined && work instanceof Promise) this.#waitUntil(work.catch(() => {}));
   }
 
   /**

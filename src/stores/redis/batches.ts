@@ -115,6 +115,13 @@ export class Batcher {
     into: Settler<EvalResult>,
   ): void {
     const key = this.#batchKey(slot, ops);
+    if (this.#connection.isolatedRequests === true) {
+      const alone = newBatch(slot);
+      alone.requests.push({ ops, mode, time, slot, into });
+      alone.call.add(this.#space, ops, mode, false, time);
+      this.#send(alone);
+      return;
+    }
     let batch = this.#open.get(key);
     if (batch === undefined) {
       batch = newBatch(slot);

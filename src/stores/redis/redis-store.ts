@@ -255,7 +255,8 @@ export class RedisStore implements Store {
       for (let i = 0; i < refunds.length; i++) pending.refunds.push(refunds[i] as Refund);
       pending.waiters.push(into);
       pending.sizes.push(refunds.length);
-      if (pending.refunds.length >= MAX_REFUNDS_PER_CALL) this.#sendRefunds();
+      if (pending.refunds.length >= MAX_REFUNDS_PER_CALL || this.#connection.isolatedRequests === true)
+        this.#sendRefunds();
     } catch (error) {
       into.reject(error);
     }
