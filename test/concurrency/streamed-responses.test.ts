@@ -30,7 +30,7 @@ import {
   stop,
   streamsSuite,
   TWO_STREAMS,
-} from './suites/streams-suite.js';
+} from '../adapters/suites/streams-suite.js';
 
 /** A file far larger than a socket's buffers: 16 MiB. */
 const folder = mkdtempSync(join(tmpdir(), 'ratekeeper-streams-'));

@@ -15,7 +15,7 @@ import { rateLimit as fastifyLimit } from '../../adapters/fastify.js';
 import { rateLimit as honoLimit } from '../../adapters/hono.js';
 import { rateLimit as koaLimit } from '../../adapters/koa.js';
 import { createLimiter } from '../../src/index.js';
-import { type ConcurrencyApp, concurrencySuite, ONE } from './suites/concurrency-suite.js';
+import { type ConcurrencyApp, concurrencySuite, ONE } from '../adapters/suites/concurrency-suite.js';
 
 /** Each framework's app: the limiter's middleware, then a GET / that works, then answers "done". */
 const apps: Record<string, ConcurrencyApp> = {
