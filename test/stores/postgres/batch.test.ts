@@ -4,10 +4,10 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
 import type pg from 'pg';
-import { createLimiter, type Limiter, PostgresStore, type Rule } from '../../src/index.js';
-import { postgresNames, schemaSql, statementSql } from '../../src/stores/postgres/sql.js';
-import { getPostgres } from '../support/postgres.js';
-import { PATIENT } from '../support/settle.js';
+import { createLimiter, type Limiter, PostgresStore, type Rule } from '../../../src/index.js';
+import { postgresNames, schemaSql, statementSql } from '../../../src/stores/postgres/sql.js';
+import { getPostgres } from '../../support/postgres.js';
+import { PATIENT } from '../../support/settle.js';
 
 /** A time far from 0, so that rows before and after it are plain numbers. */
 const NOW = 1_800_000_000_000;

@@ -2,8 +2,8 @@
 // '%.0f' (whole numbers below 2^53) or '%.17g' (the rest) prints, in the Lua redis-server runs.
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
-import { assembleScript } from '../../src/stores/redis/scripts.js';
-import { getRedis } from '../support/redis.js';
+import { assembleScript } from '../../../src/stores/redis/scripts.js';
+import { getRedis } from '../../support/redis.js';
 
 /** Per number in ARGV: num's text, then the reference printf's. */
 const COMPARE = `local num = require('values').num

@@ -6,9 +6,9 @@ import { expect } from 'chai';
 import { Redis } from 'ioredis';
 import { Valkey } from 'iovalkey';
 import { createClient } from 'redis';
-import { createLimiter, type Limiter, RateLimitConfigError, RedisStore, type Rule } from '../../src/index.js';
-import { resetChannel } from '../../src/stores/redis/keys.js';
-import { RECOMMENDED_REDIS_OPTIONS } from '../fixtures/redis-options.js';
+import { createLimiter, type Limiter, RateLimitConfigError, RedisStore, type Rule } from '../../../src/index.js';
+import { resetChannel } from '../../../src/stores/redis/keys.js';
+import { RECOMMENDED_REDIS_OPTIONS } from '../../fixtures/redis-options.js';
 import {
   type AnyClient,
   type ClientKind,
@@ -18,7 +18,7 @@ import {
   NODE_REDIS_6,
   NODE_REDIS_OPTIONS,
   nodeRedisSentinel,
-} from '../support/clients.js';
+} from '../../support/clients.js';
 import {
   getRedis,
   type RedisServer,
@@ -28,9 +28,9 @@ import {
   startSentinel,
   useCluster,
   withConnection,
-} from '../support/redis.js';
-import { PATIENT } from '../support/settle.js';
-import { conformanceSuite } from './conformance/suite.js';
+} from '../../support/redis.js';
+import { PATIENT } from '../../support/settle.js';
+import { conformanceSuite } from '../conformance/suite.js';
 
 const prefix = () => `rkn${randomBytes(4).toString('hex')}`;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

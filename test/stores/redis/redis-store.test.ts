@@ -5,14 +5,14 @@ import { randomBytes } from 'node:crypto';
 import { createInterface } from 'node:readline';
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
-import { type CompiledRule, compileRules } from '../../src/rules/compile.js';
-import { MemoryStore } from '../../src/stores/memory/memory-store.js';
-import { escapeIdentity, identityKey, opKeys, resetChannel, tagSlot } from '../../src/stores/redis/keys.js';
-import { RedisStore } from '../../src/stores/redis/redis-store.js';
-import type { EvalMode, Store, StoreOp } from '../../src/stores/store.js';
-import type { LockInfo, Rule } from '../../src/types.js';
-import { type RedisServer, startRedis, startSentinel, useCluster } from '../support/redis.js';
-import { until } from '../support/settle.js';
+import { type CompiledRule, compileRules } from '../../../src/rules/compile.js';
+import { MemoryStore } from '../../../src/stores/memory/memory-store.js';
+import { escapeIdentity, identityKey, opKeys, resetChannel, tagSlot } from '../../../src/stores/redis/keys.js';
+import { RedisStore } from '../../../src/stores/redis/redis-store.js';
+import type { EvalMode, Store, StoreOp } from '../../../src/stores/store.js';
+import type { LockInfo, Rule } from '../../../src/types.js';
+import { type RedisServer, startRedis, startSentinel, useCluster } from '../../support/redis.js';
+import { until } from '../../support/settle.js';
 
 const WINDOWS: Record<string, Rule['window']> = {
   fixed: { type: 'fixed', size: 1000 },

@@ -1,11 +1,11 @@
 // The conformance suite, unchanged, on PostgresStore: each store in a schema of its own on a spawned PostgreSQL.
 import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
-import { PostgresStore } from '../../src/index.js';
-import { getPostgres } from '../support/postgres.js';
-import { identitySuite } from './conformance/identities.js';
-import { overrideSuite } from './conformance/overrides.js';
-import { conformanceSuite, type StoreUnderTest } from './conformance/suite.js';
+import { PostgresStore } from '../../../src/index.js';
+import { getPostgres } from '../../support/postgres.js';
+import { identitySuite } from '../conformance/identities.js';
+import { overrideSuite } from '../conformance/overrides.js';
+import { conformanceSuite, type StoreUnderTest } from '../conformance/suite.js';
 
 describe('PostgresStore', function () {
   // Starting the server (initdb) takes a few seconds on a busy machine.

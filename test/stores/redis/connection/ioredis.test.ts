@@ -3,10 +3,10 @@
 // Cluster, each call routed to the node serving its key. Real servers.
 import { expect } from 'chai';
 import type { Redis as Ioredis5 } from 'ioredis5';
-import type { RedisConnection } from '../../src/stores/redis/connection/connection.js';
-import { ioredisConnection } from '../../src/stores/redis/connection/ioredis.js';
-import { IOREDIS_5, IOREDIS_6, IOVALKEY } from '../support/clients.js';
-import { getRedis, type RedisServer, useCluster } from '../support/redis.js';
+import type { RedisConnection } from '../../../../src/stores/redis/connection/connection.js';
+import { ioredisConnection } from '../../../../src/stores/redis/connection/ioredis.js';
+import { IOREDIS_5, IOREDIS_6, IOVALKEY } from '../../../support/clients.js';
+import { getRedis, type RedisServer, useCluster } from '../../../support/redis.js';
 
 /** A script that answers its KEYS and ARGV as it got them. */
 const ECHO =

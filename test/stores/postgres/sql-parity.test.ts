@@ -3,12 +3,12 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
 import type pg from 'pg';
-import { WINDOW_TYPES } from '../../src/algorithms/index.js';
-import { TYPE_CODES } from '../../src/stores/postgres/protocol.js';
-import { postgresNames, schemaSql } from '../../src/stores/postgres/sql.js';
-import type { WindowType } from '../../src/types.js';
-import { getPostgres } from '../support/postgres.js';
-import { type Case, cases, type Flat, type StepOutcome, stepTs } from './parity-cases.js';
+import { WINDOW_TYPES } from '../../../src/algorithms/index.js';
+import { TYPE_CODES } from '../../../src/stores/postgres/protocol.js';
+import { postgresNames, schemaSql } from '../../../src/stores/postgres/sql.js';
+import type { WindowType } from '../../../src/types.js';
+import { getPostgres } from '../../support/postgres.js';
+import { type Case, cases, type Flat, type StepOutcome, stepTs } from '../parity-cases.js';
 
 /** Cases per window type and step: 7 types x (300 decide + 150 refund) = 3,150 in all (PARITY_RUNS: more). */
 const DECIDE_RUNS = Number(process.env.PARITY_RUNS ?? 300);

@@ -1,11 +1,11 @@
 // The conformance suite on the memory store, plus what only the memory store has: its bound and its timer.
 import { spawnSync } from 'node:child_process';
 import { expect } from 'chai';
-import { createLimiter, MemoryStore } from '../../src/index.js';
-import { until } from '../support/settle.js';
-import { identitySuite } from './conformance/identities.js';
-import { overrideSuite } from './conformance/overrides.js';
-import { conformanceSuite } from './conformance/suite.js';
+import { createLimiter, MemoryStore } from '../../../src/index.js';
+import { until } from '../../support/settle.js';
+import { identitySuite } from '../conformance/identities.js';
+import { overrideSuite } from '../conformance/overrides.js';
+import { conformanceSuite } from '../conformance/suite.js';
 
 conformanceSuite({ name: 'MemoryStore', makeStore: (clock) => new MemoryStore({ clock }) });
 // Overrides: on RedisStore once it implements Store.override (redis helper), from redis-conformance too.

@@ -10,11 +10,11 @@ import {
   RateLimitConfigError,
   type Rule,
   type StoreRule,
-} from '../../src/index.js';
-import { postgresNames, SCHEMA_VERSION, schemaSql } from '../../src/stores/postgres/sql.js';
-import { getPostgres, type PostgresServer } from '../support/postgres.js';
-import { PATIENT, until } from '../support/settle.js';
-import { fakeClock } from './conformance/suite.js';
+} from '../../../src/index.js';
+import { postgresNames, SCHEMA_VERSION, schemaSql } from '../../../src/stores/postgres/sql.js';
+import { getPostgres, type PostgresServer } from '../../support/postgres.js';
+import { PATIENT, until } from '../../support/settle.js';
+import { fakeClock } from '../conformance/suite.js';
 
 const api = (limit: number, window: Rule['window'] = { type: 'fixed', size: '1m' }): Rule => ({
   name: 'api',

@@ -6,18 +6,18 @@ import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
-import { allSlotTags, lockIndexKey, opKeys, SLOTS, tagSlot } from '../../src/stores/redis/keys.js';
-import { SERVER_TIME } from '../../src/stores/redis/op-text.js';
-import { RedisStore } from '../../src/stores/redis/redis-store.js';
-import { Flag, LEVEL_UNIT } from '../../src/stores/redis/replies.js';
-import { LOCK_RULE, lockingOps } from '../fixtures/lock-index-rule.js';
+import { allSlotTags, lockIndexKey, opKeys, SLOTS, tagSlot } from '../../../src/stores/redis/keys.js';
+import { SERVER_TIME } from '../../../src/stores/redis/op-text.js';
+import { RedisStore } from '../../../src/stores/redis/redis-store.js';
+import { Flag, LEVEL_UNIT } from '../../../src/stores/redis/replies.js';
+import { LOCK_RULE, lockingOps } from '../../fixtures/lock-index-rule.js';
 import {
   type RedisCluster,
   type RedisServer,
   startRedis,
   useCluster,
   withConnection,
-} from '../support/redis.js';
+} from '../../support/redis.js';
 
 const prefix = () => `rkl${randomBytes(4).toString('hex')}`;
 
@@ -51,7 +51,7 @@ describe('Redis lock index (written by the script that places the lock)', functi
   this.timeout(120_000);
 
   it('names the reply flags and the server-time argument alike in TypeScript and in Lua', () => {
-    const protocol = readFileSync(new URL('../../lua/protocol.lua', import.meta.url), 'utf8');
+    const protocol = readFileSync(new URL('../../../lua/protocol.lua', import.meta.url), 'utf8');
     const table = /local Flag = \{([^}]*)\}/.exec(protocol)?.[1] ?? '';
     const luaFlags = Object.fromEntries(
       [...table.matchAll(/(\w+) = (\d+)/g)].map((m) => [m[1], Number(m[2])]),

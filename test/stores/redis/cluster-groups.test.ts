@@ -3,9 +3,9 @@
 // stale map still counts each request once.
 import { randomBytes } from 'node:crypto';
 import { expect } from 'chai';
-import { escapeIdentity, tagSlot } from '../../src/stores/redis/keys.js';
-import { RedisStore } from '../../src/stores/redis/redis-store.js';
-import type { StoreOp, StoreRule } from '../../src/stores/store.js';
+import { escapeIdentity, tagSlot } from '../../../src/stores/redis/keys.js';
+import { RedisStore } from '../../../src/stores/redis/redis-store.js';
+import type { StoreOp, StoreRule } from '../../../src/stores/store.js';
 import {
   type AnyClient,
   IOREDIS_5,
@@ -13,9 +13,9 @@ import {
   IOVALKEY,
   NODE_REDIS_5,
   NODE_REDIS_6,
-} from '../support/clients.js';
-import { useCluster, withConnection } from '../support/redis.js';
-import { until } from '../support/settle.js';
+} from '../../support/clients.js';
+import { useCluster, withConnection } from '../../support/redis.js';
+import { until } from '../../support/settle.js';
 
 const rule: StoreRule = {
   name: 'r',

@@ -10,13 +10,13 @@ import {
   type LimiterOptions,
   PostgresStore,
   type Rule,
-} from '../../src/index.js';
-import { literal } from '../../src/stores/postgres/pool.js';
-import { type PostgresServer, startPostgres } from '../support/postgres.js';
-import { PATIENT, until } from '../support/settle.js';
-import { identitySuite } from './conformance/identities.js';
-import { overrideSuite } from './conformance/overrides.js';
-import { conformanceSuite, type StoreUnderTest } from './conformance/suite.js';
+} from '../../../src/index.js';
+import { literal } from '../../../src/stores/postgres/pool.js';
+import { type PostgresServer, startPostgres } from '../../support/postgres.js';
+import { PATIENT, until } from '../../support/settle.js';
+import { identitySuite } from '../conformance/identities.js';
+import { overrideSuite } from '../conformance/overrides.js';
+import { conformanceSuite, type StoreUnderTest } from '../conformance/suite.js';
 
 const LIMIT = 5;
 const rule: Rule = { name: 'api', key: 'ip', limit: LIMIT, window: { type: 'fixed', size: '1h' } };

@@ -7,7 +7,7 @@ import {
   MEMORY_STORE_FULL_WARNING,
   MemoryStore,
   type Rule,
-} from '../../../src/index.js';
+} from '../../../../src/index.js';
 
 const HOUR = 3_600_000;
 

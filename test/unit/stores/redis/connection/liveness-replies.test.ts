@@ -1,6 +1,6 @@
 // RESP3 replies (ioredis 6 and node-redis 6 speak RESP3 by default) read in the RESP2 shapes the store expects.
 import { expect } from 'chai';
-import { resp2 } from '../../../src/stores/redis/connection/liveness.js';
+import { resp2 } from '../../../../../src/stores/redis/connection/liveness.js';
 
 describe('resp2: a reply in the shape ioredis 5 gives it over RESP2', () => {
   it('leaves RESP2 shapes as they are, the same array when nothing changes', () => {

@@ -4,14 +4,14 @@
 import { randomBytes } from 'node:crypto';
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
-import { type CompiledRule, compileRules } from '../../src/rules/compile.js';
-import { MemoryStore } from '../../src/stores/memory/memory-store.js';
-import { CheckCall } from '../../src/stores/redis/calls.js';
-import { connectionOf } from '../../src/stores/redis/client.js';
-import { decodeCheckReply, Flag, LEVEL_UNIT } from '../../src/stores/redis/replies.js';
-import { loadScripts, runScript } from '../../src/stores/redis/scripts.js';
-import type { OpResult, StoreOp } from '../../src/stores/store.js';
-import { getRedis } from '../support/redis.js';
+import { type CompiledRule, compileRules } from '../../../src/rules/compile.js';
+import { MemoryStore } from '../../../src/stores/memory/memory-store.js';
+import { CheckCall } from '../../../src/stores/redis/calls.js';
+import { connectionOf } from '../../../src/stores/redis/client.js';
+import { decodeCheckReply, Flag, LEVEL_UNIT } from '../../../src/stores/redis/replies.js';
+import { loadScripts, runScript } from '../../../src/stores/redis/scripts.js';
+import type { OpResult, StoreOp } from '../../../src/stores/store.js';
+import { getRedis } from '../../support/redis.js';
 
 const NOW = Date.parse('2026-03-02T10:00:00Z');
 

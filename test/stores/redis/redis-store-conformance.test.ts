@@ -3,13 +3,13 @@
 // grouped (the string windows' states in their identity's record).
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import { RedisStore } from '../../src/index.js';
-import { type AnyClient, NODE_REDIS_6 } from '../support/clients.js';
-import { groupingEveryRule } from '../support/grouped-store.js';
-import { getRedis, useCluster } from '../support/redis.js';
-import { identitySuite } from './conformance/identities.js';
-import { overrideSuite } from './conformance/overrides.js';
-import { conformanceSuite, type StoreUnderTest } from './conformance/suite.js';
+import { RedisStore } from '../../../src/index.js';
+import { type AnyClient, NODE_REDIS_6 } from '../../support/clients.js';
+import { groupingEveryRule } from '../../support/grouped-store.js';
+import { getRedis, useCluster } from '../../support/redis.js';
+import { identitySuite } from '../conformance/identities.js';
+import { overrideSuite } from '../conformance/overrides.js';
+import { conformanceSuite, type StoreUnderTest } from '../conformance/suite.js';
 
 const prefix = () => `rkc${randomBytes(4).toString('hex')}`;
 

@@ -9,9 +9,9 @@ import {
   type LimiterOptions,
   PostgresStore,
   type Rule,
-} from '../../src/index.js';
-import { type PostgresServer, startPostgres } from '../support/postgres.js';
-import { until } from '../support/settle.js';
+} from '../../../src/index.js';
+import { type PostgresServer, startPostgres } from '../../support/postgres.js';
+import { until } from '../../support/settle.js';
 
 const LIMIT = 300;
 const rule: Rule = { name: 'api', key: 'ip', limit: LIMIT, window: { type: 'fixed', size: '1h' } };

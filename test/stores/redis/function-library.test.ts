@@ -2,12 +2,12 @@
 // our function names (or takes our library's name with other code) is never called, on ioredis and node-redis.
 import { randomBytes } from 'node:crypto';
 import { expect } from 'chai';
-import { createLimiter, RedisStore, type Rule } from '../../src/index.js';
-import { loadScripts } from '../../src/stores/redis/scripts.js';
-import { FUNCTION_CONFLICT_WARNING } from '../../src/warnings.js';
-import { type AnyClient, type ClientKind, IOREDIS_6, NODE_REDIS_6 } from '../support/clients.js';
-import { type RedisServer, startRedis, useCluster, withConnection } from '../support/redis.js';
-import { PATIENT } from '../support/settle.js';
+import { createLimiter, RedisStore, type Rule } from '../../../src/index.js';
+import { loadScripts } from '../../../src/stores/redis/scripts.js';
+import { FUNCTION_CONFLICT_WARNING } from '../../../src/warnings.js';
+import { type AnyClient, type ClientKind, IOREDIS_6, NODE_REDIS_6 } from '../../support/clients.js';
+import { type RedisServer, startRedis, useCluster, withConnection } from '../../support/redis.js';
+import { PATIENT } from '../../support/settle.js';
 
 const RULES: Rule[] = [{ name: 'api', key: 'ip', limit: 5, window: { type: 'fixed', size: '1m' } }];
 const OUR_CHECK = "callback = function(KEYS, ARGV) return require('check')(KEYS, ARGV, 1, 1, #KEYS) end";

@@ -5,13 +5,13 @@
 import { randomBytes } from 'node:crypto';
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
-import { type CompiledRule, compileRules } from '../../src/rules/compile.js';
-import { CheckCall } from '../../src/stores/redis/calls.js';
-import { identityKey, opKeys } from '../../src/stores/redis/keys.js';
-import { RedisStore } from '../../src/stores/redis/redis-store.js';
-import type { StoreOp, StoreRule } from '../../src/stores/store.js';
-import type { Rule } from '../../src/types.js';
-import { getRedis } from '../support/redis.js';
+import { type CompiledRule, compileRules } from '../../../src/rules/compile.js';
+import { CheckCall } from '../../../src/stores/redis/calls.js';
+import { identityKey, opKeys } from '../../../src/stores/redis/keys.js';
+import { RedisStore } from '../../../src/stores/redis/redis-store.js';
+import type { StoreOp, StoreRule } from '../../../src/stores/store.js';
+import type { Rule } from '../../../src/types.js';
+import { getRedis } from '../../support/redis.js';
 
 function compile(rules: Rule[]): CompiledRule[] {
   return compileRules(rules, { ipv6Subnet: 64 });

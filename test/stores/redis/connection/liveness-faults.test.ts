@@ -2,7 +2,7 @@
 // an unknown host, a wrong or missing password and a malformed URL, on real spawned servers.
 import { once } from 'node:events';
 import { expect } from 'chai';
-import { createLimiter, type Limiter, RedisStore, type StoreErrorEvent } from '../../src/index.js';
+import { createLimiter, type Limiter, RedisStore, type StoreErrorEvent } from '../../../../src/index.js';
 import {
   type AnyClient,
   type ClientKind,
@@ -11,8 +11,8 @@ import {
   IOVALKEY,
   NODE_REDIS_5,
   NODE_REDIS_6,
-} from '../support/clients.js';
-import { freePort, HOST, type RedisServer, refused, startRedis, withConnection } from '../support/redis.js';
+} from '../../../support/clients.js';
+import { freePort, HOST, type RedisServer, refused, startRedis, withConnection } from '../../../support/redis.js';
 
 const RULE = { name: 'api', key: 'ip', limit: 5, window: { type: 'fixed', size: '1m' } } as const;
 const KINDS: ClientKind[] = [IOREDIS_6, IOREDIS_5, IOVALKEY, NODE_REDIS_6, NODE_REDIS_5];
