@@ -2,11 +2,11 @@
 import { randomBytes } from 'node:crypto';
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
-import { createLimiter, RedisStore } from '../../src/index.js';
-import { LOGIN } from '../fixtures/ops-rules.js';
-import { type AppProcess, runCli, runCliInProcess, startApp, startCli } from '../support/ops.js';
-import { type RedisServer, startRedis } from '../support/redis.js';
-import { until } from '../support/settle.js';
+import { createLimiter, RedisStore } from '../../../src/index.js';
+import { LOGIN } from '../../fixtures/ops-rules.js';
+import { type AppProcess, runCli, runCliInProcess, startApp, startCli } from '../../support/ops.js';
+import { type RedisServer, startRedis } from '../../support/redis.js';
+import { until } from '../../support/settle.js';
 
 const RULES = ['--rules', 'test/fixtures/ops-rules.ts'];
 

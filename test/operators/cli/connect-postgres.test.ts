@@ -3,13 +3,13 @@ import { randomBytes } from 'node:crypto';
 import { createServer, type Server, type Socket } from 'node:net';
 import { expect } from 'chai';
 import type pg from 'pg';
-import { createLimiter, type Limiter, PostgresStore } from '../../src/index.js';
-import { postgresNames, SCHEMA_VERSION } from '../../src/stores/postgres/sql.js';
-import { rules } from '../fixtures/ops-rules.js';
-import { type CliRun, runCli, runCliInProcess } from '../support/ops.js';
-import { type PostgresServer, startPostgres } from '../support/postgres.js';
-import { freePort } from '../support/redis/ports.js';
-import { PATIENT, until } from '../support/settle.js';
+import { createLimiter, type Limiter, PostgresStore } from '../../../src/index.js';
+import { postgresNames, SCHEMA_VERSION } from '../../../src/stores/postgres/sql.js';
+import { rules } from '../../fixtures/ops-rules.js';
+import { type CliRun, runCli, runCliInProcess } from '../../support/ops.js';
+import { type PostgresServer, startPostgres } from '../../support/postgres.js';
+import { freePort } from '../../support/redis/ports.js';
+import { PATIENT, until } from '../../support/settle.js';
 
 const RULES = ['--rules', 'test/fixtures/ops-rules.ts'];
 

@@ -2,9 +2,9 @@
 // command, spawned against a real Redis and a real app process.
 import { randomBytes } from 'node:crypto';
 import { expect } from 'chai';
-import { type AppProcess, runCli, startApp } from '../support/ops.js';
-import { type RedisServer, startRedis } from '../support/redis.js';
-import { until } from '../support/settle.js';
+import { type AppProcess, runCli, startApp } from '../../support/ops.js';
+import { type RedisServer, startRedis } from '../../support/redis.js';
+import { until } from '../../support/settle.js';
 
 const RULES = ['--rules', 'test/fixtures/ops-rules.ts'];
 

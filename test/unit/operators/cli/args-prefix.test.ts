@@ -1,7 +1,7 @@
 // The command line's key prefix: `--prefix`, else $RATEKEEPER_PREFIX, else the RedisStore's default; a bad one
 // is refused naming where it came from.
 import { expect } from 'chai';
-import { parseCli, USAGE, UsageError } from '../../../src/operators/cli/args.js';
+import { parseCli, USAGE, UsageError } from '../../../../src/operators/cli/args.js';
 
 const parse = (argv: string[], env: NodeJS.ProcessEnv = {}) =>
   parseCli(argv, { REDIS_URL: 'redis://127.0.0.1:6379', ...env });
