@@ -1,6 +1,6 @@
 // The held slots of a limiter (src/limiter/holdings.ts) are found again by the slot ids of a decision's rule
-// results, through an index keyed by each id's low 30 bits: ids that share those bits (ids 2^30 apart, or
-// equal ids of two keys) are each found and freed alone, also from a copy of the decision.
+// results: ids that share their low 30 bits (ids 2^30 apart, which an index by those bits once confused) and
+// equal ids of two keys are each found and freed alone, also from a copy of the decision.
 import { expect } from 'chai';
 import { createLimiter, type Decision, type Limiter, MemoryStore } from '../../src/index.js';
 

@@ -19,8 +19,6 @@ import { rateLimit as fastifyLimit } from '../../adapters/fastify.js';
 import { rateLimit as honoLimit } from '../../adapters/hono.js';
 import { rateLimit as koaLimit } from '../../adapters/koa.js';
 import { createLimiter, type Limiter } from '../../src/index.js';
-import { PATIENT, until } from '../support/settle.js';
-import { memoryStores, postgresStores, redisStores } from '../support/stores.js';
 import {
   endless,
   listen,
@@ -31,6 +29,8 @@ import {
   streamsSuite,
   TWO_STREAMS,
 } from '../adapters/suites/streams-suite.js';
+import { PATIENT, until } from '../support/settle.js';
+import { memoryStores, postgresStores, redisStores } from '../support/stores.js';
 
 /** A file far larger than a socket's buffers: 16 MiB. */
 const folder = mkdtempSync(join(tmpdir(), 'ratekeeper-streams-'));

@@ -6,7 +6,13 @@ import { expect } from 'chai';
 import { Redis } from 'ioredis';
 import { Valkey } from 'iovalkey';
 import { createClient } from 'redis';
-import { createLimiter, type Limiter, RateLimitConfigError, RedisStore, type Rule } from '../../../src/index.js';
+import {
+  createLimiter,
+  type Limiter,
+  RateLimitConfigError,
+  RedisStore,
+  type Rule,
+} from '../../../src/index.js';
 import { resetChannel } from '../../../src/stores/redis/keys.js';
 import { RECOMMENDED_REDIS_OPTIONS } from '../../fixtures/redis-options.js';
 import {

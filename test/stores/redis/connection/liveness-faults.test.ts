@@ -12,7 +12,14 @@ import {
   NODE_REDIS_5,
   NODE_REDIS_6,
 } from '../../../support/clients.js';
-import { freePort, HOST, type RedisServer, refused, startRedis, withConnection } from '../../../support/redis.js';
+import {
+  freePort,
+  HOST,
+  type RedisServer,
+  refused,
+  startRedis,
+  withConnection,
+} from '../../../support/redis.js';
 
 const RULE = { name: 'api', key: 'ip', limit: 5, window: { type: 'fixed', size: '1m' } } as const;
 const KINDS: ClientKind[] = [IOREDIS_6, IOREDIS_5, IOVALKEY, NODE_REDIS_6, NODE_REDIS_5];
