@@ -19,7 +19,7 @@ const TESTED_ELSEWHERE: Readonly<Record<string, string>> = {
     'the public exports: `test/package/package.test.ts` (ESM and CommonJS), `test/package/readme-samples.test.ts` (every export named in the manual)',
   'src/types.ts': 'types only: the type check (`npm run typecheck`)',
   'src/defaults.ts':
-    'the defaults compiled into rules: `test/unit/rules/compile.test.ts`, `test/unit/rules/facts.test.ts`',
+    'the defaults of options left out, in nearly every file: `test/unit/headers.test.ts` (the header fields), `test/unit/keys/ip.test.ts` (the IPv6 prefix)',
   'src/errors.ts':
     'error classes and codes, asserted by the refusals of `test/unit/rules/compile.test.ts`, `test/unit/config/known-fields.test.ts` and most other files',
   'src/warnings.ts':
@@ -51,7 +51,7 @@ const TESTED_ELSEWHERE: Readonly<Record<string, string>> = {
   'src/config/refuse.ts':
     'the shape of every configuration error: `test/unit/rules/compile.test.ts`, `test/unit/config/known-fields.test.ts`, `test/unit/config/hints.test.ts`',
   'src/keys/direct-key.ts':
-    'keys given directly (consume, status, acquire): `test/unit/keys/extractors.test.ts`, `test/calls/paced-calls-acquire.test.ts`',
+    'keys given directly (consume, acquire): `test/adapters/hostile-input.test.ts` (bad keys refused), `test/calls/paced-calls-acquire.test.ts`',
   'src/keys/key-reads.ts':
     'what a key form reads: `test/unit/rules/facts.test.ts`, `test/unit/keys/material-safety.test.ts`',
   // The limiter's parts below its façade, exercised through it.
