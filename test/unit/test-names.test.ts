@@ -29,7 +29,7 @@ const TESTED_ELSEWHERE: Readonly<Record<string, string>> = {
     'every type through it: `test/unit/algorithms/properties.test.ts`, `test/unit/rules/facts.test.ts` (the kinds)',
   'src/algorithms/index.ts': 'the registry: `test/unit/algorithms/registry-lists.test.ts`',
   'src/algorithms/int-math.ts':
-    'gcra and token-bucket arithmetic: `test/unit/algorithms/properties.test.ts`, `test/unit/rules/limits.test.ts`',
+    'gcra and token-bucket arithmetic: `test/unit/algorithms/properties.test.ts`, `test/unit/rules/rule-index-limits.test.ts`',
   'src/algorithms/calendar.ts':
     '`test/unit/algorithms/properties.test.ts`, `test/stores/algorithm-parity.test.ts`, `test/stores/postgres/sql-parity.test.ts`',
   'src/algorithms/concurrency.ts':
@@ -57,8 +57,6 @@ const TESTED_ELSEWHERE: Readonly<Record<string, string>> = {
   // The limiter's parts below its façade, exercised through it.
   'src/limiter/limiter.ts':
     'the façade: nearly every file; its request checks in `test/unit/limiter/op-builder-request-info.test.ts`',
-  'src/limiter/decider.ts':
-    "one decision's path: nearly every file; its failures in `test/limiter/failure-policy.test.ts`",
   'src/limiter/options.ts':
     "the limiter's options refused: `test/unit/config/known-fields.test.ts`, `test/unit/rules/compile.test.ts`",
   'src/limiter/deadlines.ts':
@@ -100,7 +98,7 @@ const TESTED_ELSEWHERE: Readonly<Record<string, string>> = {
   'src/stores/store-ops.ts':
     'types and window-type names: `test/unit/algorithms/registry-lists.test.ts`, `test/stores/conformance/suite.ts`',
   'src/stores/memory/overrides.ts':
-    '`test/stores/conformance/overrides.ts` (run by `test/stores/memory/memory-store.test.ts`), `test/unit/rules/limits.test.ts`',
+    '`test/stores/conformance/overrides.ts` (run by `test/stores/memory/memory-store.test.ts`), `test/unit/rules/rule-index-limits.test.ts`',
   'src/stores/postgres/clock.ts':
     "the database's clock: `test/stores/postgres/postgres-store.test.ts`, `test/concurrency/processes-postgres.test.ts`",
   'src/stores/postgres/notify.ts':
@@ -114,7 +112,7 @@ const TESTED_ELSEWHERE: Readonly<Record<string, string>> = {
   'src/stores/redis/batches.ts':
     'one script call per batch: `test/stores/redis/redis-store.test.ts`, `test/stores/redis/cluster-groups.test.ts`',
   'src/stores/redis/channel.ts':
-    'pub/sub: `test/limiter/deny-cache.test.ts` (resets), `test/processes/acquire-processes.test.ts` (frees)',
+    'pub/sub: `test/limiter/decider-deny-cache.test.ts` (resets), `test/processes/acquire-processes.test.ts` (frees)',
   'src/stores/redis/frees.ts':
     'freed slots announced: `test/unit/stores/redis/calls.test.ts`, `test/processes/acquire-processes.test.ts`',
   'src/stores/redis/holders.ts': "a key's holders: `test/concurrency/key-admin-status.test.ts`",
@@ -123,7 +121,7 @@ const TESTED_ELSEWHERE: Readonly<Record<string, string>> = {
   'src/stores/redis/overrides.ts':
     '`test/processes/override-processes.test.ts`, `test/stores/redis/redis-store-conformance.test.ts`',
   'src/stores/redis/resets.ts':
-    '`test/stores/redis/redis-store.test.ts` (a reset announced), `test/limiter/deny-cache.test.ts`',
+    '`test/stores/redis/redis-store.test.ts` (a reset announced), `test/limiter/decider-deny-cache.test.ts`',
   'src/stores/redis/scripts.ts':
     'NOSCRIPT and the library: `test/stores/redis/redis-store.test.ts`, `test/stores/redis/function-library.test.ts`',
   'src/stores/redis/slot-map.ts': 'a stale slot map: `test/stores/redis/cluster-groups.test.ts`',
@@ -131,10 +129,24 @@ const TESTED_ELSEWHERE: Readonly<Record<string, string>> = {
     '`test/stores/redis/connection/ioredis.test.ts`, `test/stores/redis/client.test.ts`',
   'src/stores/redis/connection/node-redis.ts':
     '`test/stores/redis/client.test.ts`, `test/stores/redis/redis-store-conformance.test.ts`',
+  // What runs beyond Node: the Web platform's stand-ins for node: modules, and the Cloudflare and HTTP stores.
+  'src/digest.ts': "digests equal to node:crypto's: `test/unit/web-platform.test.ts`",
+  'src/timers.ts':
+    'timers that keep no process open: `test/unit/web-platform.test.ts`, `test/runtimes/workerd-core.test.ts`',
+  'src/limiter/event-emitter.ts': "Node's EventEmitter surface: `test/unit/web-platform.test.ts`",
+  'src/stores/durable-object/index.ts':
+    'the entry point `ratekeeper/cloudflare`: `test/runtimes/workerd-durable.test.ts`',
+  'src/stores/durable-object/cloudflare-types.ts': 'types only: the type check (`npm run typecheck`)',
+  'src/stores/durable-object/rate-limit-object.ts':
+    'the object on workerd: `test/runtimes/workerd-durable.test.ts`, `test/stores/durable-object/durable-object-store-conformance.test.ts`',
+  'src/stores/durable-object/identity-table.ts':
+    "an object's rows: `test/runtimes/workerd-durable.test.ts` (restarts, alarms, cost)",
+  'src/stores/durable-object/protocol.ts':
+    'messages refused whole: `test/runtimes/workerd-durable.test.ts`, `test/unit/stores/durable-object/durable-object-store-options.test.ts`',
+  'src/stores/leasing/leasing-options.ts': 'refused options: `test/stores/leasing/leases.test.ts`',
   // Adapters: the request sequence and each framework's mapping, through the real framework.
   'adapters/exchange.ts':
     "every framework's file (`test/adapters/suites/http-suite.ts`), `test/adapters/express-headers-out.test.ts`",
-  'adapters/express-exchange.ts': '`test/adapters/express.test.ts`',
   'adapters/fastify-exchange.ts': '`test/adapters/fastify.test.ts`',
   'adapters/fetch-exchange.ts': '`test/adapters/fetch.test.ts`',
   'adapters/hono-exchange.ts': '`test/adapters/hono.test.ts`',

@@ -44,7 +44,6 @@ describe('RedisStore (standalone)', () => {
     conformanceSuite(target);
     overrideSuite(target);
     ruleLimitSuite(target);
-    ruleLimitSuite(target);
     identitySuite(target);
   }
 });
@@ -74,7 +73,6 @@ describe('RedisStore (Cluster)', () => {
   for (const target of targets) {
     conformanceSuite(target);
     overrideSuite(target);
-    ruleLimitSuite(target);
     ruleLimitSuite(target);
     identitySuite(target);
   }

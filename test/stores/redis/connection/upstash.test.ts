@@ -5,8 +5,8 @@ import { randomBytes } from 'node:crypto';
 import { Redis } from '@upstash/redis';
 import { expect } from 'chai';
 import { Hono } from 'hono';
-import { withRateLimit } from '../../adapters/fetch.js';
-import { rateLimit } from '../../adapters/hono.js';
+import { withRateLimit } from '../../../../adapters/fetch.js';
+import { rateLimit } from '../../../../adapters/hono.js';
 import {
   createLimiter,
   type Limiter,
@@ -16,11 +16,11 @@ import {
   RedisStore,
   type Rule,
   type StoreErrorEvent,
-} from '../../src/index.js';
-import { freePort, type RedisServer, startRedis } from '../support/redis.js';
-import { PATIENT } from '../support/settle.js';
-import { startUpstashRest, type UpstashRest } from '../support/upstash-rest.js';
-import { fakeClock } from './conformance/suite.js';
+} from '../../../../src/index.js';
+import { freePort, type RedisServer, startRedis } from '../../../support/redis.js';
+import { PATIENT } from '../../../support/settle.js';
+import { startUpstashRest, type UpstashRest } from '../../../support/upstash-rest.js';
+import { fakeClock } from '../../conformance/suite.js';
 
 const prefix = () => `rku${randomBytes(4).toString('hex')}`;
 const hourly = (limit: number): Rule => ({

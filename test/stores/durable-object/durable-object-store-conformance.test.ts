@@ -6,14 +6,14 @@ import { join } from 'node:path';
 import {
   type DurableObjectNamespaceLike,
   DurableObjectStore,
-} from '../../src/stores/durable-object/index.js';
-import { ensureBuilt } from '../support/pack.js';
-import { type RunningWorker, startWorker } from '../support/workerd.js';
-import { identitySuite } from './conformance/identities.js';
-import { overrideSuite } from './conformance/overrides.js';
-import { conformanceSuite, type StoreUnderTest } from './conformance/suite.js';
+} from '../../../src/stores/durable-object/index.js';
+import { ensureBuilt } from '../../support/pack.js';
+import { type RunningWorker, startWorker } from '../../support/workerd.js';
+import { identitySuite } from '../conformance/identities.js';
+import { overrideSuite } from '../conformance/overrides.js';
+import { conformanceSuite, type StoreUnderTest } from '../conformance/suite.js';
 
-const entry = join(import.meta.dirname, '../runtimes/apps/durable-worker.ts');
+const entry = join(import.meta.dirname, '../../runtimes/apps/durable-worker.ts');
 
 describe('DurableObjectStore (objects on workerd)', function () {
   // Building the package and starting workerd take a while on a busy machine.

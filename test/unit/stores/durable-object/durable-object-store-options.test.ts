@@ -1,7 +1,7 @@
 // DurableObjectStore's construction: a namespace binding and known options, else a clear refusal.
 import { expect } from 'chai';
-import { RateLimitConfigError } from '../../../src/index.js';
-import { DurableObjectStore } from '../../../src/stores/durable-object/index.js';
+import { RateLimitConfigError } from '../../../../src/index.js';
+import { DurableObjectStore } from '../../../../src/stores/durable-object/index.js';
 
 const namespace = {
   idFromName: (name: string) => name,

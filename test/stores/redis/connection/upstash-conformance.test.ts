@@ -2,12 +2,12 @@
 // server that speaks Upstash's REST protocol (test/support/upstash-rest.ts) in front of a real redis-server.
 import { randomBytes } from 'node:crypto';
 import { Redis } from '@upstash/redis';
-import { RedisStore } from '../../src/index.js';
-import { getRedis } from '../support/redis.js';
-import { startUpstashRest, type UpstashRest } from '../support/upstash-rest.js';
-import { identitySuite } from './conformance/identities.js';
-import { overrideSuite } from './conformance/overrides.js';
-import { conformanceSuite } from './conformance/suite.js';
+import { RedisStore } from '../../../../src/index.js';
+import { getRedis } from '../../../support/redis.js';
+import { startUpstashRest, type UpstashRest } from '../../../support/upstash-rest.js';
+import { identitySuite } from '../../conformance/identities.js';
+import { overrideSuite } from '../../conformance/overrides.js';
+import { conformanceSuite } from '../../conformance/suite.js';
 
 const prefix = () => `rku${randomBytes(4).toString('hex')}`;
 
