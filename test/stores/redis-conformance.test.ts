@@ -11,6 +11,7 @@ import { identitySuite } from './conformance/identities.js';
 import { overrideSuite } from './conformance/overrides.js';
 import { ruleLimitSuite } from './conformance/rule-limits.js';
 import { conformanceSuite, type StoreUnderTest } from './conformance/suite.js';
+import { windowFunctionSuite } from './conformance/window-function.js';
 
 const prefix = () => `rkc${randomBytes(4).toString('hex')}`;
 
@@ -45,6 +46,7 @@ describe('RedisStore (standalone)', () => {
     overrideSuite(target);
     ruleLimitSuite(target);
     ruleLimitSuite(target);
+    windowFunctionSuite(target);
     identitySuite(target);
   }
 });
@@ -76,6 +78,7 @@ describe('RedisStore (Cluster)', () => {
     overrideSuite(target);
     ruleLimitSuite(target);
     ruleLimitSuite(target);
+    windowFunctionSuite(target);
     identitySuite(target);
   }
 });
