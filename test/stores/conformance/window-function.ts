@@ -150,7 +150,9 @@ export function windowFunctionSuite(target: StoreUnderTest): void {
         bad.on = true;
         const error = await l.check(userReq('u', 'free')).catch((e: unknown) => e);
         expect(error).to.be.instanceOf(RateLimitRequestError).with.property('code', 'ERR_WINDOW');
-        expect((error as Error).message).to.contain('rule "chosen"').and.contain('nothing was consumed');
+        expect((error as Error).message)
+          .to.contain('rule "chosen"')
+          .and.contain('nothing was consumed');
         bad.on = false;
         expect((await l.status('other', 'u')).count).to.equal(0);
         expect((await l.status('chosen', 'u')).count).to.equal(0);
@@ -201,7 +203,9 @@ export function windowFunctionSuite(target: StoreUnderTest): void {
           (e: unknown) => e,
         );
         expect(error).to.be.instanceOf(RateLimitConfigError).with.property('code', 'ERR_WINDOW');
-        expect((error as Error).message).to.contain('rule "r"').and.contain('cannot be a function');
+        expect((error as Error).message)
+          .to.contain('rule "r"')
+          .and.contain('cannot be a function');
       });
     }
 
