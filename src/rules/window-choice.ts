@@ -1,7 +1,7 @@
 // A window chosen per request (`window` as a function): read and checked for each request, as a limit
 // function is (rules/rule-index.ts), into the store rule its ops carry. The stores and the algorithms read the
 // size of each op's own rule, so the choice reaches the memory store, Lua and PL/pgSQL alike.
-import { windowTypeOf } from '../algorithms/index.js';
+import { windowKind, windowTypeOf } from '../algorithms/index.js';
 import { describe, RateLimitRequestError } from '../errors.js';
 import type { StoreRule } from '../stores/store-ops.js';
 import type { RequestInfo, WindowFunction } from '../types.js';
@@ -56,7 +56,7 @@ function chosenSize(value: unknown, rule: StoreRule): number {
     throw mustGive(rule, value);
   const w = value as Record<string, unknown>;
   if (windowTypeOf(w.type) !== rule.type) throw mustGive(rule, value);
-  const lease = rule.type === 'concurrency';
+  const lease = windowKind(rule.type).holdsSlots;
   const field = lease ? 'lease' : 'size';
   for (const name of Object.keys(w)) {
     if (name === 'type' || name === field) continue;
@@ -98,7 +98,7 @@ export function assertChosenHolds(rule: StoreRule, limit: number): void {
 function mustGive(rule: StoreRule, value: unknown): RateLimitRequestError {
   return refused(
     rule,
-    `window function must give a window of the rule's type synchronously, such as { type: '${rule.type}', ${rule.type === 'concurrency' ? "lease: '30s'" : "size: '1h'"} }, got ${describe(value)}`,
+    `window function must give a window of the rule's type synchronously, such as { type: '${rule.type}', ${windowKind(rule.type).holdsSlots ? "lease: '2m'" : "size: '1h'"} }, got ${describe(value)}`,
   );
 }
 

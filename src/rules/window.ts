@@ -29,24 +29,6 @@ export interface CompiledWindow {
   readonly choose?: WindowFunction;
 }
 
-/**
- * Why a window of this type cannot be chosen per request (undefined: it can). Each type that can keeps the
- * size a key's window started with in the key's state, or needs none (docs/exactness.md).
- */
-export function chosenWindowRefusal(type: WindowType): string | undefined {
-  switch (type) {
-    case 'calendar':
-      return 'a calendar window is the same wall-clock period for every client (midnight in its zone, a cron tick): give clients of another period a rule of their own';
-    case 'sliding':
-    case 'sliding-log':
-      return `a ${type} window judges every hit still logged by the size of the request reading it, so a size chosen per request would shorten or stretch hits already counted: use a fixed or GCRA window`;
-    case 'token-bucket':
-      return "a token bucket's level is kept in units of its size, so a size chosen per request would misread it: use a GCRA window (leaky-bucket), whose state is a time";
-    default:
-      return undefined;
-  }
-}
-
 /** Every field some window type takes: with an unknown type, `typ` still finds `type`. */
 const ANY_WINDOW_FIELD = ['type', ...new Set(Object.values(algorithms).flatMap((a) => a.kind.fields))];
 
@@ -153,7 +135,7 @@ function compileChosen(
   if (typeof base === 'function' || typeof (base as PromiseLike<unknown>)?.then === 'function')
     fail('ERR_WINDOW', 'window', 'a function returning a window at once (not a promise or a function)', base);
   const compiled = compileWindow(base, limit, where, fail);
-  const refusal = chosenWindowRefusal(compiled.type);
+  const refusal = windowKind(compiled.type).unchosen;
   if (refusal !== undefined) refuse('ERR_WINDOW', where, `window cannot be a function here: ${refusal}`);
   return { ...compiled, choose };
 }
