@@ -30,13 +30,14 @@ export interface ChosenWindow {
  */
 export function requestWindow(chosen: ChosenWindow, req: RequestInfo): StoreRule {
   const { store } = chosen;
-  let value: unknown;
+  let sizeMs: number;
   try {
-    value = chosen.choose(req);
+    sizeMs = chosenSize(chosen.choose(req), store);
   } catch (error) {
+    if (error instanceof RateLimitRequestError && error.code === 'ERR_WINDOW') throw error;
+    // Thrown by the function, or by its answer as it was read (a getter, a proxy).
     throw refused(store, `window function threw: ${(error as Error)?.message ?? describe(error)}`, error);
   }
-  const sizeMs = chosenSize(value, store);
   if (sizeMs === store.sizeMs) return store;
   let rule = chosen.sizes.get(sizeMs);
   if (rule === undefined) {

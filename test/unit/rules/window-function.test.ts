@@ -74,3 +74,51 @@ describe('window functions, compiled', () => {
     expect(describeWindow(() => ({ type: 'fixed', size: '1m' }))).to.equal('per window chosen per request');
   });
 });
+
+describe('window functions, attacked', () => {
+  const [rule] = compileRules(
+    [
+      {
+        name: 'api',
+        key: 'user',
+        limit: 5,
+        window: (req: RequestInfo) => ({ type: 'fixed', size: bySize(req) }),
+      },
+    ],
+    { ipv6Subnet: 56 },
+  );
+  const chosen = rule?.chosen;
+  if (chosen === undefined) throw new Error('no chosen window');
+  const answering = (value: unknown) => ({ ...chosen, choose: () => value as never });
+
+  it('an answer whose fields throw as they are read (a getter, a proxy) is ERR_WINDOW naming the rule', () => {
+    const getter = Object.defineProperty({}, 'type', {
+      enumerable: true,
+      get() {
+        throw new Error('gotcha');
+      },
+    });
+    const proxy = new Proxy(
+      {},
+      {
+        ownKeys() {
+          throw new Error('no keys');
+        },
+        get: (_t, name) => (name === 'type' ? 'fixed' : undefined),
+      },
+    );
+    for (const value of [getter, proxy]) {
+      expect(() => requestWindow(answering(value), plan('1m')))
+        .to.throw(/rule "api": window function threw/)
+        .with.property('code', 'ERR_WINDOW');
+    }
+  });
+
+  it('an answer with a hostile size (Infinity, a huge string, an object) is ERR_WINDOW', () => {
+    for (const size of [Number.POSITIVE_INFINITY, '9'.repeat(400), { valueOf: () => 60_000 }, '11y', 1e300]) {
+      expect(() => requestWindow(answering({ type: 'fixed', size }), plan('1m')), String(size))
+        .to.throw(/rule "api": window function must give a size/)
+        .with.property('code', 'ERR_WINDOW');
+    }
+  });
+});
