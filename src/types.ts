@@ -55,9 +55,9 @@ export type WindowSpec =
 
 /**
  * A window chosen per request (a trial's day is an hour): called synchronously with the request, it returns a
- * window of the rule's type, of which only `size` (a concurrency window: `lease`) may differ from request to
- * request. Its type is what it returns for a direct call (`DIRECT_REQUEST`: no user, no headers), asked once
- * when the limiter is built. Fixed, GCRA (leaky bucket) and concurrency windows only. A key's window keeps the
+ * window of the rule's type, of which only `size` may differ from request to request. Its type is what it
+ * returns for a direct call (`DIRECT_REQUEST`: no user, no headers), asked once when the limiter is built.
+ * Fixed and GCRA (leaky bucket) windows only. A key's window keeps the
  * size it started with until it ends (docs/exactness.md). A bad value, a throw or a promise refuses the
  * request with `ERR_WINDOW`; nothing is consumed.
  */
@@ -152,7 +152,7 @@ export interface RuleResult {
   dryRun?: boolean;
   /**
    * Rules whose window is a function of the request: the window it chose for this request, in whole seconds
-   * (the `w` of the `RateLimit-Policy` header); absent for the others and for concurrency rules.
+   * (the `w` of the `RateLimit-Policy` header); absent for the others.
    */
   windowSeconds?: number;
   /**

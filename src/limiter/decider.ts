@@ -141,8 +141,8 @@ export class Decider {
       const op = ops[i] as RuleOp;
       const r = result.results[i] as OpResult;
       rules[i] = ruleResult(op.rule.name, op.key, r.limit, op.rule.dryRun, r);
-      // The client's own window, for its `RateLimit-Policy` (a concurrency rule's has none).
-      if (op.compiled.chosen !== undefined && !op.compiled.facts.holdsSlots)
+      // The client's own window, for its `RateLimit-Policy`.
+      if (op.compiled.chosen !== undefined)
         (rules[i] as RuleResult).windowSeconds = Math.max(1, Math.ceil(op.rule.sizeMs / 1000));
       if (r.lockedNow) {
         const event = emitLockout(events, op, r, result.nowMs);

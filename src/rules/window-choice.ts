@@ -1,7 +1,7 @@
 // A window chosen per request (`window` as a function): read and checked for each request, as a limit
 // function is (rules/rule-index.ts), into the store rule its ops carry. The stores and the algorithms read the
 // size of each op's own rule, so the choice reaches the memory store, Lua and PL/pgSQL alike.
-import { windowKind, windowTypeOf } from '../algorithms/index.js';
+import { windowTypeOf } from '../algorithms/index.js';
 import { describe, RateLimitRequestError } from '../errors.js';
 import type { StoreRule } from '../stores/store-ops.js';
 import type { RequestInfo, WindowFunction } from '../types.js';
@@ -9,7 +9,7 @@ import { parsePeriod } from './duration.js';
 import { exceedsExactMath } from './rule-index.js';
 
 /**
- * The longest window a function may choose: ten years. Every stored time (a window's end, a lease's end,
+ * The longest window a function may choose: ten years. Every stored time (a window's end,
  * a GCRA TAT in µs) then stays an exact integer for centuries; a longer window is a mistake (2^60 ms).
  */
 export const MAX_CHOSEN_WINDOW_MS = 10 * 365 * 86_400_000;
@@ -47,7 +47,7 @@ export function requestWindow(chosen: ChosenWindow, req: RequestInfo): StoreRule
   return rule;
 }
 
-/** The size (a concurrency window: the lease) of a window a function chose, checked against the rule's window. */
+/** The size of a window a function chose, checked against the rule's window. */
 function chosenSize(value: unknown, rule: StoreRule): number {
   if (
     value === null ||
@@ -57,28 +57,20 @@ function chosenSize(value: unknown, rule: StoreRule): number {
     throw mustGive(rule, value);
   const w = value as Record<string, unknown>;
   if (windowTypeOf(w.type) !== rule.type) throw mustGive(rule, value);
-  const lease = windowKind(rule.type).holdsSlots;
-  const field = lease ? 'lease' : 'size';
   for (const name of Object.keys(w)) {
-    if (name === 'type' || name === field) continue;
+    if (name === 'type' || name === 'size') continue;
     // Only the size differs from request to request: the rest is the rule's (its burst, its buckets).
     if (name === 'burst' && w.burst === (rule.burst || undefined)) continue;
     throw refused(
       rule,
-      `window function must give only type and ${field}, got ${describe(name)} in ${describe(value)}`,
+      `window function must give only type and size, got ${describe(name)} in ${describe(value)}`,
     );
   }
-  const sizeMs = w[field] === undefined && lease ? rule.sizeMs : parsePeriod(w[field]);
-  // A process renews its slots every third of the rule's lease (the one of direct calls): a shorter lease
-  // would lapse while its holder still runs.
-  const least = lease ? rule.sizeMs : 1000;
-  if (sizeMs === undefined || sizeMs > MAX_CHOSEN_WINDOW_MS || sizeMs < least) {
-    const from = lease
-      ? `the rule's lease for a direct call (${least} ms, which sets how often slots are renewed)`
-      : '1s';
+  const sizeMs = parsePeriod(w.size);
+  if (sizeMs === undefined || sizeMs > MAX_CHOSEN_WINDOW_MS) {
     throw refused(
       rule,
-      `window function must give a ${field} from ${from} to 10 years, such as ${lease ? "'2m'" : "'1h'"}, got ${describe(w[field])}`,
+      `window function must give a size from 1s to 10 years, such as '1h', got ${describe(w.size)}`,
     );
   }
   return sizeMs;
@@ -99,7 +91,7 @@ export function assertChosenHolds(rule: StoreRule, limit: number): void {
 function mustGive(rule: StoreRule, value: unknown): RateLimitRequestError {
   return refused(
     rule,
-    `window function must give a window of the rule's type synchronously, such as { type: '${rule.type}', ${windowKind(rule.type).holdsSlots ? "lease: '2m'" : "size: '1h'"} }, got ${describe(value)}`,
+    `window function must give a window of the rule's type synchronously, such as { type: '${rule.type}', size: '1h' }, got ${describe(value)}`,
   );
 }
 

@@ -103,28 +103,6 @@ export function windowFunctionSuite(target: StoreUnderTest): void {
       expect(await admitted(l, 'u')).to.equal(1);
     });
 
-    it("concurrency: a slot keeps the lease it was taken with; a lease shorter than the rule's is refused", async () => {
-      const lease = { value: '60s' };
-      const l = await limiter([
-        {
-          name: 'exports',
-          key: 'user',
-          limit: 1,
-          window: (req) => ({ type: 'concurrency', lease: req.user === undefined ? '10s' : lease.value }),
-        },
-      ]);
-      const held = await l.check(userReq('u', 'free'));
-      expect(held.allowed).to.equal(true);
-      lease.value = '20s';
-      const denied = await l.check(userReq('u', 'free'));
-      expect([denied.allowed, denied.retryAfterMs]).to.deep.equal([false, 60_000]);
-      await l.release(held);
-      lease.value = '5s';
-      const error = await l.check(userReq('u', 'free')).catch((e: unknown) => e);
-      expect(error).to.be.instanceOf(RateLimitRequestError).with.property('code', 'ERR_WINDOW');
-      expect((await l.status('exports', 'u')).count).to.equal(0);
-    });
-
     it('an override and a rule-wide limit set the limit; the window is still the client’s own', async () => {
       const { fn } = switchable('fixed', '30s');
       const l = await limiter([{ name: 'api', key: 'user', limit: 1, window: fn }]);
@@ -197,6 +175,7 @@ export function windowFunctionSuite(target: StoreUnderTest): void {
       ['sliding', { type: 'sliding', size: '1m' }],
       ['sliding-log', { type: 'sliding-log', size: '1m' }],
       ['token-bucket', { type: 'token-bucket', size: '1m' }],
+      ['concurrency', { type: 'concurrency', lease: '1m' }],
     ] as const) {
       it(`a ${type} window function is refused when the limiter is built, with the reason`, async () => {
         const error = await limiter([{ name: 'r', key: 'user', limit: 1, window: () => window }]).catch(
