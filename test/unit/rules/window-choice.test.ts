@@ -1,4 +1,4 @@
-// Tests of src/rules/window-choice.ts. // A window chosen per request, as compiled: the rule's type and its direct-call window come from the function's
+// src/rules/window-choice.ts: a window chosen per request, as compiled: the rule's type and its direct-call window come from the function's
 // answer to DIRECT_REQUEST; grouped rules keep their choice on the grouped store rule; such a rule is never leased.
 import { expect } from 'chai';
 import { describeWindow } from '../../../src/operators/rule-summary.js';
