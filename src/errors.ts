@@ -37,6 +37,7 @@ export type RequestErrorCode =
   | 'ERR_KEY_VALUE'
   | 'ERR_KEY_MISSING'
   | 'ERR_LIMIT'
+  | 'ERR_WINDOW'
   | 'ERR_QUEUE_FULL'
   | 'ERR_DELAY'
   | 'ERR_CONTEXT'

@@ -254,9 +254,11 @@ function standardFields(
     let states = '';
     for (const r of decision.rules) {
       let strings = cache?.get(r.rule);
-      if (strings === undefined || strings.limit !== r.limit) {
+      if (strings === undefined || strings.limit !== r.limit || r.windowSeconds !== undefined) {
         strings = ruleStrings(r, windows, concurrent?.(r.rule) === true);
-        if (cache !== undefined && cache.size < MAX_CACHED_RULES) cache.set(r.rule, strings);
+        // A window chosen per request is the client's own: not cached for the rule.
+        if (cache !== undefined && cache.size < MAX_CACHED_RULES && r.windowSeconds === undefined)
+          cache.set(r.rule, strings);
       }
       const separator = policies === '' ? '' : ', ';
       policies += separator + strings.policy;
@@ -283,7 +285,7 @@ function ruleStrings(
   concurrent: boolean,
 ): RuleStrings {
   const name = sfString(r.rule);
-  const tail = concurrent ? ';qu="concurrent-requests"' : windowParam(windows?.[r.rule]);
+  const tail = concurrent ? ';qu="concurrent-requests"' : windowParam(r.windowSeconds ?? windows?.[r.rule]);
   return { limit: r.limit, name, policy: `${name};q=${sfInteger(r.limit)}${tail}`, concurrent };
 }
 
@@ -322,7 +324,7 @@ function draftPolicies(
 ): string {
   // Drafts 6 and 7 have no unit: a concurrency rule's policy is its limit alone.
   const policy = (r: RuleResult) =>
-    `${sfInteger(r.limit)}${concurrent?.(r.rule) === true ? '' : windowParam(windows?.[r.rule])}`;
+    `${sfInteger(r.limit)}${concurrent?.(r.rule) === true ? '' : windowParam(r.windowSeconds ?? windows?.[r.rule])}`;
   const first = decision.rules.find((r) => r.rule === decision.rule) ?? (decision.rules[0] as RuleResult);
   let policies = policy(first);
   for (const r of decision.rules) if (r !== first) policies += `, ${policy(r)}`;

@@ -53,6 +53,16 @@ export type WindowSpec =
       lease?: Duration;
     };
 
+/**
+ * A window chosen per request (a trial's day is an hour): called synchronously with the request, it returns a
+ * window of the rule's type, of which only `size` may differ from request to request. Its type is what it
+ * returns for a direct call (`DIRECT_REQUEST`: no user, no headers), asked once when the limiter is built.
+ * Fixed and GCRA (leaky bucket) windows only. A key's window keeps the
+ * size it started with until it ends (docs/exactness.md). A bad value, a throw or a promise refuses the
+ * request with `ERR_WINDOW`; nothing is consumed.
+ */
+export type WindowFunction = (req: RequestInfo) => WindowSpec;
+
 /** The window types the algorithms implement (defined with them: the math knows nothing of the limiter). */
 export type { WindowType } from './stores/store-ops.js';
 
@@ -86,7 +96,8 @@ export interface Rule {
    * `LimitFunction`). An override set with `limiter.override` wins over it for its key.
    */
   limit: number | LimitFunction;
-  window: WindowSpec;
+  /** The window, or a function of the request choosing one of the rule's type (see `WindowFunction`). */
+  window: WindowSpec | WindowFunction;
   /** Units a request costs: a non-negative integer, or a function of the request. @default 1 */
   cost?: number | ((req: RequestInfo) => number);
   /** Which outcomes stay counted. @default 'all' */
@@ -139,6 +150,11 @@ export interface RuleResult {
   locked: boolean;
   /** True when the rule is in dry-run mode. */
   dryRun?: boolean;
+  /**
+   * Rules whose window is a function of the request: the window it chose for this request, in whole seconds
+   * (the `w` of the `RateLimit-Policy` header); absent for the others.
+   */
+  windowSeconds?: number;
   /**
    * Concurrency rules: the id of the first slot this decision holds (its `cost` slots are `slot`,
    * `slot + 1`, ...), what `limiter.release` frees; absent when it holds none.

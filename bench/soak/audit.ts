@@ -59,7 +59,7 @@ export function windowSpecs(rules: Rule[] = [...apiRules(), ...serviceRules()]):
   const out = new Map<string, WindowSpec>();
   for (const rule of rules) {
     const w = rule.window;
-    if (typeof rule.limit !== 'number' || w.type === 'concurrency') continue;
+    if (typeof rule.limit !== 'number' || typeof w === 'function' || w.type === 'concurrency') continue;
     const type = w.type === 'leaky-bucket' ? 'gcra' : w.type;
     const sizeMs = 'size' in w ? duration(w.size) : 0;
     const period =

@@ -74,6 +74,11 @@ export interface WindowKind {
    * sql/check-batch.sql computes in place for the requests of one rule batched together.
    */
   readonly counter: boolean;
+  /**
+   * Why its size cannot be chosen per request (a `window` function, src/rules/window-choice.ts), for the
+   * rule's refusal; undefined when it can: a key's window then keeps the size it started with.
+   */
+  readonly unchosen: string | undefined;
 }
 
 /** What a window type's state allows a store, besides its fields (see WindowKind). */
@@ -82,6 +87,8 @@ export interface WindowTraits {
   readonly groupable?: boolean;
   /** @default false */
   readonly counter?: boolean;
+  /** @default undefined: its size may be chosen per request */
+  readonly unchosen?: string;
 }
 
 /** A window whose capacity is its limit, with no bound of its own on the limit. */
@@ -99,6 +106,7 @@ export function countingWindow(
     holdsSlots: fields.includes('lease'),
     groupable: traits.groupable ?? false,
     counter: traits.counter ?? false,
+    unchosen: traits.unchosen,
   };
 }
 
@@ -110,6 +118,7 @@ export function bucketWindow(
   title: string,
   aliases: readonly string[] = [],
   bound = Number.MAX_SAFE_INTEGER,
+  unchosen: string | undefined = undefined,
 ): WindowKind {
   return {
     title,
@@ -121,6 +130,7 @@ export function bucketWindow(
     // A bucket's state is one number or two (a level and a time, a TAT).
     groupable: true,
     counter: false,
+    unchosen,
   };
 }
 

@@ -15,7 +15,12 @@ function countIn(state: CounterState | undefined, endMs: number): number {
 }
 
 export const calendar: Algorithm<CounterState> = {
-  kind: countingWindow('calendar', ['unit', 'cron', 'timezone'], { groupable: true, counter: true }),
+  kind: countingWindow('calendar', ['unit', 'cron', 'timezone'], {
+    groupable: true,
+    counter: true,
+    unchosen:
+      'a calendar window is the same wall-clock period for every client (midnight in its zone, a cron tick): give clients of another period a rule of their own',
+  }),
 
   evaluate(state, op, nowMs, add) {
     const endMs = periodEnd(op, nowMs);

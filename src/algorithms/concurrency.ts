@@ -56,7 +56,10 @@ export function renewSlots(
 export const concurrency: Algorithm<HolderState> = {
   // Slots held at once, up to the limit; with `lease` (a slot's life after its process died), the window
   // holds slots until they are released (RuleFacts.holdsSlots).
-  kind: countingWindow('concurrency', ['lease']),
+  kind: countingWindow('concurrency', ['lease'], {
+    unchosen:
+      "a concurrency window's lease is how long a slot outlives a process that died holding it, a property of your processes rather than of a client: give clients different limits with a limit function",
+  }),
 
   evaluate(state, op, nowMs, add) {
     // The live holders and the soonest lease end, in one pass: sorted only for a denial that needs more.

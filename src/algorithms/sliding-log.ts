@@ -20,7 +20,10 @@ function clamp(state: LogState | undefined, nowMs: number): number {
 }
 
 export const slidingLog: Algorithm<LogState> = {
-  kind: countingWindow('sliding log', ['size']),
+  kind: countingWindow('sliding log', ['size'], {
+    unchosen:
+      'a sliding log judges every hit it holds by the size of the request reading it, so a size chosen per request would shorten or stretch hits already counted: use a fixed or GCRA window',
+  }),
 
   evaluate(state, op, now, add) {
     const nowMs = clamp(state, now);

@@ -37,7 +37,10 @@ function expiryMs(index: number, op: StoreOp, nowMs: number): number {
 }
 
 export const sliding: Algorithm<BucketState> = {
-  kind: countingWindow('sliding window', ['size', 'buckets']),
+  kind: countingWindow('sliding window', ['size', 'buckets'], {
+    unchosen:
+      'a sliding window counts each bucket by the size of the request reading it, so a size chosen per request would shorten or stretch hits already counted: use a fixed or GCRA window',
+  }),
 
   evaluate(state, op, nowMs, add) {
     const { buckets } = op.rule;

@@ -35,7 +35,12 @@ function refilled(state: TokenState | undefined, op: StoreOp, nowMs: number): nu
 }
 
 export const tokenBucket: Algorithm<TokenState> = {
-  kind: bucketWindow('token bucket'),
+  kind: bucketWindow(
+    'token bucket',
+    [],
+    Number.MAX_SAFE_INTEGER,
+    "a token bucket's level is kept in units of its size, so a size chosen per request would misread it: use a GCRA window (leaky-bucket), whose state is a time",
+  ),
 
   evaluate(state, op, nowMs, add) {
     const { limit } = op;

@@ -141,6 +141,9 @@ export class Decider {
       const op = ops[i] as RuleOp;
       const r = result.results[i] as OpResult;
       rules[i] = ruleResult(op.rule.name, op.key, r.limit, op.rule.dryRun, r);
+      // The client's own window, for its `RateLimit-Policy`.
+      if (op.compiled.chosen !== undefined)
+        (rules[i] as RuleResult).windowSeconds = Math.max(1, Math.ceil(op.rule.sizeMs / 1000));
       if (r.lockedNow) {
         const event = emitLockout(events, op, r, result.nowMs);
         if (observers.lockouts) observers.lockout(event);
@@ -190,6 +193,11 @@ interface Cached {
    * limit (a limit function giving more after a plan upgrade) is the store's to decide.
    */
   limit: number | undefined;
+  /**
+   * The window size the request was decided on (a window chosen per request); undefined for a lock. A
+   * request of another size (the client's plan changed) is the store's to decide: GCRA prices it anew.
+   */
+  sizeMs: number | undefined;
 }
 
 /**
@@ -224,11 +232,19 @@ export class DenyCache {
    * The cached denial of `rule` for `key` at `nowMs`, for a request of `cost`, with its times counted
    * down; undefined when none applies.
    */
-  get(rule: string, key: string, nowMs: number, cost: number, limit?: number): RuleResult | undefined {
+  get(
+    rule: string,
+    key: string,
+    nowMs: number,
+    cost: number,
+    limit?: number,
+    sizeMs?: number,
+  ): RuleResult | undefined {
     const id = `${rule}\u0000${key}`;
     const cached = this.#entries.get(id);
     if (cached === undefined || (cached.cost !== undefined && cached.cost !== cost)) return undefined;
     if (cached.limit !== undefined && limit !== undefined && cached.limit !== limit) return undefined;
+    if (cached.sizeMs !== undefined && sizeMs !== undefined && cached.sizeMs !== sizeMs) return undefined;
     if (nowMs >= cached.untilMs) {
       this.#entries.delete(id);
       return undefined;
@@ -247,7 +263,9 @@ export class DenyCache {
     // Nothing denied lately (the usual case): no id to build per op.
     if (this.#entries.size === 0) return undefined;
     for (const op of ops) {
-      const cached = op.rule.dryRun ? undefined : this.get(op.rule.name, op.key, nowMs, op.cost, op.limit);
+      const cached = op.rule.dryRun
+        ? undefined
+        : this.get(op.rule.name, op.key, nowMs, op.cost, op.limit, op.rule.sizeMs);
       if (cached !== undefined) return cached;
     }
     return undefined;
@@ -292,22 +310,30 @@ export class DenyCache {
     // After resetMs a unit is back (remaining and count change), after retryAfterMs this cost fits.
     const sameForMs = Math.min(r.resetMs, retryAfterMs);
     if (sameForMs <= 0) return false;
-    this.set(r, atMs, atMs + sameForMs, op.cost, op.limit);
+    this.set(r, atMs, atMs + sameForMs, op.cost, op.limit, op.rule.sizeMs);
     return true;
   }
 
   /**
    * Remembers `result`, the answer to a request sent at `atMs`, until `untilMs`, for requests of
-   * `cost` and `limit` (undefined: every cost, every limit). The oldest entry makes room when full.
+   * `cost`, `limit` and window `sizeMs` (undefined: every cost, every limit, every size). The oldest entry makes room when full.
    */
-  set(result: RuleResult, atMs: number, untilMs: number, cost: number | undefined, limit?: number): void {
+  set(
+    result: RuleResult,
+    atMs: number,
+    untilMs: number,
+    cost: number | undefined,
+    limit?: number,
+    sizeMs?: number,
+  ): void {
     const id = `${result.rule}\u0000${result.key}`;
     this.#entries.delete(id);
     if (this.#entries.size >= this.#maxKeys) {
       const oldest = this.#entries.keys().next();
       if (!oldest.done) this.#entries.delete(oldest.value);
     }
-    this.#entries.set(id, { result, atMs, untilMs: Math.min(untilMs, atMs + this.#maxAgeMs), cost, limit });
+    const untilCapped = Math.min(untilMs, atMs + this.#maxAgeMs);
+    this.#entries.set(id, { result, atMs, untilMs: untilCapped, cost, limit, sizeMs });
   }
 
   delete(rule: string, key: string): void {

@@ -4,7 +4,8 @@ import { describe, RateLimitRequestError } from '../errors.js';
 import { identityOf } from '../keys/direct-key.js';
 import { assertCost, type CompiledRule } from '../rules/compile.js';
 import { DIRECT_REQUEST, RuleIndex, requestLimit } from '../rules/rule-index.js';
-import type { StoreOp } from '../stores/store.js';
+import { assertChosenHolds, requestWindow } from '../rules/window-choice.js';
+import type { StoreOp, StoreRule } from '../stores/store.js';
 import type { RequestInfo } from '../types.js';
 
 /**
@@ -101,7 +102,7 @@ export class OpBuilder {
         ops.push(
           overridden === undefined
             ? this.#withLimit(rule, key, cost, DIRECT_REQUEST)
-            : this.op(rule, key, cost, overridden),
+            : this.op(rule, key, cost, overridden, windowOf(rule, DIRECT_REQUEST)),
         );
       }
     } catch (error) {
@@ -111,9 +112,11 @@ export class OpBuilder {
     return Promise.all(ops);
   }
 
-  op(rule: CompiledRule, key: string, cost: number, limit: number): RuleOp {
+  /** `store`: the rule as this op's window has it (rules/window-choice.ts), else the rule's own. */
+  op(rule: CompiledRule, key: string, cost: number, limit: number, store = rule.store): RuleOp {
     if (cost > limit && rule.facts.holdsSlots) throw slotCostRefused(rule.name, cost, limit);
-    if (rule.periods === undefined) return { rule: rule.store, key, cost, limit, compiled: rule };
+    if (store !== rule.store) assertChosenHolds(store, limit);
+    if (rule.periods === undefined) return { rule: store, key, cost, limit, compiled: rule };
     const { endMs, nextEndMs } = rule.periods(this.#now());
     return {
       rule: rule.store,
@@ -128,9 +131,11 @@ export class OpBuilder {
 
   /** The op with the rule's limit for `req`: at once, unless the rule's limit function gave a promise. */
   #withLimit(rule: CompiledRule, key: string, cost: number, req: RequestInfo): RuleOp | Promise<RuleOp> {
+    // The window first: a window function is synchronous, and its refusal must not leave a limit's promise.
+    const store = windowOf(rule, req);
     const limit = requestLimit(rule.limit, rule.store, req);
-    if (typeof limit === 'number') return this.op(rule, key, cost, limit);
-    return limit.then((value) => this.op(rule, key, cost, value));
+    if (typeof limit === 'number') return this.op(rule, key, cost, limit, store);
+    return limit.then((value) => this.op(rule, key, cost, value, store));
   }
 
   /**
@@ -203,6 +208,11 @@ export class OpBuilder {
       ops.push(this.#withLimit(rule, key, cost, view));
     }
   }
+}
+
+/** The rule as the request's window has it: the rule's own, unless its window is chosen per request. */
+function windowOf(rule: CompiledRule, req: RequestInfo): StoreRule {
+  return rule.chosen === undefined ? rule.store : requestWindow(rule.chosen, req);
 }
 
 /** Ops given up on (a later rule threw): a limit function's promise already made must not reject unheard. */

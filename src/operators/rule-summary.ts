@@ -2,7 +2,15 @@
 import { windowKind, windowTypeOf } from '../algorithms/index.js';
 import { RULE_DEFAULTS } from '../defaults.js';
 import { parseDuration } from '../rules/duration.js';
-import type { LockoutSpec, MatchSpec, Rule, RuleStatus, SlotHolder, WindowSpec } from '../types.js';
+import type {
+  LockoutSpec,
+  MatchSpec,
+  Rule,
+  RuleStatus,
+  SlotHolder,
+  WindowFunction,
+  WindowSpec,
+} from '../types.js';
 
 /** A rule as an operator reads it: every field a short string, none of them the request's data. */
 export interface RuleSummary {
@@ -26,7 +34,8 @@ export function summarizeRule(rule: Rule): RuleSummary {
   };
 }
 
-export function describeWindow(window: WindowSpec): string {
+export function describeWindow(window: WindowSpec | WindowFunction): string {
+  if (typeof window === 'function') return 'per window chosen per request';
   const type = windowTypeOf(window.type);
   const title = type === undefined ? window.type : windowKind(type).title;
   if ('unit' in window || 'cron' in window) {

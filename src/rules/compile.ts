@@ -16,6 +16,7 @@ import { type RuleFacts, ruleFacts } from './facts.js';
 import { compileLockout } from './lockout.js';
 import { createMatcher, type Matcher } from './match.js';
 import { compileWindow } from './window.js';
+import type { ChosenWindow } from './window-choice.js';
 
 const MATCH_FIELDS = fieldsOf<MatchSpec>({ method: true, path: true });
 
@@ -45,6 +46,8 @@ export interface CompiledRule {
   readonly windowSeconds: number;
   /** What the rule is, for the parts that must not read its raw fields (see rules/facts.ts). */
   readonly facts: RuleFacts;
+  /** A window chosen per request (rules/window-choice.ts); undefined: the rule's window for every request. */
+  readonly chosen: ChosenWindow | undefined;
 }
 
 const RULE_FIELDS = fieldsOf<Rule>({
@@ -114,7 +117,9 @@ function groupByKey(rules: CompiledRule[], keys: readonly unknown[]): CompiledRu
   return rules.map((rule, i) => {
     const form = forms[i];
     if (form === undefined || (counts.get(form) ?? 0) < 2) return rule;
-    return { ...rule, store: { ...rule.store, grouped: true } };
+    const store = { ...rule.store, grouped: true };
+    const chosen = rule.chosen === undefined ? undefined : { ...rule.chosen, store, sizes: new Map() };
+    return { ...rule, store, chosen };
   });
 }
 
@@ -149,6 +154,23 @@ function compileRule(input: unknown, index: number, options: CompileOptions): Co
   if (missing !== undefined && missing !== 'skip' && missing !== 'refuse')
     fail('ERR_OPTION', 'missing', `'skip' (the rule does not apply) or 'refuse' (HTTP 400)`, missing);
   const matcher = compileMatch(rule.match, where, fail);
+  const store: StoreRule = {
+    name,
+    type: window.type,
+    sizeMs: window.sizeMs,
+    buckets: window.buckets,
+    burst: window.burst,
+    lockout,
+    dryRun,
+    // A lease is sized by the rule's window: a window chosen per request is decided by the store each time.
+    leasable:
+      lockout === undefined &&
+      !dryRun &&
+      countOn === 'all' &&
+      !resetOnSuccess &&
+      !settle &&
+      window.choose === undefined,
+  };
   return {
     name,
     index,
@@ -171,16 +193,8 @@ function compileRule(input: unknown, index: number, options: CompileOptions): Co
       settle,
       matcher?.prefixes !== undefined,
     ),
-    store: {
-      name,
-      type: window.type,
-      sizeMs: window.sizeMs,
-      buckets: window.buckets,
-      burst: window.burst,
-      lockout,
-      dryRun,
-      leasable: lockout === undefined && !dryRun && countOn === 'all' && !resetOnSuccess && !settle,
-    },
+    store,
+    chosen: window.choose === undefined ? undefined : { store, choose: window.choose, sizes: new Map() },
   };
 }
 

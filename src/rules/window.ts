@@ -6,10 +6,11 @@ import { CRON_FIELDS, cronFieldCount } from '../config/hints.js';
 import { assertKnownFields } from '../config/known-fields.js';
 import { type FieldRefusal, mustBe, refuse } from '../config/refuse.js';
 import { RULE_DEFAULTS } from '../defaults.js';
-import type { LimitFunction, WindowType } from '../types.js';
+import { describe } from '../errors.js';
+import type { LimitFunction, WindowFunction, WindowType } from '../types.js';
 import { assertCron, CALENDAR_UNITS, createPeriodFn, isValidTimeZone, type PeriodFn } from './calendar.js';
 import { parsePeriod, periodAllowed } from './duration.js';
-import { exceedsExactMath } from './rule-index.js';
+import { DIRECT_REQUEST, exceedsExactMath } from './rule-index.js';
 
 /** The shortest lease a concurrency window takes. */
 const MIN_LEASE_MS = 1000;
@@ -24,6 +25,8 @@ export interface CompiledWindow {
   readonly periods: PeriodFn | undefined;
   /** Whole seconds of the window, for the `w` parameter of `RateLimit-Policy` (0 when not fixed-length). */
   readonly windowSeconds: number;
+  /** A window chosen per request (rules/window-choice.ts); the fields above are its choice for a direct call. */
+  readonly choose?: WindowFunction;
 }
 
 /** Every field some window type takes: with an unknown type, `typ` still finds `type`. */
@@ -45,6 +48,7 @@ export function compileWindow(
   where: string,
   fail: FieldRefusal,
 ): CompiledWindow {
+  if (typeof window === 'function') return compileChosen(window as WindowFunction, limit, where, fail);
   if (window === null || typeof window !== 'object')
     fail(
       'ERR_WINDOW',
@@ -106,6 +110,34 @@ export function compileWindow(
       ? Math.max(1, Math.ceil(sizeMs / 1000))
       : (UNIT_SECONDS[w.unit as string] ?? 0);
   return { type, sizeMs, buckets, burst, periods, windowSeconds };
+}
+
+/**
+ * A window function: its type, and its fields for direct calls, are what it returns for DIRECT_REQUEST; asked
+ * once here, so that a function which cannot answer a direct call is refused before any request.
+ */
+function compileChosen(
+  choose: WindowFunction,
+  limit: number | LimitFunction,
+  where: string,
+  fail: FieldRefusal,
+): CompiledWindow {
+  let base: unknown;
+  try {
+    base = choose(DIRECT_REQUEST);
+  } catch (error) {
+    refuse(
+      'ERR_WINDOW',
+      where,
+      `window function threw for a direct call (no request: no user, no headers), which gives the rule its type and the window of direct calls: ${(error as Error)?.message ?? describe(error)}`,
+    );
+  }
+  if (typeof base === 'function' || typeof (base as PromiseLike<unknown>)?.then === 'function')
+    fail('ERR_WINDOW', 'window', 'a function returning a window at once (not a promise or a function)', base);
+  const compiled = compileWindow(base, limit, where, fail);
+  const refusal = windowKind(compiled.type).unchosen;
+  if (refusal !== undefined) refuse('ERR_WINDOW', where, `window cannot be a function here: ${refusal}`);
+  return { ...compiled, choose };
 }
 
 /**

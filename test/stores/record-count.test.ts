@@ -1,6 +1,6 @@
 // record() is counting: its decisions carry each rule's windowed count, past the limit too, on every store.
 import { expect } from 'chai';
-import { createLimiter, type Limiter, type Rule } from '../../src/index.js';
+import { createLimiter, type Limiter, type Rule, type WindowSpec } from '../../src/index.js';
 import { PATIENT } from '../support/settle.js';
 import { memoryStores, redisStores, type StoreFactory } from '../support/stores.js';
 
@@ -44,7 +44,7 @@ for (const factory of [memoryStores, redisStores] satisfies StoreFactory[]) {
     });
 
     it('counts the same total in every window type (1000 points within 3 s: a critical hit)', async () => {
-      const windows: Rule['window'][] = [
+      const windows: WindowSpec[] = [
         { type: 'fixed', size: '3s' },
         { type: 'calendar', unit: 'minute' },
         { type: 'sliding-log', size: '3s' },

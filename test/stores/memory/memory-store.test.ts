@@ -7,11 +7,13 @@ import { identitySuite } from '../conformance/identities.js';
 import { overrideSuite } from '../conformance/overrides.js';
 import { ruleLimitSuite } from '../conformance/rule-limits.js';
 import { conformanceSuite } from '../conformance/suite.js';
+import { windowFunctionSuite } from '../conformance/window-function.js';
 
 conformanceSuite({ name: 'MemoryStore', makeStore: (clock) => new MemoryStore({ clock }) });
 // Overrides: on RedisStore once it implements Store.override (redis helper), from redis-conformance too.
 overrideSuite({ name: 'MemoryStore', makeStore: (clock) => new MemoryStore({ clock }) });
 ruleLimitSuite({ name: 'MemoryStore', makeStore: (clock) => new MemoryStore({ clock }) });
+windowFunctionSuite({ name: 'MemoryStore', makeStore: (clock) => new MemoryStore({ clock }) });
 identitySuite({ name: 'MemoryStore', makeStore: (clock) => new MemoryStore({ clock }) });
 
 describe('MemoryStore bounds', () => {

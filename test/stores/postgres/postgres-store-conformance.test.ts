@@ -7,6 +7,7 @@ import { identitySuite } from '../conformance/identities.js';
 import { overrideSuite } from '../conformance/overrides.js';
 import { ruleLimitSuite } from '../conformance/rule-limits.js';
 import { conformanceSuite, type StoreUnderTest } from '../conformance/suite.js';
+import { windowFunctionSuite } from '../conformance/window-function.js';
 
 describe('PostgresStore', function () {
   // Starting the server (initdb) takes a few seconds on a busy machine.
@@ -23,5 +24,6 @@ describe('PostgresStore', function () {
   conformanceSuite(target);
   overrideSuite(target);
   ruleLimitSuite(target);
+  windowFunctionSuite(target);
   identitySuite(target);
 });

@@ -11,6 +11,7 @@ import { identitySuite } from '../conformance/identities.js';
 import { overrideSuite } from '../conformance/overrides.js';
 import { ruleLimitSuite } from '../conformance/rule-limits.js';
 import { conformanceSuite, type StoreUnderTest } from '../conformance/suite.js';
+import { windowFunctionSuite } from '../conformance/window-function.js';
 
 const prefix = () => `rkc${randomBytes(4).toString('hex')}`;
 
@@ -44,6 +45,7 @@ describe('RedisStore (standalone)', () => {
     conformanceSuite(target);
     overrideSuite(target);
     ruleLimitSuite(target);
+    windowFunctionSuite(target);
     identitySuite(target);
   }
 });
@@ -74,6 +76,7 @@ describe('RedisStore (Cluster)', () => {
     conformanceSuite(target);
     overrideSuite(target);
     ruleLimitSuite(target);
+    windowFunctionSuite(target);
     identitySuite(target);
   }
 });

@@ -1,0 +1,205 @@
+// Conformance: a window chosen per request (`window` as a function), on every store: a key's window keeps the
+// size it started with, the next one takes the size chosen then; hostile choices consume nothing.
+import { expect } from 'chai';
+import {
+  RateLimitConfigError,
+  RateLimitRequestError,
+  type RequestInfo,
+  type WindowFunction,
+} from '../../../src/index.js';
+import { useLimiters, userReq } from './limits.js';
+import type { StoreUnderTest } from './suite.js';
+
+/** Units admitted now to `id` on `plan` (checks until the first denial). */
+async function admitted(l: { check(req: RequestInfo): Promise<{ allowed: boolean }> }, id: string) {
+  let n = 0;
+  while ((await l.check(userReq(id, 'free'))).allowed) n++;
+  return n;
+}
+
+/** A window function whose size the test changes between requests (an operator moving a client's plan). */
+function switchable(type: 'fixed' | 'gcra', first: string) {
+  const state = { size: first };
+  const fn: WindowFunction = (req) => ({ type, size: req.user === undefined ? '10s' : state.size });
+  return { state, fn };
+}
+
+const HOSTILE: Array<[string, unknown]> = [
+  ['0', 0],
+  ['NaN', Number.NaN],
+  ['a negative size', -5000],
+  ['2^60 ms', 2 ** 60],
+  ['a string that is not a duration', 'a fortnight'],
+  ['a window of another type', { type: 'sliding-log', size: '1m' }],
+  ['a bare string', '1m'],
+  ['null', null],
+  ['a promise', Promise.resolve({ type: 'fixed', size: '1m' })],
+  ['another field', { type: 'fixed', size: '1m', buckets: 3 }],
+];
+
+export function windowFunctionSuite(target: StoreUnderTest): void {
+  describe(`windows chosen per request: ${target.name}`, () => {
+    const { limiter, clock } = useLimiters(target);
+
+    it('fixed: a shorter size chosen mid-window leaves the window in progress its end; the next window takes it', async () => {
+      const { state, fn } = switchable('fixed', '60s');
+      const l = await limiter([{ name: 'api', key: 'user', limit: 3, window: fn }]);
+      expect(await admitted(l, 'u')).to.equal(3);
+      state.size = '10s';
+      clock().advance(15_000);
+      const denied = await l.check(userReq('u', 'free'));
+      // Still the 60 s window that started at 0: 45 s to its end, not a 10 s window's.
+      expect([denied.allowed, denied.retryAfterMs]).to.deep.equal([false, 45_000]);
+      clock().advance(45_000);
+      const next = await l.check(userReq('u', 'free'));
+      expect([next.allowed, next.resetMs, next.rules[0]?.windowSeconds]).to.deep.equal([true, 10_000, 10]);
+      expect(await admitted(l, 'u')).to.equal(2);
+      clock().advance(10_000);
+      expect(await admitted(l, 'u')).to.equal(3);
+    });
+
+    it('fixed: a longer size chosen mid-window does not stretch the window in progress', async () => {
+      const { state, fn } = switchable('fixed', '10s');
+      const l = await limiter([{ name: 'api', key: 'user', limit: 2, window: fn }]);
+      expect(await admitted(l, 'u')).to.equal(2);
+      state.size = '1h';
+      clock().advance(10_000);
+      const fresh = await l.check(userReq('u', 'free'));
+      expect([fresh.allowed, fresh.resetMs]).to.deep.equal([true, 3_600_000]);
+      expect(await admitted(l, 'u')).to.equal(1);
+      clock().advance(60_000);
+      expect((await l.check(userReq('u', 'free'))).allowed).to.equal(false);
+    });
+
+    it('fixed: clients of one rule count in windows of their own sizes, and direct calls take the direct-call window', async () => {
+      const fn: WindowFunction = (req) => ({
+        type: 'fixed',
+        size: (req.user as { plan?: string } | undefined)?.plan === 'pro' ? '10s' : '1m',
+      });
+      const l = await limiter([{ name: 'api', key: 'user', limit: 1, window: fn }]);
+      const free = await l.check(userReq('f', 'free'));
+      const pro = await l.check({ ...userReq('p', 'pro') });
+      expect([free.resetMs, pro.resetMs]).to.deep.equal([60_000, 10_000]);
+      const direct = await l.consume('api', 'd');
+      expect(direct.resetMs).to.equal(60_000);
+      clock().advance(10_000);
+      expect((await l.check(userReq('p', 'pro'))).allowed).to.equal(true);
+      expect((await l.check(userReq('f', 'free'))).allowed).to.equal(false);
+    });
+
+    it('GCRA: the backlog is time and stays; a new size prices units from this request on', async () => {
+      const { state, fn } = switchable('gcra', '10s');
+      const l = await limiter([{ name: 'api', key: 'user', limit: 2, window: fn }]);
+      // Two units at 5 s each: a backlog of 10 s, the burst of 2 full.
+      expect(await admitted(l, 'u')).to.equal(2);
+      state.size = '20s';
+      // At 10 s a unit, the 10 s backlog holds one unit: one more fits.
+      expect(await admitted(l, 'u')).to.equal(1);
+      state.size = '5s';
+      // A backlog of 20 s at 2.5 s a unit: nothing fits until it is down to 2.5 s (17.5 s on).
+      const denied = await l.check(userReq('u', 'free'));
+      expect([denied.allowed, denied.retryAfterMs]).to.deep.equal([false, 17_500]);
+      clock().advance(17_500);
+      expect(await admitted(l, 'u')).to.equal(1);
+    });
+
+    it('an override and a rule-wide limit set the limit; the window is still the client’s own', async () => {
+      const { fn } = switchable('fixed', '30s');
+      const l = await limiter([{ name: 'api', key: 'user', limit: 1, window: fn }]);
+      await l.override('api', 'vip', 3);
+      await l.setLimit('api', 2);
+      const vip = await l.check(userReq('vip', 'free'));
+      const other = await l.check(userReq('o', 'free'));
+      expect([vip.limit, vip.resetMs, other.limit, other.resetMs]).to.deep.equal([3, 30_000, 2, 30_000]);
+    });
+
+    for (const [what, value] of HOSTILE) {
+      it(`a window function giving ${what} refuses the request with ERR_WINDOW naming the rule; nothing is consumed`, async () => {
+        const bad = { on: false };
+        const l = await limiter([
+          { name: 'other', key: 'user', limit: 5, window: { type: 'fixed', size: '1m' } },
+          {
+            name: 'chosen',
+            key: 'user',
+            limit: 5,
+            window: (() => (bad.on ? value : { type: 'fixed', size: '1m' })) as WindowFunction,
+          },
+        ]);
+        bad.on = true;
+        const error = await l.check(userReq('u', 'free')).catch((e: unknown) => e);
+        expect(error).to.be.instanceOf(RateLimitRequestError).with.property('code', 'ERR_WINDOW');
+        expect((error as Error).message)
+          .to.contain('rule "chosen"')
+          .and.contain('nothing was consumed');
+        bad.on = false;
+        expect((await l.status('other', 'u')).count).to.equal(0);
+        expect((await l.status('chosen', 'u')).count).to.equal(0);
+      });
+    }
+
+    it('a window function that throws refuses the request with ERR_WINDOW, its error as the cause', async () => {
+      const boom = new Error('plan service down');
+      const bad = { on: false };
+      const l = await limiter([
+        {
+          name: 'chosen',
+          key: 'user',
+          limit: 5,
+          window: () => {
+            if (bad.on) throw boom;
+            return { type: 'gcra', size: '1m' };
+          },
+        },
+      ]);
+      bad.on = true;
+      const error = await l.check(userReq('u', 'free')).catch((e: unknown) => e);
+      expect(error).to.include({ code: 'ERR_WINDOW', cause: boom });
+      bad.on = false;
+      expect((await l.status('chosen', 'u')).count).to.equal(0);
+    });
+
+    it('GCRA: a size too long for the limit in exact µs is refused per request, nothing consumed', async () => {
+      const size = { value: '1m' };
+      const l = await limiter([
+        { name: 'chosen', key: 'user', limit: 1_000_000, window: () => ({ type: 'gcra', size: size.value }) },
+      ]);
+      size.value = '3650d';
+      const error = await l.check(userReq('u', 'free')).catch((e: unknown) => e);
+      expect(error).to.be.instanceOf(RateLimitRequestError).with.property('code', 'ERR_WINDOW');
+      size.value = '1m';
+      expect((await l.status('chosen', 'u')).count).to.equal(0);
+    });
+
+    for (const [type, window] of [
+      ['calendar', { type: 'calendar', unit: 'day' }],
+      ['sliding', { type: 'sliding', size: '1m' }],
+      ['sliding-log', { type: 'sliding-log', size: '1m' }],
+      ['token-bucket', { type: 'token-bucket', size: '1m' }],
+      ['concurrency', { type: 'concurrency', lease: '1m' }],
+    ] as const) {
+      it(`a ${type} window function is refused when the limiter is built, with the reason`, async () => {
+        const error = await limiter([{ name: 'r', key: 'user', limit: 1, window: () => window }]).catch(
+          (e: unknown) => e,
+        );
+        expect(error).to.be.instanceOf(RateLimitConfigError).with.property('code', 'ERR_WINDOW');
+        expect((error as Error).message)
+          .to.contain('rule "r"')
+          .and.contain('cannot be a function');
+      });
+    }
+
+    it('a window function that throws or gives a promise for a direct call is refused when the limiter is built', async () => {
+      for (const window of [
+        () => {
+          throw new Error('no user');
+        },
+        async () => ({ type: 'fixed', size: '1m' }),
+      ]) {
+        const error = await limiter([
+          { name: 'r', key: 'user', limit: 1, window: window as unknown as WindowFunction },
+        ]).catch((e: unknown) => e);
+        expect(error).to.be.instanceOf(RateLimitConfigError).with.property('code', 'ERR_WINDOW');
+      }
+    });
+  });
+}
