@@ -93,7 +93,6 @@ const TESTED_ELSEWHERE: Readonly<Record<string, string>> = {
   'src/rules/lockout.ts':
     '`test/unit/rules/compile.test.ts`, `test/stores/conformance/suite.ts` (lockouts on every store)',
   'src/rules/match.ts': 'against a scan of every matcher: `test/unit/rules/rule-index.test.ts`',
-  'src/rules/window.ts': '`test/unit/rules/compile.test.ts`',
   // Stores: the contract's data, and the parts of each store under its own tests.
   'src/stores/store-ops.ts':
     'types and window-type names: `test/unit/algorithms/registry-lists.test.ts`, `test/stores/conformance/suite.ts`',
