@@ -109,7 +109,7 @@ function middleware(setup: Setup<Request>, handler: ExpressRateLimitOptions['han
  * read, and reading a property Express's request does not have (`user`, `body` without a body parser)
  * walks its whole prototype chain. Most rules read none of them.
  */
-export class ExpressRequestInfo implements RequestInfo {
+class ExpressRequestInfo implements RequestInfo {
   readonly method: string;
   readonly headers: RequestInfo['headers'];
   readonly #req: Request;
@@ -172,7 +172,10 @@ export class ExpressRequestInfo implements RequestInfo {
 /** Express's own answers to every setting (one object for every request, not one per request). */
 const NO_SETTINGS: ExchangeSettings = Object.freeze({});
 
-/** Express's request and response as the request sequence needs them; Nest on Express uses it too. */
+/**
+ * Express's request and response as the request sequence needs them; Nest on Express uses it too.
+ * @internal exported for adapters/nest-exchange.ts only: left out of the published types.
+ */
 export class ExpressExchange implements HttpExchange {
   readonly #req: Request;
   readonly #res: Response;
