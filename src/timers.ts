@@ -10,7 +10,3 @@ export function unrefTimer(timer: unknown): void {
   const deno = (globalThis as { Deno?: { unrefTimer?: (id: number) => void } }).Deno;
   if (typeof timer === 'number') deno?.unrefTimer?.(timer);
 }
-
-/** Runs `task` on a later turn of the event loop: Node's, Bun's and Deno's `setImmediate`, else a 0 ms timeout. */
-export const nextTurn: (task: () => void) => void =
-  typeof setImmediate === 'function' ? (task) => void setImmediate(task) : (task) => void setTimeout(task, 0);

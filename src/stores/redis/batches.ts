@@ -1,6 +1,5 @@
 // Batching: the requests of one event-loop phase that one node can decide go out as one call of lua/check.lua.
 
-import { nextTurn } from '../../timers.js';
 import type { EvalMode, EvalResult, StoreOp } from '../store.js';
 import { CheckCall } from './calls.js';
 import type { RedisConnection } from './connection/connection.js';
@@ -57,6 +56,10 @@ const MAX_BATCHES_IN_FLIGHT = 2;
  * was stale, or the slot is being migrated): the request failed before writing anything.
  */
 const NOT_LOCAL = /non local key|cluster is down|do not hash to the same slot/;
+/** Runs `task` on a later turn of the event loop: `setImmediate` where the runtime has it, else a 0 ms timeout. */
+export const nextTurn: (task: () => void) => void =
+  typeof setImmediate === 'function' ? (task) => void setImmediate(task) : (task) => void setTimeout(task, 0);
+
 /** What Redis before 7 (or a server refusing the flag) answers for the cross-slot script. */
 const NO_CROSS_SLOT = /^ERR.*(compil|shebang|flag)/i;
 

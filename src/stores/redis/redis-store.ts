@@ -4,7 +4,6 @@ import { windowKind } from '../../algorithms/index.js';
 import { assertKnownFields, fieldsOf } from '../../config/known-fields.js';
 import { mustBe, refuse } from '../../config/refuse.js';
 import { REDIS_STORE_DEFAULTS } from '../../defaults.js';
-import { nextTurn } from '../../timers.js';
 import type { LockInfo, RuleLimit } from '../../types.js';
 import { Leases } from '../leasing/leases.js';
 import { type LeasingOptions, leasingSettings } from '../leasing/leasing-options.js';
@@ -19,7 +18,7 @@ import type {
   StoreOp,
   StoreRule,
 } from '../store.js';
-import { Batcher, type Settler } from './batches.js';
+import { Batcher, nextTurn, type Settler } from './batches.js';
 import { connectionOf, type RedisClient } from './client.js';
 import { SlotGroups } from './cluster-groups.js';
 import type { RedisConnection } from './connection/connection.js';
