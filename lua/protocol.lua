@@ -25,6 +25,10 @@
 --   lockedUntil  epoch ms, only with LOCKED (else 0)
 --   limit     the override's limit in force (units; the key's or the rule-wide one), only with
 --             OVERRIDDEN (else the op's limit)
+-- An op that found its key empty, counted and was decided at its own limit (no override, no rule-wide
+-- limit) has FRESH (-1) alone in place of its result: its result is its algorithm's verdict on an empty
+-- state at the request's time, which the client computes from the op it sent (the reply's size is the
+-- script's main cost per decision).
 -- A request whose evaluation raised an error has, in place of its results, the error's message (a
 -- string). A figure is left out only where the client computes it exactly from integers it read.
 
@@ -314,16 +318,25 @@ local function putResult(reply, b, r, override, limit, requestNowMs, slotIds)
   return b
 end
 
+-- The head of a fresh result (putFresh): below 0, which no result's head is.
+local FRESH = -1
+
 -- Appends the result of an op that found its key empty and counted at nowMs: its algorithm's verdict
--- on an empty state. Every empty key the op meets at nowMs has that result: its integers are made once
--- per op and time and kept on the op.
+-- on an empty state. An op at its own limit is answered FRESH alone: that verdict is the op's and the
+-- time's, which the client has. An op at a rule-wide limit, which the client does not know, gets the
+-- whole result, made once per op and time and kept on the op.
 local function putFresh(reply, b, op, alg, nowMs)
+  local wide = op.ruleWide
+  if not wide then
+    reply[b + 1] = FRESH
+    return b + 1
+  end
   local ints = op.freshReply
   if op.freshReplyAtMs ~= nowMs then
     local r = alg.evaluate(nil, op, nowMs, false)
     r.level = 0
     ints = {}
-    putResult(ints, 0, r, op.ruleWide or false, op.limit, nowMs, op.type == 'concurrency')
+    putResult(ints, 0, r, wide, op.limit, nowMs, op.type == 'concurrency')
     op.freshReply, op.freshReplyAtMs = ints, nowMs
   end
   for k = 1, #ints do reply[b + k] = ints[k] end

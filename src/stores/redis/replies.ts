@@ -2,7 +2,7 @@
 // once, in lua/protocol.lua's header), and the checks of the other scripts' integer replies.
 
 import { SLOT_IDS_PER_MS } from '../../algorithms/concurrency.js';
-import { windowKind } from '../../algorithms/index.js';
+import { algorithms, windowKind } from '../../algorithms/index.js';
 import type { OpResult, StoreOp } from '../store.js';
 import { type ScriptTime, SERVER_TIME } from './op-text.js';
 
@@ -22,6 +22,8 @@ export const Flag = {
 } as const;
 /** The level counts in multiples of this, above the flags (LEVEL_UNIT in lua/protocol.lua). */
 export const LEVEL_UNIT = 128;
+/** A head alone in place of a result: the op's key was empty and it counted at its own limit (FRESH in lua/protocol.lua). */
+export const FRESH = -1;
 
 /** The integers of a script reply (integer replies arrive as numbers). */
 export function integers(reply: unknown, expected: number, script: string): number[] {
@@ -77,6 +79,17 @@ export function decodeCheckReply(
 }
 
 /**
+ * The result of an op answered FRESH: its algorithm's verdict on an empty state at `nowMs`, as the
+ * script reached it. Computed here, not sent: it is fully the op's and the time's, and the reply's size
+ * is the script's main cost per decision.
+ */
+function freshResult(op: StoreOp, nowMs: number): OpResult {
+  const v = algorithms[op.rule.type].evaluate(undefined, op, nowMs, false);
+  v.limit = op.limit;
+  return v;
+}
+
+/**
  * Reads the results of one request (its `ops`, decided at `nowMs`) from `reply`, starting at `at`, into
  * `results`. Returns the position after them, or -1 when the reply does not have that shape.
  */
@@ -91,6 +104,10 @@ function decodeResults(
     const head = reply[at];
     if (typeof head !== 'number') return -1;
     at++;
+    if (head === FRESH) {
+      results[k] = freshResult(ops[k] as StoreOp, nowMs);
+      continue;
+    }
     // A remainder rather than &: it stays exact past 2^31.
     const flags = head % LEVEL_UNIT;
     let remaining: unknown = 0;

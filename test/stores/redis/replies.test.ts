@@ -8,7 +8,7 @@ import { type CompiledRule, compileRules } from '../../../src/rules/compile.js';
 import { MemoryStore } from '../../../src/stores/memory/memory-store.js';
 import { CheckCall } from '../../../src/stores/redis/calls.js';
 import { connectionOf } from '../../../src/stores/redis/client.js';
-import { decodeCheckReply, Flag, LEVEL_UNIT } from '../../../src/stores/redis/replies.js';
+import { decodeCheckReply, Flag, FRESH, LEVEL_UNIT } from '../../../src/stores/redis/replies.js';
 import { loadScripts, runScript } from '../../../src/stores/redis/scripts.js';
 import type { OpResult, StoreOp } from '../../../src/stores/store.js';
 import { getRedis } from '../../support/redis.js';
@@ -74,9 +74,12 @@ describe('Redis check script: the reply leaves out derived figures', () => {
       nowMs = NOW + i;
       const { reply, result } = await call(prefix, o, nowMs);
       const expected = memory.evaluateSync([o], 'check').results[0] as OpResult;
-      // The first call finds the key empty and sends its fresh result like any other; every call leaves
-      // derived figures out.
-      {
+      if (i === 0) {
+        // The first call finds the key empty and counts at the op's own limit: FRESH alone, the result
+        // computed by the client from the op.
+        expect(reply).to.deep.equal([0, FRESH]);
+      } else {
+        // Every other call leaves derived figures out.
         const head = reply[1] as number;
         expect(head & Flag.REMAINING_DERIVED, 'remaining derived').to.not.equal(0);
         // A denial took nothing: its receipt is 0, sent, and its retryAfterMs follows.
@@ -90,6 +93,19 @@ describe('Redis check script: the reply leaves out derived figures', () => {
       expect(result).to.deep.include({ allowed, remaining, count, resetMs, retryAfterMs, receipt });
     }
     await memory.close();
+  });
+
+  it("answers a fresh key FRESH alone and the client computes its result from the op's own window (a chosen size) for every type", async () => {
+    const prefix = `rkr${randomBytes(4).toString('hex')}`;
+    for (const rule of rules) {
+      // A window chosen per request travels as the op's own rule (src/rules/window-choice.ts).
+      const o: StoreOp = { ...op(rule, 'erin'), rule: { ...rule.store, sizeMs: 7_001 } };
+      const memory = new MemoryStore({ clock: () => NOW });
+      const { reply, result } = await call(prefix, o, NOW);
+      expect(reply, rule.name).to.deep.equal([0, FRESH]);
+      expect(result, rule.name).to.deep.equal(memory.evaluateSync([o], 'check').results[0]);
+      await memory.close();
+    }
   });
 
   it('sends the receipt where it is no window end (a sliding log entry, a concurrency slot id) and still derives remaining', async () => {
