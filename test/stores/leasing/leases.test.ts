@@ -3,7 +3,13 @@
 // reaching blocks, rules that are never leased, and bad options refused.
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
-import { createLimiter, type LeasingOptions, type Limiter, RedisStore, type Rule } from '../../../src/index.js';
+import {
+  createLimiter,
+  type LeasingOptions,
+  type Limiter,
+  RedisStore,
+  type Rule,
+} from '../../../src/index.js';
 import { type RedisServer, startRedis } from '../../support/redis.js';
 import { until } from '../../support/settle.js';
 
