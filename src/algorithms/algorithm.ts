@@ -74,7 +74,17 @@ export interface WindowKind {
    * sql/check-batch.sql computes in place for the requests of one rule batched together.
    */
   readonly counter: boolean;
+  /**
+   * How a store may lease a hot key's units to a process (src/stores/leasing/, docs/exactness.md
+   * "Leasing"): `'counted'`, units of the current window counted when reserved (fixed, calendar);
+   * `'capacity'`, a bucket's units and its refill over the block's life reserved (token bucket, GCRA);
+   * `'slots'`, concurrency slots held by the process and given back when idle; undefined: never leased.
+   */
+  readonly lease: LeaseKind | undefined;
 }
+
+/** How a window type's units are leased (see WindowKind.lease). */
+export type LeaseKind = 'counted' | 'capacity' | 'slots';
 
 /** What a window type's state allows a store, besides its fields (see WindowKind). */
 export interface WindowTraits {
@@ -82,6 +92,8 @@ export interface WindowTraits {
   readonly groupable?: boolean;
   /** @default false */
   readonly counter?: boolean;
+  /** @default undefined */
+  readonly lease?: LeaseKind;
 }
 
 /** A window whose capacity is its limit, with no bound of its own on the limit. */
@@ -99,6 +111,7 @@ export function countingWindow(
     holdsSlots: fields.includes('lease'),
     groupable: traits.groupable ?? false,
     counter: traits.counter ?? false,
+    lease: traits.lease,
   };
 }
 
@@ -121,6 +134,8 @@ export function bucketWindow(
     // A bucket's state is one number or two (a level and a time, a TAT).
     groupable: true,
     counter: false,
+    // The refill over a block's life is reserved with its units.
+    lease: 'capacity',
   };
 }
 

@@ -15,7 +15,7 @@ function countIn(state: CounterState | undefined, endMs: number): number {
 }
 
 export const calendar: Algorithm<CounterState> = {
-  kind: countingWindow('calendar', ['unit', 'cron', 'timezone'], { groupable: true, counter: true }),
+  kind: countingWindow('calendar', ['unit', 'cron', 'timezone'], { groupable: true, counter: true, lease: 'counted' }),
 
   evaluate(state, op, nowMs, add) {
     const endMs = periodEnd(op, nowMs);

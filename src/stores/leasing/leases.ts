@@ -1,5 +1,6 @@
 // Exact leasing for hot keys: blocks of a key's units reserved in the store in one call, admitted from locally.
 
+import { windowKind } from '../../algorithms/index.js';
 import type { EvalMode, EvalResult, OpResult, Refund, StoreOp } from '../store.js';
 import type { LeasingSettings } from './leasing-options.js';
 
@@ -48,15 +49,15 @@ interface Entry {
 
 const SECOND_MS = 1000;
 
-/** Whether the store leases this op: a leasable rule of a counted or bucket window, in mode check. */
+/** Whether the store leases this op: a leasable rule of a window type its kind says leases, in mode check. */
 function leasable(op: StoreOp): boolean {
   if (op.rule.leasable !== true || op.cost < 1) return false;
-  const type = op.rule.type;
-  return type === 'fixed' || type === 'calendar' || type === 'token-bucket' || type === 'gcra';
+  const lease = windowKind(op.rule.type).lease;
+  return lease === 'counted' || lease === 'capacity';
 }
 
 function isBucket(op: StoreOp): boolean {
-  return op.rule.type === 'token-bucket' || op.rule.type === 'gcra';
+  return windowKind(op.rule.type).lease === 'capacity';
 }
 
 function capacityOf(op: StoreOp, limit: number): number {
