@@ -15,7 +15,11 @@ function countIn(state: CounterState | undefined, endMs: number): number {
 }
 
 export const calendar: Algorithm<CounterState> = {
-  kind: countingWindow('calendar', ['unit', 'cron', 'timezone'], { groupable: true, counter: true, lease: 'counted' }),
+  kind: countingWindow('calendar', ['unit', 'cron', 'timezone'], {
+    groupable: true,
+    counter: true,
+    lease: 'counted',
+  }),
 
   evaluate(state, op, nowMs, add) {
     const endMs = periodEnd(op, nowMs);
