@@ -10,6 +10,7 @@ export default defineConfig({
     hono: 'adapters/hono.ts',
     nest: 'adapters/nest.ts',
     fetch: 'adapters/fetch.ts',
+    cloudflare: 'src/stores/durable-object/index.ts',
     console: 'src/operators/console/index.ts',
     prometheus: 'src/operators/prometheus.ts',
     cli: 'src/operators/cli/bin.ts',

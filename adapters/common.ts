@@ -16,7 +16,7 @@ import {
   type ResetFormat,
   type Rule,
 } from '../src/index.js';
-import { REDIRECT_OUTCOME_WARNING, SPOOFABLE_IP_WARNING, warnOnce } from '../src/warnings.js';
+import { emitWarning, REDIRECT_OUTCOME_WARNING, SPOOFABLE_IP_WARNING, warnOnce } from '../src/warnings.js';
 import { createForwardedCheck, type ForwardedCheck } from './exchange.js';
 import { createWiringCheck, type WiringCheck } from './wiring.js';
 
@@ -246,9 +246,9 @@ export function createSetup<Req>(
     warnSpoofable: (detail) => {
       if (result.warned) return;
       result.warned = true;
-      process.emitWarning(
+      emitWarning(
         `ratekeeper: ${detail}; any client can choose its rate-limit key by sending X-Forwarded-For`,
-        { code: SPOOFABLE_IP_WARNING },
+        SPOOFABLE_IP_WARNING,
       );
     },
     warned: false,

@@ -62,7 +62,7 @@ export interface HttpExchange {
    * Calls `done` with the final status once the response is written: on its `finish` (Express, Fastify,
    * Nest; never for a broken connection), or after the rest of the app ran (Koa, Hono).
    */
-  finished(done: (status: number) => void): void;
+  finished(done: (status: number) => unknown): void;
   /**
    * Calls `done` once when the app is done with the request (a concurrency rule's slot is then released):
    * the response is ended (its `end()` called, by the handler or the framework), or the rest of the app
@@ -71,7 +71,7 @@ export interface HttpExchange {
    * begun by hand and its client went: the slot is no longer renewed (it lapses a lease later unless `done`
    * comes first).
    */
-  handled(done: () => void, lapse: () => void): void;
+  handled(done: () => unknown, lapse: () => void): void;
 }
 
 /**
@@ -179,7 +179,8 @@ export async function exchange<Req>(setup: Setup<Req>, http: HttpExchange, reque
     const limiter = setup.limiter;
     // A limiter of the other module format, older than letLapse, keeps renewing.
     http.handled(
-      () => void limiter.release(decision),
+      // The release's promise: a fetch handler's runtime keeps it alive (`waitUntil`) past the response.
+      () => limiter.release(decision),
       () => limiter.letLapse?.(decision),
     );
   }

@@ -21,16 +21,17 @@ interface NodeServerBindings {
 
 /**
  * The peer address the runtime gives a handler: Bun's `server.requestIP(request)`, Deno's
- * `info.remoteAddr.hostname` (TCP), the socket's on Node under `@hono/node-server`, Cloudflare's `CF-Connecting-IP` in a Worker or when `cloudflare` (a
- * client can send that header anywhere else). Undefined on a runtime that gives none (Next.js middleware gives `request.ip`
- * on some hosts: pass `clientAddress` there).
+ * `info.remoteAddr.hostname` (TCP), the socket's on Node under `@hono/node-server`, Cloudflare's `CF-Connecting-IP` when `cloudflare` is true, or, left
+ * undefined, in a Worker on a request Cloudflare's edge delivered (`behindCloudflare`); never when false (a
+ * client can send that header anywhere else). Undefined on a runtime that gives none (Next.js middleware
+ * gives `request.ip` on some hosts: pass `clientAddress` there).
  */
 export function runtimePeer(
   request: Request,
   rest: readonly unknown[],
-  cloudflare: boolean,
+  cloudflare: boolean | undefined,
 ): string | undefined {
-  if (cloudflare) return request.headers.get('cf-connecting-ip') ?? undefined;
+  if (cloudflare ?? behindCloudflare(request)) return request.headers.get('cf-connecting-ip') ?? undefined;
   const second = rest[0] as Partial<BunServer & DenoServeInfo & NodeServerBindings> | null | undefined;
   if (second === null || typeof second !== 'object') return undefined;
   if (typeof second.requestIP === 'function') return second.requestIP(request)?.address;
@@ -50,12 +51,24 @@ export function onWorkers(): boolean {
   return (globalThis as { navigator?: { userAgent?: string } }).navigator?.userAgent === 'Cloudflare-Workers';
 }
 
+/**
+ * A request that Cloudflare's edge delivered to a Worker: the runtime is workerd and the request carries the
+ * edge's `cf` properties (colo, country ...). workerd run on its own (self-hosted, behind another proxy) says
+ * it is a Worker too, but its requests have no `cf` unless its operator configures one: there a client could
+ * send `CF-Connecting-IP` itself, so it is not believed.
+ */
+export function behindCloudflare(request: Request): boolean {
+  const cf = (request as { cf?: unknown }).cf;
+  return onWorkers() && typeof cf === 'object' && cf !== null;
+}
+
 /** How the wrapper reads a request, resolved once from its options. */
 export interface FetchReading {
   trust: Trust | undefined;
   /** The app's own reading of the peer address, in place of the runtime's. */
   peer: ((request: Request, ...rest: unknown[]) => string | undefined) | undefined;
-  cloudflare: boolean;
+  /** `CF-Connecting-IP` is the peer: always (true), never (false), on a Worker behind Cloudflare (undefined). */
+  cloudflare: boolean | undefined;
   user: ((request: Request, ...rest: unknown[]) => unknown) | undefined;
   /** Read a JSON or form body before the decision. */
   body: boolean;
@@ -164,6 +177,21 @@ export class FetchRequestInfo implements RequestInfo {
   }
 }
 
+/**
+ * The `waitUntil` among the handler's other arguments: a Worker's `ctx` (the third) or Vercel Edge
+ * middleware's `event` (the second); undefined on Bun, Deno and Node, whose work outlives the response.
+ */
+function waitUntilOf(rest: readonly unknown[]): ((work: Promise<unknown>) => void) | undefined {
+  for (const argument of rest) {
+    const context = argument as { waitUntil?: unknown } | null;
+    if (typeof context === 'object' && context !== null && typeof context.waitUntil === 'function') {
+      const waitUntil = context.waitUntil as (work: Promise<unknown>) => void;
+      return (work) => waitUntil.call(context, work);
+    }
+  }
+  return undefined;
+}
+
 /** Where `rateLimitOf` finds the decision of a request. */
 // Module-level: `rateLimitOf` is given the request alone, an object of the runtime that any handler in the process may hold.
 const decisions = new WeakMap<Request, Decision>();
@@ -185,6 +213,8 @@ export class FetchExchange implements HttpExchange {
   readonly #fields = new Headers();
   #done: ((status: number) => void) | undefined;
   #handled: (() => void) | undefined;
+  /** A Worker's `ctx.waitUntil` or Vercel Edge's `event.waitUntil`: keeps work after the response alive. */
+  readonly #waitUntil: ((work: Promise<unknown>) => void) | undefined;
   /** The denial, once the sequence answered. */
   response: Response | undefined;
 
@@ -197,6 +227,7 @@ export class FetchExchange implements HttpExchange {
     this.#request = request;
     this.#rest = rest;
     this.#reading = reading;
+    this.#waitUntil = waitUntilOf(rest);
     this.handle =
       handler &&
       (async (decision) => {
@@ -260,12 +291,20 @@ export class FetchExchange implements HttpExchange {
   /** Never called: nothing is out before the wrapper returns its response. */
   end(): void {}
 
-  finished(done: (status: number) => void): void {
-    this.#done = done;
+  finished(done: (status: number) => unknown): void {
+    this.#done = (status) => this.#keepAlive(done(status));
   }
 
-  handled(done: () => void): void {
-    this.#handled = done;
+  handled(done: () => unknown): void {
+    this.#handled = () => this.#keepAlive(done());
+  }
+
+  /**
+   * Work the limiter does after the response (a slot's release, an outcome's report), handed to the
+   * runtime's `waitUntil` where it has one: a Worker may otherwise end the request's I/O with the response.
+   */
+  #keepAlive(work: unknown): void {
+    if (this.#waitUntil !== undefined && work instanceof Promise) this.#waitUntil(work.catch(() => {}));
   }
 
   /**

@@ -28,9 +28,10 @@ export interface FetchRateLimitOptions<Rest extends unknown[] = unknown[]> exten
   trustProxy?: TrustProxy;
   /**
    * The app runs behind Cloudflare (an origin only Cloudflare can reach): the client's address is
-   * `CF-Connecting-IP`, which Cloudflare sets. Anywhere else a client can send that header itself, so it is
-   * never read without this, except in a Cloudflare Worker (`navigator.userAgent` is `'Cloudflare-Workers'`),
-   * which only Cloudflare's edge can reach. @default false (true in a Worker)
+   * `CF-Connecting-IP`, which Cloudflare sets, replacing what a client sent. Anywhere else a client can send
+   * that header itself. Left out, it is read only in a Cloudflare Worker (`navigator.userAgent` is
+   * `'Cloudflare-Workers'`) on a request that came through Cloudflare's edge (it has `request.cf`); `false`
+   * never reads it (workerd self-hosted behind another proxy). @default true in a Worker behind Cloudflare, else false
    */
   cloudflare?: boolean;
   /**
@@ -102,7 +103,7 @@ export function withRateLimit<Rest extends unknown[]>(
   const reading: FetchReading = {
     trust: compileTrust(trustProxy),
     peer: options.clientAddress as FetchReading['peer'],
-    cloudflare: options.cloudflare === true,
+    cloudflare: options.cloudflare,
     user: options.user as FetchReading['user'],
     body: options.readBody ?? setup.limiter.ruleFacts.some((rule) => rule.readsBody),
     trustsAll: trustProxy === true,

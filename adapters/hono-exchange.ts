@@ -94,7 +94,7 @@ export class HonoRequestInfo implements RequestInfo {
       ? this.#getConnInfo(this.#c).remote.address
       : socket !== undefined
         ? socket.remoteAddress
-        : runtimePeer(this.#c.req.raw, [this.#c.env], false);
+        : runtimePeer(this.#c.req.raw, [this.#c.env], undefined);
     const trust = this.#trust;
     if (trust === undefined) this.#ip = peer;
     else if (peer !== undefined) this.#ip = clientAddress(peer, this.#c.req.header('x-forwarded-for'), trust);
@@ -221,8 +221,8 @@ export class HonoExchange implements HttpExchange {
   /** Never called: nothing is out before the middleware returns its response. */
   end(): void {}
 
-  finished(done: (status: number) => void): void {
-    this.#done = done;
+  finished(done: (status: number) => unknown): void {
+    this.#done = (status) => this.#keepAlive(done(status));
   }
 
   /** Runs the rest of the app, then judges the outcome by the response, an error `app.onError` made. */
@@ -256,7 +256,22 @@ export class HonoExchange implements HttpExchange {
     if (held !== c.res) c.res = held;
   }
 
-  handled(done: () => void): void {
-    this.#handled = done;
+  handled(done: () => unknown): void {
+    this.#handled = () => this.#keepAlive(done());
+  }
+
+  /**
+   * Work the limiter does after the response (a slot's release, an outcome's report), handed to the
+   * runtime's `waitUntil` on Workers (`c.executionCtx`, whose getter throws on runtimes without one).
+   */
+  #keepAlive(work: unknown): void {
+    if (!(work instanceof Promise)) return;
+    let context: { waitUntil(work: Promise<unknown>): void } | undefined;
+    try {
+      context = this.#c.executionCtx;
+    } catch {
+      return;
+    }
+    context?.waitUntil(work.catch(() => {}));
   }
 }

@@ -104,7 +104,7 @@ export const TRUST_SETTINGS = {
   fastify:
     "Fastify trusts no proxy: create it with the trustProxy option set to the proxies' addresses or subnets, Fastify({ trustProxy: '10.0.0.0/8' }) (Fastify 5.12 and later ignore a number of hops)",
   fetch:
-    "ratekeeper/fetch's withRateLimit trusts no proxy: give it the trustProxy option, the number of proxies in front of the app (or their addresses); the peer it starts from is the runtime's (Bun's requestIP, Deno's remoteAddr, CF-Connecting-IP with cloudflare: true) or clientAddress's",
+    "ratekeeper/fetch's withRateLimit trusts no proxy: give it the trustProxy option, the number of proxies in front of the app (or their addresses); the peer it starts from is the runtime's (Bun's requestIP, Deno's remoteAddr, CF-Connecting-IP in a Worker or with cloudflare: true) or clientAddress's",
   hono: "ratekeeper/hono's rateLimit trusts no proxy: give it the trustProxy option, the number of proxies in front of the app (or their addresses); the peer it starts from is getConnInfo's remote address",
   'nest-express':
     "Nest's Express platform trusts no proxy: call app.set('trust proxy', n) on the NestExpressApplication, n the number of proxies in front of the app (or their addresses)",

@@ -429,6 +429,18 @@ const TARGETS: ReadonlyArray<{ what: string; row: string; over: string; atMost: 
     atMost: 1.25,
   },
   { what: '3 fixed rules vs 1, 64 in flight', row: 'fixed x3 64', over: 'fixed 64', atMost: 2.2 },
+  {
+    what: 'a rule with a rule-wide limit set, 64 in flight, vs the same without',
+    row: 'rule-wide 64',
+    over: 'fixed 64',
+    atMost: 1.1,
+  },
+  {
+    what: 'a rule with a rule-wide limit set, 1 in flight, vs the same without',
+    row: 'rule-wide 1',
+    over: 'fixed 1',
+    atMost: 1.1,
+  },
   { what: 'sliding, 64 in flight, vs (c)', row: 'sliding 64', over: 'c', atMost: 2.5 },
   { what: 'sliding-log, 64 in flight, vs (c)', row: 'sliding-log 64', over: 'c', atMost: 2.5 },
   { what: 'calendar, 64 in flight, vs (c)', row: 'calendar 64', over: 'c', atMost: 2 },
@@ -454,6 +466,9 @@ export async function runRedisCallgrind(
     // reads every rule's override until it knows: measured once it does.
     const overridden = storeRule('ov', 'fixed');
     await store.override?.(overridden, 'vip', 2 * LIMIT);
+    // A rule whose every key has a rule-wide limit (limiter.setLimit): read once per script call.
+    const ruleWide = storeRule('rw', 'fixed');
+    await store.override?.(ruleWide, null, LIMIT);
     await storeCase(store, '', '', [overridden], 1).decide('first');
     await new Promise((r) => setTimeout(r, 3000));
     const oneSha = (await client.script('LOAD', FLOOR_ONE)) as string;
@@ -597,6 +612,20 @@ export async function runRedisCallgrind(
         64,
         () => 'vip',
       ),
+      storeCase(
+        store,
+        'rule-wide 1',
+        'ratekeeper fixed with a rule-wide limit set, 1 in flight',
+        [ruleWide],
+        1,
+      ),
+      storeCase(
+        store,
+        'rule-wide 64',
+        'ratekeeper fixed with a rule-wide limit set, 64 in flight',
+        [ruleWide],
+        64,
+      ),
     ].filter((c) => floors.has(c.id) || !options.filter || options.filter.test(c.name));
     log(`redis-server ${server.version} under callgrind, ${decisions} decisions per case, fresh keys`);
     for (const [n, c] of cases.entries()) {
@@ -604,6 +633,7 @@ export async function runRedisCallgrind(
       // case alike, whatever ran before it.
       await client.flushall('SYNC');
       await store.override?.(overridden, 'vip', 2 * LIMIT);
+      await store.override?.(ruleWide, null, LIMIT);
       const row = await server.measure(c, decisions, n);
       rows.push(row);
       log(`  ${c.name.padEnd(62)} ${num(row.all).padStart(9)} ${num(row.scripts).padStart(9)}`);

@@ -3,6 +3,7 @@
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { type RedisServer, startRedis } from '../test/support/redis.js';
+import { runBundle } from './bundle.js';
 import { type BenchConfig, loadConfig } from './config.js';
 import { errorMessage } from './contender.js';
 import { loadContenders } from './contenders.js';
@@ -38,11 +39,12 @@ const commands = [
   'scale-out',
   'postgres',
   'hot-key',
+  'bundle',
 ] as const;
 type Command = (typeof commands)[number];
 
 const usage = `usage: npm run bench [-- <command>] [--filter <regex>] [--out <file>]
-commands: ${commands.join(', ')} (default: all; node-cost, postgres and hot-key run only when named)
+commands: ${commands.join(', ')} (default: all; node-cost, postgres, hot-key and bundle run only when named)
   --filter  only contenders whose name matches (floors and bare apps always run); or BENCH_FILTER
   --out     where to write the Markdown results; or BENCH_OUT
             default: bench/RESULTS.md for a full 'all' run, else bench/.bench-tmp/RESULTS-<command>.md
@@ -126,6 +128,11 @@ async function main(): Promise<number> {
   if (command === 'scale-out') {
     // Its own servers (one Redis, then a Cluster) and its own block in RESULTS.md.
     await runScaleOut(log);
+    return 0;
+  }
+  if (command === 'bundle') {
+    // No server: what an edge app ships, its own block in RESULTS.md.
+    await runBundle(log);
     return 0;
   }
   if (command === 'postgres') {

@@ -19,7 +19,11 @@
 --             <prefix>:{<identity>}:<rule>:o (value: overrides.lua overrideValue), then, only when its
 --             rule has a lockout (lockout durationMs > 0), its lock key <prefix>:{<identity>}:<rule>:l
 --             (value: protocol.lua lockValue) and its rule's lock index (a ZSET, score = untilMs in
---             epoch ms, member protocol.lua lockIndexMember), in the identity's slot on a Cluster
+--             epoch ms, member protocol.lua lockIndexMember), in the identity's slot on a Cluster;
+--             after every request's keys, only when a shape has an op that reads its rule-wide limit
+--             (protocol.lua readShape ruleLimits), the call's rule-limits hash: <prefix>:limits, or on a
+--             Cluster <prefix>:{<slot tag>}:limits of the call's slot (one per slot, each holding the
+--             same fields: field = the rule's name, value = overrides.lua overrideValue)
 -- ARGV        when every request has the same shape (the usual call): now, shape, then per request the
 --             identity (the limiter's key string) of each of its ops whose rule has a lockout; the
 --             requests are as many as their keys make. Else: 'shapes', s (the number of distinct
@@ -60,7 +64,7 @@ local function putResults(ops, n, reads, requestNowMs, reply, b)
     if created[i] then
       b = putFresh(reply, b, op, op.alg or algOf(op), requestNowMs)
     else
-      b = putResult(reply, b, results[i], reads and overrides[i], op.limit, requestNowMs, op.type == 'concurrency')
+      b = putResult(reply, b, results[i], (reads and overrides[i]) or op.ruleWide or false, op.limit, requestNowMs, op.type == 'concurrency')
     end
   end
   return b
@@ -180,6 +184,11 @@ return function(KEYS, ARGV, firstKey, firstArg, keyCount)
     end
     local b, keyAt, last = 1, firstKey, firstKey + keyCount - 1
     at = at + 2
+    -- The rule-wide limits in force, read once for the call (the last key: not a request's).
+    if shape.ruleLimits then
+      shape = require('overrides').limitShape(shape, KEYS[last], now)
+      last = last - 1
+    end
     if shape.plain and shape.n == 1 then
       local op = shape.ops[1]
       local alg = op.alg or algOf(op)
@@ -203,6 +212,16 @@ return function(KEYS, ARGV, firstKey, firstArg, keyCount)
     at = at + 2
   end
   local serverMs = nil
+  for j = 1, shapeCount do
+    if shapes[j].ruleLimits then
+      -- Read once for the call, at the time its requests decide at (the last key: not a request's).
+      if not nows[j] and serverMs == nil then
+        serverMs = clockMs(SERVER_TIME)
+        reply[1] = serverMs
+      end
+      shapes[j] = require('overrides').limitShape(shapes[j], KEYS[firstKey + keyCount - 1], nows[j] or serverMs)
+    end
+  end
   local b, keyAt = 1, firstKey
   local requests = ARGV[at] + 0
   at = at + 1

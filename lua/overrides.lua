@@ -1,12 +1,15 @@
--- Limit overrides (limiter.override): the value of an override key, read by check.lua and refund.lua for
--- the ops whose rule has had an override, written by set-override.lua. A module (require('overrides')), not a
--- script: no KEYS, no ARGV, no reply of its own; required only where an override is read or written,
--- so that decisions of rules without overrides never build it. Times in epoch ms (store clock).
+-- Limit overrides (limiter.override) and rule-wide limits (limiter.setLimit): the value of an override key,
+-- read by check.lua and refund.lua for the ops whose rule has had an override, and of a field of a
+-- rule-limits hash (the same text, one field per rule), read for the ops whose rule has had a rule-wide
+-- limit; written by set-override.lua. A module (require('overrides')), not a script: no KEYS, no ARGV,
+-- no reply of its own; required only where an override is read or written, so that decisions of rules
+-- without overrides never build it. Times in epoch ms (store clock).
 --
--- KEYS        none: a module (require('overrides')); apply reads the override keys check.lua and refund.lua pass it
+-- KEYS        none: a module (require('overrides')); apply reads the override keys check.lua and refund.lua
+--             pass it, limitShape the rule-limits hash
 -- ARGV        none
--- Returns     { apply, overrideValue, readOverride, withOverride }: an override is { limit (units), untilMs
---             (epoch ms; 0: until cleared) }; overrideValue gives a key's text
+-- Returns     { apply, limitShape, overrideValue, readOverride, withOverride }: an override is { limit
+--             (units), untilMs (epoch ms; 0: until cleared) }; overrideValue gives a key's text
 
 local num = require('protocol').num
 
@@ -15,13 +18,15 @@ local function overrideValue(limit, untilMs)
   return num(limit) .. ':' .. num(untilMs)
 end
 
--- The override in force in the value of an override key (nil: none) at nowMs: { limit, untilMs }.
+-- The override in force in the value of an override key or rule-limits field (nil: none) at nowMs:
+-- { limit, untilMs }. A Cluster's rule-limits field has a third part, its version (set-override.lua),
+-- and a cleared one limit 0: none.
 local function readOverride(v, nowMs)
   if not v then return nil end
-  local limit, untilMs = string.match(v, '^([^:]+):([^:]+)$')
-  untilMs = tonumber(untilMs)
-  if untilMs ~= 0 and untilMs <= nowMs then return nil end
-  return { limit = tonumber(limit), untilMs = untilMs }
+  local limit, untilMs = string.match(v, '^([^:]+):([^:]+)')
+  untilMs, limit = tonumber(untilMs), tonumber(limit)
+  if limit == 0 or (untilMs ~= 0 and untilMs <= nowMs) then return nil end
+  return { limit = limit, untilMs = untilMs }
 end
 
 -- The op decided under an override: the same fields, its limit, and its burst when that follows the limit.
@@ -49,4 +54,44 @@ local function apply(n, reads, ops, overrideKeys, found, nowMs)
   end
 end
 
-return { apply = apply, overrideValue = overrideValue, readOverride = readOverride, withOverride = withOverride }
+-- A request shape whose ops that read their rule-wide limit (shape.ruleLimits) are decided at the one in
+-- force at nowMs in the hash `limitsKey` (field: the rule's name): the shape itself when none is, else
+-- a copy whose such ops carry it (op.ruleWide, the result's override). The copy is kept on the shape
+-- for the next call that finds the same limits: read once per call, shared by its requests.
+local function limitShape(shape, limitsKey, nowMs)
+  local found, sig = nil, ''
+  for _, i in ipairs(shape.ruleLimits) do
+    local wide = readOverride(redis.call('HGET', limitsKey, shape.ops[i].ruleName), nowMs)
+    if wide then
+      found = found or {}
+      found[i] = wide
+      sig = sig .. i .. '=' .. wide.limit .. ';'
+    end
+  end
+  if not found then return shape end
+  if shape.limitedSig == sig then return shape.limitedCopy end
+  local copy, ops = {}, {}
+  for k, v in pairs(shape) do copy[k] = v end
+  for i = 1, shape.n do
+    local op = shape.ops[i]
+    if found[i] then
+      op = withOverride(op, found[i].limit)
+      op.ruleWide = found[i]
+    end
+    ops[i] = op
+  end
+  copy.ops, copy.limitedSig, copy.limitedCopy = ops, nil, nil
+  -- decide-grouped.lua freshRecord writes its pieces and memo on the shape: the copy's own.
+  copy.recordAtMs = nil
+  if shape.recordParts then
+    copy.recordParts = {}
+    for k, v in pairs(shape.recordParts) do copy.recordParts[k] = v end
+  end
+  shape.limitedSig, shape.limitedCopy = sig, copy
+  return copy
+end
+
+return {
+  apply = apply, limitShape = limitShape, overrideValue = overrideValue, readOverride = readOverride,
+  withOverride = withOverride,
+}

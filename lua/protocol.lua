@@ -23,7 +23,8 @@
 --             its distance from the request's first id (id - time x SLOT_IDS_PER_MS): a few digits
 --   retryAfterMs ms, only with RETRY_AFTER_FOLLOWS (else 0)
 --   lockedUntil  epoch ms, only with LOCKED (else 0)
---   limit     the override's limit in force (units), only with OVERRIDDEN (else the op's limit)
+--   limit     the override's limit in force (units; the key's or the rule-wide one), only with
+--             OVERRIDDEN (else the op's limit)
 -- A request whose evaluation raised an error has, in place of its results, the error's message (a
 -- string). A figure is left out only where the client computes it exactly from integers it read.
 
@@ -79,13 +80,16 @@ end
 -- An op travels as one text (opText in src/stores/redis/op-text.ts): its 13 fields joined by ',': type, limit,
 -- sizeMs, buckets, burst, flags, lockout durationMs (0: no lockout), escalate, maxDurationMs (0: no cap),
 -- forgetAfterMs, cost (units), periodEndMs, nextPeriodEndMs (epoch ms, calendar windows; else 0), and
--- a 14th, the rule's name, when flags has 8.
+-- a 14th, the rule's name, when flags has 8 or 16.
 -- flags: '0', or '1' (dry run), when the op's rule has never had an override (its override is not
 -- read: the usual case costs nothing) and keeps its own count key; else the sum of 1 (dry run), 2
--- (read the key's override: its override key follows its count key in KEYS), 4 (with 2: its burst
--- follows the limit) and 8 (the rule's state is a field of its identity's hash, named by the 14th
--- field: its "count key" in KEYS is that hash, <prefix>:{<identity>}), ruleFlags in op-text.ts.
--- Such an op has readsOverride, burstFollows and field (the rule's name, or nil) as those say.
+-- (read the key's override: its override key follows its count key in KEYS), 4 (with 2 or 16: its
+-- burst follows the limit), 8 (the rule's state is a field of its identity's hash, named by the 14th
+-- field: its "count key" in KEYS is that hash, <prefix>:{<identity>}) and 16 (read the rule-wide
+-- limit: the field named by the 14th field of the call's rule-limits hash, the call's last key,
+-- overrides.lua limitShape), ruleFlags in op-text.ts.
+-- Such an op has readsOverride, burstFollows, field (the rule's name, or nil) and ruleName (the rule's
+-- name, or nil) as those say.
 -- Ops and request shapes are read from their text once and kept (memo): in a function library (FCALL)
 -- the next calls find them, so a decision parses nothing; a script (EVAL) keeps them for its call.
 -- A kept op is shared by its uses: never modified, but for its fresh-state memos (algorithms.lua freshAdmits, putFresh).
@@ -121,7 +125,8 @@ local function parseOp(text)
     local bits = flags + 0
     op.dryRun, op.readsOverride, op.burstFollows = bits % 2 == 1, bits % 4 >= 2, bits % 8 >= 4
     -- Kept in its identity's hash (algorithms.lua byField), field = the rule's name.
-    if bits >= 8 then op.field = f[14] end
+    if bits % 16 >= 8 then op.field = f[14] end
+    if bits >= 16 then op.ruleName = f[14] end
   end
   return op
 end
@@ -159,15 +164,16 @@ end
 local CARET = string.byte('^')
 
 -- A request shape of check.lua from its text (check.lua's header: ARGV shape), read once and kept:
--- { mode, consumeNothing, n, ops, locks, reads, plain, keys, fields, recordParts, same }: n ops
--- (readOp); per op whether it has a lockout (locks), reads its override (reads: false when none does)
+-- { mode, consumeNothing, n, ops, locks, reads, plain, keys, fields, recordParts, same, ruleLimits }: n
+-- ops (readOp); per op whether it has a lockout (locks), reads its override (reads: false when none does)
 -- and shares the identity record of the op before (same: false when none does); plain: check mode,
 -- consuming, no lockout, no override (decide-plain.lua); keys: how many KEYS a request of the shape
 -- has; fields: per op its rule's name when every op's state is in one identity record
--- (decide-grouped.lua), else false; recordParts: decide-grouped.lua freshRecord's pieces.
+-- (decide-grouped.lua), else false; recordParts: decide-grouped.lua freshRecord's pieces; ruleLimits:
+-- the indexes of the ops that read their rule-wide limit (overrides.lua limitShape), or false.
 local function parseShape(text)
   local mode, nothing
-  local n, shapeOps, locks, reads, keys, same = 0, {}, {}, false, 0, false
+  local n, shapeOps, locks, reads, keys, same, ruleLimits = 0, {}, {}, false, 0, false, false
   local fields = {}
   for part in string.gmatch(text, '[^|]+') do
     if mode == nil then
@@ -198,6 +204,10 @@ local function parseShape(text)
       if fields and op.field then fields[n] = op.field else fields = false end
       if not (same and same[n]) then keys = keys + 1 end
       if locks[n] then keys = keys + 2 end
+      if op.ruleName then
+        ruleLimits = ruleLimits or {}
+        ruleLimits[#ruleLimits + 1] = n
+      end
       if op.readsOverride then
         keys = keys + 1
         if not reads then
@@ -222,7 +232,7 @@ local function parseShape(text)
   end
   return {
     mode = mode, consumeNothing = nothing == '1', n = n, ops = shapeOps, locks = locks, reads = reads,
-    plain = plain, keys = keys, fields = fields, recordParts = recordParts, same = same,
+    plain = plain, keys = keys, fields = fields, recordParts = recordParts, same = same, ruleLimits = ruleLimits,
   }
 end
 
@@ -258,7 +268,7 @@ local LEVEL_UNIT = 128
 local SLOT_IDS_PER_MS = 1024
 
 -- Appends result r of an op whose limit was `limit` at requestNowMs to the reply at b (see the header);
--- `override`: the override that decided it ({ limit }) or false; `slotIds`: a concurrency op. Returns
+-- `override`: the override (the key's, or the rule-wide limit) that decided it ({ limit }) or false; `slotIds`: a concurrency op. Returns
 -- the new end.
 local function putResult(reply, b, r, override, limit, requestNowMs, slotIds)
   local retryAfterMs, locked = r.retryAfterMs, r.locked
@@ -313,7 +323,7 @@ local function putFresh(reply, b, op, alg, nowMs)
     local r = alg.evaluate(nil, op, nowMs, false)
     r.level = 0
     ints = {}
-    putResult(ints, 0, r, false, op.limit, nowMs, op.type == 'concurrency')
+    putResult(ints, 0, r, op.ruleWide or false, op.limit, nowMs, op.type == 'concurrency')
     op.freshReply, op.freshReplyAtMs = ints, nowMs
   end
   for k = 1, #ints do reply[b + k] = ints[k] end

@@ -4,7 +4,8 @@
 -- KEYS[i]    count key of refund i: <prefix>:{<identity>}:<rule>, or its identity's hash
 --            <prefix>:{<identity>} when its op's rule is grouped (protocol.lua readOp: field), all in
 --            one slot; after the n count
---            keys, the override key (<count key>:o) of each refund whose op reads its override, in order
+--            keys, the override key (<count key>:o) of each refund whose op reads its override, in order;
+--            last, when an op reads its rule-wide limit, the slot's rule-limits hash (check.lua's)
 -- ARGV[1]    m, number of distinct ops, then the text of each (protocol.lua readOp)
 -- then       now, epoch ms ('server' for the server's TIME); n, number of refunds; then per refund: the
 --            index of its op among the m, and its receipt, as check.lua returned it
@@ -44,10 +45,17 @@ return function(KEYS, ARGV)
     else
       local receipt = receiptText + 0
       -- Given back at the limit in force, as the memory store does.
+      local found = false
       if op.readsOverride then
         local overrides = require('overrides')
-        local found = overrides.readOverride(redis.call('GET', KEYS[overrideAt]), nowMs)
+        found = overrides.readOverride(redis.call('GET', KEYS[overrideAt]), nowMs)
         overrideAt = overrideAt + 1
+        if found then op = overrides.withOverride(op, found.limit) end
+      end
+      -- The key's override first, then the rule-wide limit (check.lua's order).
+      if op.ruleName and not found then
+        local overrides = require('overrides')
+        found = overrides.readOverride(redis.call('HGET', KEYS[#KEYS], op.ruleName), nowMs)
         if found then op = overrides.withOverride(op, found.limit) end
       end
       local alg = op.alg or algOf(op)

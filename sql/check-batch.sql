@@ -5,8 +5,8 @@
 -- unless an op is denied or meets a lock.
 --
 -- Each op is an INSERT ... ON CONFLICT DO UPDATE of its row, whose SET computes the window in SQL on the row as
--- it is when locked (the latest version: no lost update), and whose WHERE admits; the override in force is read
--- in the same statement. An op not admitted there (over its limit, a lock or lock level on the row, or the
+-- it is when locked (the latest version: no lost update), and whose WHERE admits; the override in force (the
+-- key's, else the rule-wide one) is read in the same statement. An op not admitted there (over its limit, a lock or lock level on the row, or the
 -- cost above the limit in force) leaves its row locked and unchanged (or, when there was none, a new row that
 -- holds nothing) and is decided by check.sql in this same statement, on the same time, so a denial is one
 -- round trip too and answers exactly as check.sql does.
@@ -31,7 +31,8 @@ WITH args AS MATERIALIZED (
     (args.op).lim, (args.op).period_end, (args.op).next_period_end
   FROM args
 ), t AS MATERIALIZED (
-  SELECT u.ord, u.key, u.key_hash, c.now_ms, coalesce(x.lim, c.lim) AS lim, x.lim IS NOT NULL AS overridden,
+  SELECT u.ord, u.key, u.key_hash, c.now_ms, coalesce(x.lim, w.lim, c.lim) AS lim,
+    coalesce(x.lim, w.lim) IS NOT NULL AS overridden,
     CASE WHEN c.fixed THEN c.now_ms + c.size_ms
       WHEN c.now_ms < c.period_end THEN c.period_end
       ELSE c.next_period_end END AS fresh_end
@@ -41,6 +42,8 @@ WITH args AS MATERIALIZED (
     ) u
     LEFT JOIN @schema@.@overrides@ x
       ON x.rule = c.rule AND x.key_hash = u.key_hash AND (x.until_ms IS NULL OR x.until_ms > c.now_ms)
+    LEFT JOIN @schema@.@overrides@ w
+      ON w.rule = c.rule AND w.key_hash = '\x'::bytea AND (w.until_ms IS NULL OR w.until_ms > c.now_ms)
 ), up AS (
   INSERT INTO @schema@.@keys@ AS k (rule, key_hash, key, amount, time_ms, expires_ms)
     SELECT c.rule, t.key_hash, t.key,

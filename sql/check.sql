@@ -14,7 +14,7 @@
 --           next_period_end (calendar, else 0), lock_ms (0: no lockout), escalate, max_lock_ms,
 --           forget_after_ms, dry_run (1 or 0)
 -- Returns   float8[]: the time decided at (epoch ms), then per op 9 numbers: flags (1 allowed, 2 locked,
---           4 locked now, 8 overridden), the limit in force, remaining, reset_ms, retry_ms, count,
+--           4 locked now, 8 overridden: the key's override or the rule-wide limit), the limit in force, remaining, reset_ms, retry_ms, count,
 --           receipt, level, locked_until (epoch ms, 0 when not locked)
 CREATE OR REPLACE FUNCTION @schema@.@check@(
   mode text, now_arg bigint, rules text[], keys bytea[], nums float8[]
@@ -63,9 +63,11 @@ BEGIN
   FOR i IN 1..n LOOP
     hashes[i] := sha256(keys[i]);
     o := @schema@.@op_at@(nums, i);
-    -- An override in force decides the limit.
+    -- An override in force decides the limit: the key's, else the rule-wide one (key_hash empty).
     SELECT x.lim INTO lim FROM @schema@.@overrides@ x
-      WHERE x.rule = rules[i] AND x.key_hash = hashes[i] AND (x.until_ms IS NULL OR x.until_ms > now_ms);
+      WHERE x.rule = rules[i] AND x.key_hash IN (hashes[i], '\x'::bytea)
+        AND (x.until_ms IS NULL OR x.until_ms > now_ms)
+      ORDER BY x.key_hash = '\x'::bytea LIMIT 1;
     IF FOUND THEN o.lim := lim; overridden[i] := true; END IF;
     ops[i] := o;
   END LOOP;

@@ -1,4 +1,5 @@
--- Operator calls on one rule's keys (src/stores/postgres/postgres-store.ts): clear, reset, override, locked, and the
+-- Operator calls on one rule's keys (src/stores/postgres/postgres-store.ts): clear, reset, override (and the
+-- rule-wide limit), rule_limits, locked, and the
 -- bounded sweep of expired rows. now_arg: epoch ms, or NULL for the server's clock. Resets and overrides are
 -- announced on the store's channel (NOTIFY, sent when the transaction commits) with the payload the caller
 -- made, so every process's deny cache forgets the key.
@@ -38,20 +39,33 @@ BEGIN
 END $$;
 
 -- Sets the limit of one key of one rule (new_lim NULL: clears it), for for_ms (NULL: until cleared); announced.
+-- key_bytes NULL: the rule's rule-wide limit, the row whose key_hash is empty (no sha256 is).
 CREATE OR REPLACE FUNCTION @schema@.@override@(
   now_arg bigint, rule_name text, key_bytes bytea, new_lim bigint, for_ms bigint, payload text
 ) RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
   now_ms bigint := coalesce(now_arg, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint);
+  h bytea := CASE WHEN key_bytes IS NULL THEN '\x'::bytea ELSE sha256(key_bytes) END;
 BEGIN
   IF new_lim IS NULL THEN
-    DELETE FROM @schema@.@overrides@ x WHERE x.rule = rule_name AND x.key_hash = sha256(key_bytes);
+    DELETE FROM @schema@.@overrides@ x WHERE x.rule = rule_name AND x.key_hash = h;
   ELSE
     INSERT INTO @schema@.@overrides@ AS x (rule, key_hash, key, lim, until_ms)
-      VALUES (rule_name, sha256(key_bytes), key_bytes, new_lim, now_ms + for_ms)
+      VALUES (rule_name, h, coalesce(key_bytes, '\x'::bytea), new_lim, now_ms + for_ms)
       ON CONFLICT (rule, key_hash) DO UPDATE SET lim = EXCLUDED.lim, until_ms = EXCLUDED.until_ms;
   END IF;
   PERFORM pg_notify(@channel@, payload);
+END $$;
+
+-- The rule-wide limits in force among rule_names, with the time they were read at.
+CREATE OR REPLACE FUNCTION @schema@.@rule_limits@(now_arg bigint, rule_names text[])
+RETURNS TABLE (rule text, lim bigint, until_ms bigint, now_ms bigint) LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  at_ms bigint := coalesce(now_arg, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint);
+BEGIN
+  RETURN QUERY SELECT x.rule::text, x.lim, x.until_ms, at_ms FROM @schema@.@overrides@ x
+    WHERE x.rule = ANY(rule_names) AND x.key_hash = '\x'::bytea AND (x.until_ms IS NULL OR x.until_ms > at_ms)
+    ORDER BY x.rule;
 END $$;
 
 -- The keys of a rule locked now, soonest unlock first, at most max_rows; with the time they were read at.

@@ -23,7 +23,8 @@ BEGIN
     h := sha256(keys[i]);
     o := @schema@.@op_at@(nums, i);
     SELECT x.lim INTO lim FROM @schema@.@overrides@ x
-      WHERE x.rule = rules[i] AND x.key_hash = h AND (x.until_ms IS NULL OR x.until_ms > now_ms);
+      WHERE x.rule = rules[i] AND x.key_hash IN (h, '\x'::bytea) AND (x.until_ms IS NULL OR x.until_ms > now_ms)
+      ORDER BY x.key_hash = '\x'::bytea LIMIT 1;
     IF FOUND THEN o.lim := lim; END IF;
     SELECT k.amount, k.time_ms, k.pairs, k.expires_ms, k.forget_ms INTO r
       FROM @schema@.@keys@ k WHERE k.rule = rules[i] AND k.key_hash = h FOR UPDATE;

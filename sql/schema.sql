@@ -35,7 +35,8 @@ CREATE TABLE IF NOT EXISTS @schema@.@keys@ (
 -- locked(rule): the locks of a rule, soonest end first.
 CREATE INDEX IF NOT EXISTS @keys_locks@ ON @schema@.@keys@ (rule, lock_until) WHERE lock_until IS NOT NULL;
 
--- Limits an operator set for one key of one rule (limiter.override), until until_ms (NULL: until cleared).
+-- Limits an operator set for one key of one rule (limiter.override), or for every key of a rule (limiter.setLimit:
+-- key_hash and key empty), until until_ms (NULL: until cleared).
 CREATE TABLE IF NOT EXISTS @schema@.@overrides@ (
   rule text COLLATE "C" NOT NULL,
   key_hash bytea NOT NULL,

@@ -93,9 +93,14 @@ export const REDIS_STORE_DEFAULTS = {
   /**
    * Over HTTP, where no subscription hears other processes' resets, overrides and frees: how long a
    * denial is kept in the deny cache, and how often a call waiting for a slot asks again (see
-   * `Store.staleAfterMs`). Each costs at most one request per key per this long in each process.
+   * `StoreLiveness.staleAfterMs`). Each costs at most one request per key per this long in each process.
    */
   httpStaleAfterMs: 1000,
+} as const;
+
+/** Defaults of `DurableObjectStoreOptions`. */
+export const DURABLE_OBJECT_STORE_DEFAULTS = {
+  prefix: 'rk',
 } as const;
 
 export const POSTGRES_STORE_DEFAULTS = {

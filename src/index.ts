@@ -32,6 +32,7 @@ export { createLimiter, Limiter } from './limiter/limiter.js';
 export type {
   DecisionInfo,
   DecisionSource,
+  LimitChangeEvent,
   LimiterObserver,
   SlotEvent,
   StoreCallInfo,

@@ -196,13 +196,25 @@ export interface RuleStatus {
   lockRemainingMs: number;
   /** Escalation level: how many lockouts are remembered for this key. */
   level: number;
-  /** True when `limit` is an override set with `limiter.override` (else the rule's limit). */
+  /**
+   * True when `limit` is an operator's: the key's override (`limiter.override`) or the rule-wide limit
+   * (`limiter.setLimit`); false when it is the rule's own.
+   */
   overridden: boolean;
   /**
    * Concurrency rules (`count` is then the requests in flight): the slots held now, oldest first, at
    * most `HOLDERS_LISTED`; absent for other rules and on a store that cannot list them.
    */
   holders?: SlotHolder[];
+}
+
+/** A rule-wide limit in force, set with `limiter.setLimit`, as `limiter.limits()` lists it. */
+export interface RuleLimit {
+  rule: string;
+  /** The limit every key of the rule has now, unless the key has an override of its own. */
+  limit: number;
+  /** Epoch ms (store clock) it ends, set with `for`; absent: until cleared with `setLimit(rule, null)`. */
+  untilMs?: number;
 }
 
 /** A concurrency slot held now, as `status` lists it. */

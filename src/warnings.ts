@@ -36,13 +36,32 @@ export const FUNCTION_CONFLICT_WARNING = 'RATEKEEPER_FUNCTION_CONFLICT';
 /** A `limiter.observe` hook threw (once per observer); the decision went on without it. */
 export const OBSERVER_ERROR_WARNING = 'RATEKEEPER_OBSERVER_ERROR';
 
+/** Node's `process` where the runtime has one (Node, Bun, Deno; a Worker with nodejs_compat), else undefined. */
+export function hostProcess():
+  | {
+      emitWarning?: (message: string, options: { code: string }) => void;
+      env?: Record<string, string | undefined>;
+      stderr?: { write(text: string): unknown };
+      pid?: number;
+    }
+  | undefined {
+  return (globalThis as { process?: ReturnType<typeof hostProcess> }).process;
+}
+
+/** A warning as Node emits it (`process.emitWarning`, with its code), or on the console where there is no `process`. */
+export function emitWarning(message: string, code: string): void {
+  const emit = hostProcess()?.emitWarning;
+  if (typeof emit === 'function') emit(message, { code });
+  else console.warn(`[${code}] ${message}`);
+}
+
 /** A function that emits `code`'s warning the first time it is called, and does nothing after. */
 export function warnOnce(code: string): (message: string) => void {
   let warned = false;
   return (message) => {
     if (warned) return;
     warned = true;
-    process.emitWarning(`ratekeeper: ${message}`, { code });
+    emitWarning(`ratekeeper: ${message}`, code);
   };
 }
 
@@ -52,11 +71,11 @@ export function warnOnce(code: string): (message: string) => void {
  */
 export function warnOncePerProcess(code: string): { (message: string): void; readonly done: boolean } {
   const flag = Symbol.for(`ratekeeper.warned.${code}`);
-  const flags = process as unknown as Record<symbol, boolean | undefined>;
+  const flags = (hostProcess() ?? globalThis) as unknown as Record<symbol, boolean | undefined>;
   const warn = (message: string) => {
     if (flags[flag] === true) return;
     flags[flag] = true;
-    process.emitWarning(`ratekeeper: ${message}`, { code });
+    emitWarning(`ratekeeper: ${message}`, code);
   };
   return Object.defineProperty(warn, 'done', { get: () => flags[flag] === true }) as typeof warn & {
     readonly done: boolean;

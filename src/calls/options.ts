@@ -96,10 +96,11 @@ export interface ResolvedWrap<A extends unknown[]> extends ResolvedWait {
   cost: NonNullable<WrapOptions<A>['cost']>;
 }
 
-export function overrideForMs(options: OverrideOptions | undefined): number | undefined {
-  const given = checkedFields(options, OVERRIDE_FIELDS, 'override');
+/** The `for` of `override` (or `setLimit`, named by `where`) in ms; undefined: until cleared. */
+export function overrideForMs(options: OverrideOptions | undefined, where = 'override'): number | undefined {
+  const given = checkedFields(options, OVERRIDE_FIELDS, where);
   if (given.for === undefined) return OVERRIDE_DEFAULTS.forMs;
-  return parsePeriod(given.for) ?? badOption('override', 'for', periodAllowed(given.for, '1h'), given.for);
+  return parsePeriod(given.for) ?? badOption(where, 'for', periodAllowed(given.for, '1h'), given.for);
 }
 
 /** `acquire`'s rule or rules and options with their defaults. */

@@ -32,7 +32,7 @@ export interface PacedParts {
   listenFrees: () => void;
   /**
    * How often a call waiting for a slot asks the store again when frees in other processes cannot be
-   * heard (`Store.staleAfterMs`); undefined: they are heard, and it waits for one (or a lease's end).
+   * heard (`StoreLiveness.staleAfterMs`); undefined: they are heard, and it waits for one (or a lease's end).
    */
   slotPollMs: number | undefined;
 }

@@ -95,7 +95,7 @@ export class TurnQueues {
   readonly #timers: Timers;
   /** Called once, when a head first sleeps on a concurrency rule: frees from other processes are wanted. */
   #onSlotWait: (() => void) | undefined;
-  /** Where other processes' frees go unheard (`Store.staleAfterMs`): the longest a head sleeps on a slot. */
+  /** Where other processes' frees go unheard (`StoreLiveness.staleAfterMs`): the longest a head sleeps on a slot. */
   readonly #slotPollMs: number;
   #closed = false;
 

@@ -1,7 +1,7 @@
 // Key material from a request, made safe before any work is done on it: bounded in length, normalized in
 // linear time and once per request, and turned into an identity that no other material shares. Also the
 // reserved keys: identities reserved for requests whose material cannot key them alone.
-import { createHash } from 'node:crypto';
+import { digest } from '../digest.js';
 
 /**
  * Longest key material (UTF-16 code units) a rule normalizes or digests. A longer value (a 100 kB
@@ -66,11 +66,6 @@ export type Material = string | ReservedKey;
 
 /** A lone surrogate: UTF-8 (Redis, pub/sub) would turn every one into U+FFFD. */
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
-
-/** `#` + base64url(SHA-256) of the string's UTF-16 code units: lossless for any string, lone surrogates included. */
-function digest(value: string): string {
-  return `#${createHash('sha256').update(value, 'utf16le').digest('base64url')}`;
-}
 
 /**
  * An identity as it is stored: itself when it is at most `MAX_IDENTITY_LENGTH` long and well-formed

@@ -1,7 +1,8 @@
 // Store-call deadlines: one shared, unref'd ticker instead of a timer per call, and the rule that tells a
 // slow store from a failed one.
-import { performance } from 'node:perf_hooks';
+
 import type { ConnectionLiveness } from '../stores/store.js';
+import { unrefTimer } from '../timers.js';
 
 /** What settles a timed call: the first of `resolve` or `reject` wins. */
 interface Settler<T> {
@@ -34,7 +35,7 @@ const realClock: DeadlineClock = {
   now: () => performance.now(),
   every(tick) {
     const timer = setInterval(tick, DEADLINE_TICK_MS);
-    timer.unref();
+    unrefTimer(timer);
     return () => clearInterval(timer);
   },
 };

@@ -1,10 +1,9 @@
 // The path one decision takes: the deny cache, the store under the failure policy, then the answer folded
 // into a Decision with its events, reservations, deny-cache entries and debug line; below, the deny cache.
-import type { EventEmitter } from 'node:events';
-import { performance } from 'node:perf_hooks';
 import type { EvalMode, EvalResult, OpResult, Store, SyncStore } from '../stores/store.js';
 import type { Decision, RuleResult } from '../types.js';
 import { decide, ruleResult } from './decision.js';
+import type { EventEmitter } from './event-emitter.js';
 import {
   type DebugLog,
   emitLimited,
@@ -231,7 +230,7 @@ interface Cached {
 export class DenyCache {
   readonly #entries = new Map<string, Cached>();
   readonly #maxKeys: number;
-  /** The longest an entry is kept: a store that cannot announce resets elsewhere (`Store.staleAfterMs`). */
+  /** The longest an entry is kept: a store that cannot announce resets elsewhere (`StoreLiveness.staleAfterMs`). */
   readonly #maxAgeMs: number;
 
   constructor(maxKeys: number, maxAgeMs = Number.POSITIVE_INFINITY) {
@@ -335,6 +334,12 @@ export class DenyCache {
 
   delete(rule: string, key: string): void {
     this.#entries.delete(`${rule}\u0000${key}`);
+  }
+
+  /** Forgets every key of a rule (its rule-wide limit changed): rare, so a walk over the entries. */
+  deleteRule(rule: string): void {
+    const prefix = `${rule}\u0000`;
+    for (const id of this.#entries.keys()) if (id.startsWith(prefix)) this.#entries.delete(id);
   }
 
   clear(): void {

@@ -1,8 +1,9 @@
 // The limiter's events and its debug log: what it tells listeners and the log about decisions and store faults.
-import type { EventEmitter } from 'node:events';
+
 import { errorCode } from '../errors.js';
 import type { OpResult, StoreOp } from '../stores/store.js';
 import type { RuleResult } from '../types.js';
+import type { EventEmitter } from './event-emitter.js';
 import type { StoreErrorPolicy } from './options.js';
 
 export interface LimitedEvent {

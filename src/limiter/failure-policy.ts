@@ -2,7 +2,6 @@
 // a silent or failed one is not), the window in which a failed store is skipped, and the answer while it
 // is: the insurance store (its share of each limit), or 'allow' / 'deny' outright. Keeps the store's health,
 // and says how decisions reach the store: a local store that declares `evaluateSync` is called directly.
-import { performance } from 'node:perf_hooks';
 import { errorCode, StoreTimeoutError } from '../errors.js';
 import {
   type EvalMode,

@@ -1,6 +1,7 @@
 // Held concurrency slots: each admitted decision's slots, renewed by this process while held, freed by `release`.
 
 import type { OpResult, Refund, Store } from '../stores/store.js';
+import { unrefTimer } from '../timers.js';
 import type { Decision, RuleResult } from '../types.js';
 import type { Observers, SlotEvent } from './observers.js';
 import type { RuleOp } from './op-builder.js';
@@ -193,7 +194,7 @@ export class Holdings {
   #schedule(): void {
     if (this.#timer !== undefined) return;
     this.#timer = setInterval(() => void this.#tick(), this.#renewEveryMs);
-    this.#timer.unref();
+    unrefTimer(this.#timer);
   }
 
   #unschedule(): void {

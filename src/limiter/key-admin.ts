@@ -1,18 +1,20 @@
-// Operator calls on the keys of a rule, outside any request: status, the locked keys, reset, override.
+// Operator calls on the keys of a rule, outside any request: status, the locked keys, reset, override, and the
+// rule-wide limit (setLimit, limits).
 
-import type { EventEmitter } from 'node:events';
 import { SLOT_IDS_PER_MS } from '../algorithms/concurrency.js';
 import { type OverrideOptions, overrideForMs } from '../calls/options.js';
 import { assertKnownFields } from '../config/known-fields.js';
 import { mustBe, refuse } from '../config/refuse.js';
 import { LIMITER_DEFAULTS } from '../defaults.js';
 import { identityOf } from '../keys/direct-key.js';
-import { overrideLimit } from '../rules/rule-index.js';
+import { overrideLimit, ruleWideLimit } from '../rules/rule-index.js';
 import type { HeldSlot, OpResult, Store } from '../stores/store.js';
-import type { LockInfo, RuleStatus, SlotHolder } from '../types.js';
+import type { LockInfo, RuleLimit, RuleStatus, SlotHolder } from '../types.js';
 import type { DenyCache } from './decider.js';
+import type { EventEmitter } from './event-emitter.js';
 import type { LimiterEvents, UnlockEvent } from './events.js';
 import type { FailurePolicy } from './failure-policy.js';
+import type { Observers } from './observers.js';
 import type { OpBuilder, RuleOp } from './op-builder.js';
 
 /** The limiter's parts an operator call goes through. */
@@ -23,7 +25,12 @@ export interface KeyAdminParts {
   denyCache: DenyCache | undefined;
   /** Where 'unlock' goes: the limiter itself. */
   events: EventEmitter<LimiterEvents>;
+  /** Told of the rule-wide limits set here. */
+  observers: Observers;
 }
+
+/** The longest `for` of a rule-wide limit: past it, store clocks plus `for` leave exact integers. */
+const MAX_FOR_MS = 100 * 365 * 86_400_000;
 
 /** An operator call given up on before the store's first connection was ready: it is never sent. */
 const GIVEN_UP = new Error('given up before the first connection was ready');
@@ -103,6 +110,55 @@ export class KeyAdmin {
     ]);
     // Again: a denial at the old limit, decided before the override and learnt while it was being set.
     denyCache?.delete(compiled.name, identity);
+  }
+
+  /**
+   * Sets the limit of every key of one rule (those without an override of their own) in every process
+   * sharing the store, read inside each decision's store call; `null` returns to the configured limit.
+   * It replaces a limit function's answers until cleared. `for`: it expires then (store clock).
+   */
+  async setLimit(rule: string, limit: number | null, options?: OverrideOptions): Promise<void> {
+    const { denyCache, ops, policy, store } = this.#parts;
+    const compiled = ops.rule(rule);
+    const value = ruleWideLimit(limit, compiled.store);
+    const forMs = overrideForMs(options, 'setLimit');
+    if (forMs !== undefined && forMs > MAX_FOR_MS)
+      refuse('ERR_OPTION', 'setLimit', mustBe('for', 'at most 100 years', forMs));
+    const { override, limits } = store;
+    if (override === undefined || limits === undefined) {
+      refuse(
+        'ERR_OPTION',
+        'setLimit',
+        `the store (${store.constructor.name}) does not support rule-wide limits`,
+      );
+    }
+    denyCache?.deleteRule(compiled.name);
+    await Promise.all([
+      operatorCall(policy, store, 'setLimit', () => override.call(store, compiled.store, null, value, forMs)),
+      policy.insurance?.override?.(compiled.store, null, value, forMs),
+    ]);
+    // Again: denials at the old limit, decided before the change and learnt while it was being made.
+    denyCache?.deleteRule(compiled.name);
+    this.#parts.observers.limitChange(
+      forMs === undefined
+        ? { rule: compiled.name, limit: value }
+        : { rule: compiled.name, limit: value, forMs },
+    );
+  }
+
+  /** The rule-wide limits in force (set with `setLimit`), with when each ends. */
+  async limits(): Promise<RuleLimit[]> {
+    const { ops, policy, store } = this.#parts;
+    const limits = store.limits;
+    if (limits === undefined) {
+      refuse(
+        'ERR_OPTION',
+        'limits',
+        `the store (${store.constructor.name}) does not support rule-wide limits`,
+      );
+    }
+    const rules = ops.rules.map((r) => r.store);
+    return operatorCall(policy, store, 'limits', () => limits.call(store, rules));
   }
 
   /** Count, remaining, the limit in force, lock and level of a rule for a key; changes nothing. */

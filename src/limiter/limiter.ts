@@ -3,15 +3,24 @@
 // path (limiter/decider.ts), the failure policy and store health (limiter/failure-policy.ts, limiter/store-health.ts),
 // reservations (limiter/reservations.ts), the deny cache (limiter/deny-cache.ts), operator calls on keys (limiter/key-admin.ts),
 // acquire and wrap (calls/paced-calls.ts), events and the debug log (limiter/events.ts), observers (limiter/observers.ts).
-import { EventEmitter } from 'node:events';
 import type { AcquireOptions, OverrideOptions, WrapOptions } from '../calls/options.js';
 import { PacedCalls } from '../calls/paced-calls.js';
 import { describe } from '../errors.js';
 import { identityOf } from '../keys/direct-key.js';
 import type { RuleFacts } from '../rules/facts.js';
 import type { EvalMode, Store, StoreChange } from '../stores/store.js';
-import type { Acquired, Decision, LockInfo, Outcome, RequestInfo, Rule, RuleStatus } from '../types.js';
+import type {
+  Acquired,
+  Decision,
+  LockInfo,
+  Outcome,
+  RequestInfo,
+  Rule,
+  RuleLimit,
+  RuleStatus,
+} from '../types.js';
 import { Decider, DenyCache } from './decider.js';
+import { EventEmitter } from './event-emitter.js';
 import { type DebugLog, emitStoreError, type LimiterEvents } from './events.js';
 import type { StoreHealth } from './failure-policy.js';
 import { FailurePolicy } from './failure-policy.js';
@@ -81,6 +90,7 @@ export class Limiter extends EventEmitter<LimiterEvents> {
       const cache = this.#denyCache;
       if (change === 'reset' && cache !== undefined) {
         if (rule === '') cache.clear();
+        else if (key === '') cache.deleteRule(rule);
         else cache.delete(rule, key);
       }
       freed(rule, key);
@@ -324,6 +334,19 @@ export class Limiter extends EventEmitter<LimiterEvents> {
    */
   override(rule: string, key: string, limit: number | null, options?: OverrideOptions): Promise<void> {
     return this.#admin.override(rule, key, limit, options);
+  }
+
+  /**
+   * Sets the limit of every key of a rule (but keys with an override) in every process, read in each
+   * decision's store call; `null` returns to the configured limit. `for`: it expires then.
+   */
+  setLimit(rule: string, limit: number | null, options?: OverrideOptions): Promise<void> {
+    return this.#admin.setLimit(rule, limit, options);
+  }
+
+  /** The rule-wide limits in force, with when each ends. */
+  limits(): Promise<RuleLimit[]> {
+    return this.#admin.limits();
   }
 
   /** Count, remaining, the limit in force, lock and level of a rule for a key; changes nothing. */

@@ -1,6 +1,5 @@
 // Observers: metrics hooks on every decision and every shared-store call, free when nothing observes.
 
-import { performance } from 'node:perf_hooks';
 import { assertKnownFields, fieldsOf } from '../config/known-fields.js';
 import { mustBe, refuse } from '../config/refuse.js';
 import { describe } from '../errors.js';
@@ -46,6 +45,14 @@ export interface SlotEvent {
   readonly change: 'held' | 'released' | 'lapsed';
 }
 
+/** A rule-wide limit set (`limit` null: cleared) through this limiter's `setLimit`, once the store took it. */
+export interface LimitChangeEvent {
+  readonly rule: string;
+  readonly limit: number | null;
+  /** Ms it holds (`for`); absent: until cleared. */
+  readonly forMs?: number;
+}
+
 /**
  * Hooks for metrics (see `limiter.observe`). Called synchronously on the decision path: keep them
  * cheap. A hook that throws is reported once as a process warning and never fails a decision.
@@ -59,6 +66,8 @@ export interface LimiterObserver {
   lockout?(event: LockoutEvent): void;
   /** Concurrency slots this process took, released or lost (see `SlotEvent`): the slots in flight here. */
   slots?(event: SlotEvent): void;
+  /** A rule-wide limit this limiter set or cleared (`setLimit`). */
+  limitChange?(event: LimitChangeEvent): void;
 }
 
 const OBSERVER_FIELDS = fieldsOf<LimiterObserver>({
@@ -66,6 +75,7 @@ const OBSERVER_FIELDS = fieldsOf<LimiterObserver>({
   storeCall: true,
   lockout: true,
   slots: true,
+  limitChange: true,
 });
 
 /** One frozen info per (mode, source): telling an observer allocates nothing. */
@@ -107,7 +117,7 @@ export class Observers {
       refuse(
         'ERR_OPTION',
         'observe',
-        `expects an object with decision, storeCall, lockout and/or slots functions, got ${describe(observer)}`,
+        `expects an object with decision, storeCall, lockout, slots and/or limitChange functions, got ${describe(observer)}`,
       );
     }
     assertKnownFields(observer, OBSERVER_FIELDS, 'observe');
@@ -166,6 +176,16 @@ export class Observers {
         observer.slots?.(event);
       } catch (error) {
         warn(`an observer's slots hook threw: ${(error as Error)?.message ?? error}`);
+      }
+    }
+  }
+
+  limitChange(event: LimitChangeEvent): void {
+    for (const { observer, warn } of this.#watchers) {
+      try {
+        observer.limitChange?.(event);
+      } catch (error) {
+        warn(`an observer's limitChange hook threw: ${(error as Error)?.message ?? error}`);
       }
     }
   }

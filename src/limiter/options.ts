@@ -9,6 +9,7 @@ import { parseDuration } from '../rules/duration.js';
 import { MemoryStore } from '../stores/memory/memory-store.js';
 import { isSyncStore, type Store, type SyncStore } from '../stores/store.js';
 import type { Duration, Rule } from '../types.js';
+import { hostProcess } from '../warnings.js';
 
 export interface LimiterOptions {
   /** Where counts live. @default new MemoryStore() */
@@ -86,7 +87,7 @@ export interface ResolvedLimiterOptions {
   insurance: SyncStore | undefined;
   /** Undefined: no deny cache (turned off, or a local store, which needs none). */
   denyCacheMaxKeys: number | undefined;
-  /** The store's `staleAfterMs`, checked: undefined for a store that hears other processes' changes. */
+  /** The store's `liveness.staleAfterMs`, checked: undefined for a store that hears other processes' changes. */
   staleAfterMs: number | undefined;
   /** Where debug lines go; undefined when debugging is off. */
   log: ((line: string) => void) | undefined;
@@ -133,12 +134,16 @@ export function resolveLimiterOptions(options: LimiterOptions): ResolvedLimiterO
   const store: Store = options.store ?? new MemoryStore();
   const { share: insuranceShare, store: given } = resolveInsurance(options.insurance, onStoreError, store);
   const insurance = given ?? (onStoreError === 'insurance' && !store.local ? new MemoryStore() : undefined);
-  const staleAfterMs = store.staleAfterMs;
+  const staleAfterMs = store.liveness?.staleAfterMs;
   if (
     staleAfterMs !== undefined &&
     !(typeof staleAfterMs === 'number' && staleAfterMs >= 1 && staleAfterMs < Infinity)
   )
-    refuse('ERR_OPTION', undefined, mustBe('store.staleAfterMs', 'a number of ms, at least 1', staleAfterMs));
+    refuse(
+      'ERR_OPTION',
+      undefined,
+      mustBe('store.liveness.staleAfterMs', 'a number of ms, at least 1', staleAfterMs),
+    );
   const holding = rules.find((rule) => rule.facts.holdsSlots);
   if (holding !== undefined && typeof store.renew !== 'function') {
     refuse(
@@ -159,9 +164,14 @@ export function resolveLimiterOptions(options: LimiterOptions): ResolvedLimiterO
       refuse('ERR_OPTION', undefined, mustBe('denyCache.maxKeys', 'a positive integer', denyCacheMaxKeys));
     }
   }
-  const debug = options.debug ?? process.env.RATEKEEPER_DEBUG === '1';
+  const host = hostProcess();
+  const debug = options.debug ?? host?.env?.RATEKEEPER_DEBUG === '1';
+  const stderr = host?.stderr;
   const log =
-    debug === true ? (line: string) => process.stderr.write(`ratekeeper ${line}\n`) : debug || undefined;
+    debug === true
+      ? (line: string) =>
+          stderr ? stderr.write(`ratekeeper ${line}\n`) : console.error(`ratekeeper ${line}`)
+      : debug || undefined;
   return {
     rules,
     store,

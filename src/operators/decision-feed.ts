@@ -1,7 +1,6 @@
 // The decision feed `npx ratekeeper watch` reads: each app process counts its decisions per rule and result, and
 // publishes the counts on a Redis channel once a second. Counts only: no key, no request data.
 
-import { hostname } from 'node:os';
 import { assertKnownFields, fieldsOf } from '../config/known-fields.js';
 import { mustBe, refuse } from '../config/refuse.js';
 import { OPERATOR_DEFAULTS, REDIS_STORE_DEFAULTS } from '../defaults.js';
@@ -9,7 +8,9 @@ import { describe } from '../errors.js';
 import type { Limiter } from '../limiter/limiter.js';
 import type { DecisionInfo, DecisionSource } from '../limiter/observers.js';
 import { parseDuration } from '../rules/duration.js';
+import { unrefTimer } from '../timers.js';
 import type { Decision, Duration } from '../types.js';
+import { hostProcess } from '../warnings.js';
 
 /** What publishes: an ioredis `Redis` or `Cluster` (or any client with this method, node-redis included). */
 export interface FeedPublisher {
@@ -108,7 +109,7 @@ export function publishDecisionCounts(
   }
 
   const channel = decisionChannel(prefix);
-  const from = `${hostname()}:${process.pid}:${Math.random().toString(36).slice(2, 8)}`;
+  const from = `${hostName()}:${hostProcess()?.pid ?? 0}:${Math.random().toString(36).slice(2, 8)}`;
   let counts = new Map<string, [number, number, number, number]>();
   let sources: Partial<Record<DecisionSource, number>> = {};
   const unobserve = limiter.observe({
@@ -143,7 +144,7 @@ export function publishDecisionCounts(
     }
   };
   const timer = setInterval(() => void send(), intervalMs);
-  timer.unref();
+  unrefTimer(timer);
   let stopped: Promise<void> | undefined;
   return {
     stop() {
@@ -155,4 +156,13 @@ export function publishDecisionCounts(
       return stopped;
     },
   };
+}
+
+/** This machine's name for the watch's table: Node's `os.hostname()` where the runtime lends its modules, else `HOSTNAME`. */
+function hostName(): string {
+  const host = hostProcess() as
+    | { getBuiltinModule?: (id: string) => unknown; env?: Record<string, string | undefined> }
+    | undefined;
+  const os = host?.getBuiltinModule?.('node:os') as { hostname?: () => string } | undefined;
+  return os?.hostname?.() ?? host?.env?.HOSTNAME ?? 'host';
 }

@@ -50,6 +50,7 @@ interface Sink {
   storeSeconds: StoreSeconds;
   storeErrors: Counter<'operation'>;
   lockouts: Counter<'rule'>;
+  limitChanges: Counter<'rule'>;
   slotsInFlight: Gauge<'rule'>;
   slotChanges: Counter<'rule' | 'change'>;
   /** Per limiter counted: decision counts per rule, flushed into `decisions` at each scrape. */
@@ -165,6 +166,7 @@ const SINKS = new WeakMap<Registry, Map<string, Sink>>();
  * - `ratekeeper_store_seconds{operation}`: a histogram of shared-store calls (not the memory store).
  * - `ratekeeper_store_errors_total{operation}`: shared-store calls that failed or timed out.
  * - `ratekeeper_lockouts_total{rule}`: locks placed.
+ * - `ratekeeper_limit_changes_total{rule}`: rule-wide limits set or cleared through this limiter (`setLimit`).
  * - `ratekeeper_slots_in_flight{rule}`: concurrency slots this process holds now (a gauge: summed over
  *   every process sharing the store, the requests in flight).
  * - `ratekeeper_slots_total{rule,change}`: concurrency slots `released`, and `lapsed`: no longer held
@@ -236,6 +238,7 @@ export function prometheusMetrics(
     for (const result of ['allowed', 'denied'] as const)
       sink.decisions.inc({ rule: rule.name, result, source: 'store' }, 0);
     if (rule.lockout !== undefined) sink.lockouts.inc({ rule: rule.name }, 0);
+    sink.limitChanges.inc({ rule: rule.name }, 0);
   }
   for (const facts of limiter.ruleFacts) {
     if (!facts.holdsSlots) continue;
@@ -265,6 +268,9 @@ export function prometheusMetrics(
     },
     lockout(event) {
       lockouts.inc({ rule: event.rule });
+    },
+    limitChange(event) {
+      sink.limitChanges.inc({ rule: event.rule });
     },
     slots(event: SlotEvent) {
       const held = event.change === 'held' ? event.slots : -event.slots;
@@ -314,6 +320,7 @@ function sinkOf(registry: Registry, prefix: string, buckets: readonly number[]):
     storeSeconds: `${prefix}store_seconds`,
     storeErrors: `${prefix}store_errors_total`,
     lockouts: `${prefix}lockouts_total`,
+    limitChanges: `${prefix}limit_changes_total`,
     slotsInFlight: `${prefix}slots_in_flight`,
     slotChanges: `${prefix}slots_total`,
   };
@@ -353,6 +360,12 @@ function sinkOf(registry: Registry, prefix: string, buckets: readonly number[]):
     lockouts: new Counter({
       name: names.lockouts,
       help: 'Lockouts placed, per rule.',
+      labelNames: ['rule'] as const,
+      registers: [registry],
+    }),
+    limitChanges: new Counter({
+      name: names.limitChanges,
+      help: 'Rule-wide limits set or cleared through this limiter (setLimit), per rule.',
       labelNames: ['rule'] as const,
       registers: [registry],
     }),

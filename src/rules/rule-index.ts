@@ -213,3 +213,20 @@ export function overrideLimit(limit: unknown, rule: StoreRule): number | null {
   const allowed = problem === POSITIVE ? `${POSITIVE} or null` : problem;
   return refuse('ERR_LIMIT', `override: rule "${rule.name}"`, mustBe('limit', allowed, limit));
 }
+
+/**
+ * The rule-wide limit an operator sets with `limiter.setLimit`: null returns to the configured limit; a
+ * bad one is a `RateLimitConfigError`. 0 is refused rather than read as "refuse all": a token bucket or
+ * GCRA window has no rate at 0 (its retry-after would be infinite), and the headers would promise
+ * nothing; a limit of 1 is the smallest that every window type answers exactly.
+ */
+export function ruleWideLimit(limit: unknown, rule: StoreRule): number | null {
+  if (limit === null) return null;
+  const problem = limitProblem(limit, rule);
+  if (problem === undefined) return limit as number;
+  const allowed =
+    problem === POSITIVE
+      ? `${POSITIVE} or null (0 is refused: 1 is the smallest limit every window type answers)`
+      : problem;
+  return refuse('ERR_LIMIT', `setLimit: rule "${rule.name}"`, mustBe('limit', allowed, limit));
+}

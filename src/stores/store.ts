@@ -1,6 +1,6 @@
 // The store contract: what every store (memory, Redis, PostgreSQL, or one of your own) implements.
 
-import type { LockInfo } from '../types.js';
+import type { LockInfo, RuleLimit } from '../types.js';
 import type { OpResult, StoreOp, StoreRule } from './store-ops.js';
 
 export type { OpResult, StoreLockout, StoreOp, StoreRule } from './store-ops.js';
@@ -49,13 +49,21 @@ export interface StoreLiveness extends ConnectionLiveness {
    * `limiter.health()` calls it, under `storeTimeout`.
    */
   ping(): Promise<void>;
+  /**
+   * For a store whose `onChange` cannot hear other processes (Redis over HTTP has no subscription): how
+   * long, in ms, the limiter may rely on what the store answered. A denial stays in the deny cache at most
+   * this long, and a call waiting for a slot asks the store again at least this often, so another
+   * process's reset, override or free reaches this one within that time. Undefined: changes are heard.
+   */
+  readonly staleAfterMs?: number;
 }
 
 /**
  * What another process (or another limiter on the same store) changed: `'reset'` for a key reset or
  * its override changed (a deny cache forgets the key), `'free'` for concurrency slots freed (a call
- * waiting for one tries again). An empty rule and key: changes may have been missed (the subscriber
- * reconnected), forget or retry everything.
+ * waiting for one tries again). A rule with an empty key: the rule's rule-wide limit changed (forget
+ * every key of the rule; no identity is empty). An empty rule and key: changes may have been missed
+ * (the subscriber reconnected), forget or retry everything.
  */
 export type StoreChange = 'reset' | 'free';
 
@@ -125,8 +133,21 @@ export interface Store {
    * follows it, and results decided on it say `overridden`. `forMs`: it expires then (store clock);
    * undefined: never. `reset` leaves it. Stores shared between processes tell `onChange` listeners
    * `'reset'`, so deny caches forget a key whose limit changed. Without it `limiter.override` throws.
+   *
+   * `key` null: the rule-wide limit, for every key of the rule that has no override of its own (the
+   * order: the key's override, the rule-wide limit, the op's `limit`), read inside each decision's own
+   * store call; listeners hear `'reset'` with the rule and an empty key. Without the rule-wide form
+   * (a store written before it, which throws or ignores a null key) `limiter.setLimit` is refused:
+   * a store has it when it has `limits`.
    */
-  override?(rule: StoreRule, key: string, limit: number | null, forMs?: number): Promise<void>;
+  override?(rule: StoreRule, key: string | null, limit: number | null, forMs?: number): Promise<void>;
+  /**
+   * Capability, listing rule-wide limits: those in force now among `rules` (set with `override(rule,
+   * null, ...)`), each with the epoch ms it ends (store clock) when it has an end. A member of its own
+   * rather than a form of `override`: reading and writing stay apart. Without it `limiter.setLimit` and
+   * `limiter.limits` throw.
+   */
+  limits?(rules: readonly StoreRule[]): Promise<RuleLimit[]>;
   /** Keys of a rule locked now, soonest unlock first, at most `limit`. */
   locked(rule: StoreRule, limit: number): Promise<LockInfo[]>;
   /**
@@ -138,13 +159,6 @@ export interface Store {
    * freed in another process tries again when the soonest lease ends.
    */
   onChange?(listener: StoreChangeListener, options?: { frees?: boolean }): Promise<void>;
-  /**
-   * For shared stores whose `onChange` cannot hear other processes (Redis over HTTP has no subscription):
-   * how long, in ms, the limiter may rely on what the store answered. A denial stays in the deny cache at
-   * most this long, and a call waiting for a slot asks the store again at least this often, so another
-   * process's reset, override or free reaches this one within that time. Undefined: changes are heard.
-   */
-  readonly staleAfterMs?: number;
   /**
    * Capability, for shared stores: their connection's liveness and a round trip. Without it a call counts
    * as failed `storeTimeout` after it was made, however busy the store or this process, and

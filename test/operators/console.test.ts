@@ -281,6 +281,41 @@ describe('operator console', () => {
     expect(await limiter.status('api', 'bob')).to.include({ limit: 100, overridden: false });
   });
 
+  it("sets a rule's limit for every key (for a while), shows it in the rules table, and clears it; a bad one is refused", async () => {
+    const { token, cookie } = await session(server);
+    const post = (fields: Record<string, string>) =>
+      request(server)
+        .post('/ops')
+        .set({ 'x-operator': 'yes', cookie })
+        .type('form')
+        .send({ rule: 'api', csrf: token, ...fields });
+    const set = await post({ action: 'rule-limit', limit: '7', for: '1h' }).expect(303);
+    expect(set.headers.location).to.equal('?done=rule-limit&rule=api');
+    expect(await limiter.limits()).to.have.length(1);
+    expect((await limiter.limits())[0]).to.include({ rule: 'api', limit: 7 });
+    expect(await limiter.status('api', 'carol')).to.include({ limit: 7 });
+    const page = await request(server)
+      .get(`/ops${set.headers.location}`)
+      .set({ 'x-operator': 'yes', cookie });
+    expect(page.text).to.include('Rule-wide limit set for every key of rule api');
+    expect(page.text).to.match(/<strong>7<\/strong> until \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC/);
+    expect(page.text).to.include('Clear</button>');
+
+    for (const [fields, message] of [
+      [{ action: 'rule-limit', limit: 'lots' }, 'the limit must be a whole number, got &#39;lots&#39;'],
+      [{ action: 'rule-limit', limit: '0' }, '0 is refused'],
+      [{ action: 'rule-limit', limit: '5', for: 'later' }, 'for must be a duration'],
+      [{ action: 'rule-limit', limit: '5', rule: 'nope' }, 'no rule named &#39;nope&#39;'],
+    ] as Array<[Record<string, string>, string]>) {
+      const refused = await post(fields).expect(400);
+      expect(refused.text).to.include(message);
+    }
+    expect((await limiter.limits())[0]).to.include({ rule: 'api', limit: 7 });
+    await post({ action: 'clear-rule-limit' }).expect(303);
+    expect(await limiter.limits()).to.deep.equal([]);
+    expect(await limiter.status('api', 'carol')).to.include({ limit: 100 });
+  });
+
   it('refuses what no console form sends: other methods, other body types, oversized bodies', async () => {
     const { token, cookie } = await session(server);
     const asOperator = { 'x-operator': 'yes', cookie };

@@ -109,6 +109,17 @@ describe('ratekeeper/prometheus', () => {
     expect(await samples(registry, 'ratekeeper_lockouts_total')).to.deep.equal([
       'ratekeeper_lockouts_total{rule="login"} 2',
     ]);
+
+    // Rule-wide limits set and cleared through the limiter: counted per rule, from zero.
+    expect(await samples(registry, 'ratekeeper_limit_changes_total')).to.include.members([
+      'ratekeeper_limit_changes_total{rule="api"} 0',
+    ]);
+    await limiter.setLimit('api', 50, { for: '1h' });
+    await limiter.setLimit('api', null);
+    expect(await samples(registry, 'ratekeeper_limit_changes_total')).to.include.members([
+      'ratekeeper_limit_changes_total{rule="api"} 2',
+      'ratekeeper_limit_changes_total{rule="login"} 0',
+    ]);
   });
 
   it('concurrency: slots in flight per rule (a gauge), released and lapsed slots; stop() takes its slots off the gauge', async () => {
@@ -242,7 +253,7 @@ describe('ratekeeper/prometheus', () => {
     prometheusMetrics(limiter, { registry });
     registry.clear();
     prometheusMetrics(limiter, { registry });
-    expect(registry.getMetricsAsArray().map((m) => m.name)).to.have.lengthOf(6);
+    expect(registry.getMetricsAsArray().map((m) => m.name)).to.have.lengthOf(7);
   });
 
   it("the store-call histogram prints as prom-client's own Histogram does for the same observations", async () => {

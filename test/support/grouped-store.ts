@@ -48,8 +48,12 @@ export function groupingEveryRule(store: Store): Store {
   }
   if (store.override) {
     const override = store.override.bind(store);
-    wrapped.override = (rule: StoreRule, key: string, limit: number | null, forMs?: number) =>
+    wrapped.override = (rule: StoreRule, key: string | null, limit: number | null, forMs?: number) =>
       override(grouped(rule), key, limit, forMs);
+  }
+  if (store.limits) {
+    const limits = store.limits.bind(store);
+    wrapped.limits = (rules: readonly StoreRule[]) => limits(rules.map(grouped));
   }
   if (store.onChange) wrapped.onChange = store.onChange.bind(store);
   return wrapped;

@@ -18,6 +18,10 @@ Commands:
   unlock <rule> <key>...              clear count, lock and level (every process forgets the key)
   unlock <rule> --all                 unlock every key of the rule that is locked now
   override <rule> <key> <limit|null>  set the key's limit in every process (null clears it); --for <d>
+  limit <rule> <n>                    set the limit of every key of the rule (keys with an override keep
+                                      theirs) in every process; --for <d>
+  limit <rule> --clear                the rule's configured limit again
+  limit <rule>                        the rule-wide limit in force, if any, and until when
   rules                               the rules loaded, with their windows and limits
   watch [rule...]                     live decisions per rule, from apps that publish them
                                       (publishDecisionCounts); Ctrl-C to stop
@@ -35,7 +39,8 @@ Options:
   --escaped          status, unlock, override: keys are typed as the views show them (\\u200b for an
                      invisible character, \\\\ for a backslash), and mean the exact key shown
   --limit <n>        locked: how many keys to list (1-10000); default 100
-  --for <d>          override: it expires after this long (e.g. 1h, 7d); default: until cleared
+  --for <d>          override, limit: it expires after this long (e.g. 1h, 7d); default: until cleared
+  --clear            limit: back to the rule's configured limit
   --interval <d>     watch: refresh interval; default 1s
   --window <d>       watch: the span totals and rates cover; default 10s
   --once             watch: print one view and exit
@@ -45,7 +50,7 @@ Options:
   -v, --version      the package version
 `;
 
-export type Command = 'status' | 'locked' | 'unlock' | 'override' | 'rules' | 'watch' | 'sql';
+export type Command = 'status' | 'locked' | 'unlock' | 'override' | 'limit' | 'rules' | 'watch' | 'sql';
 
 export interface CliArgs {
   command: Command | 'help' | 'version';
@@ -61,7 +66,9 @@ export interface CliArgs {
   json: boolean;
   limit: number;
   all: boolean;
-  /** override: `--for` in ms. */
+  /** limit: `--clear`. */
+  clear: boolean;
+  /** override, limit: `--for` in ms. */
   forMs: number | undefined;
   intervalMs: number;
   windowMs: number;
@@ -81,6 +88,7 @@ const ARITY: Record<Command, [min: number, max: number, form: string]> = {
   locked: [1, 1, 'locked <rule>'],
   unlock: [1, Number.POSITIVE_INFINITY, 'unlock <rule> <key>... | unlock <rule> --all'],
   override: [3, 3, 'override <rule> <key> <limit|null>'],
+  limit: [1, 2, 'limit <rule> [<n>] [--for <d>] | limit <rule> --clear'],
   rules: [0, 0, 'rules'],
   watch: [0, Number.POSITIVE_INFINITY, 'watch [rule...]'],
   sql: [0, 0, 'sql'],
@@ -108,6 +116,7 @@ export function parseCli(argv: string[], env: NodeJS.ProcessEnv): CliArgs {
     rulesModule: v.rules ?? (env.RATEKEEPER_RULES || undefined),
     json: v.json ?? false,
     all: v.all ?? false,
+    clear: v.clear ?? false,
     once: v.once ?? false,
     limit: v.limit === undefined ? LIMITER_DEFAULTS.lockedListLimit : integer('--limit', v.limit, 1, 10_000),
     intervalMs:
@@ -131,9 +140,19 @@ export function parseCli(argv: string[], env: NodeJS.ProcessEnv): CliArgs {
         `override: the limit must be a positive integer, or null to clear it, got '${limit}'`,
       );
     }
+  } else if (command === 'limit') {
+    const limit = rest[1];
+    if (limit !== undefined && !/^[1-9]\d{0,14}$/.test(limit)) {
+      throw new UsageError(`limit: the limit must be a positive integer, got '${limit}' (--clear clears it)`);
+    }
+    if (base.clear && (limit !== undefined || base.forMs !== undefined))
+      throw new UsageError('limit --clear takes the rule only');
+    if (limit === undefined && base.forMs !== undefined)
+      throw new UsageError('limit: --for goes with a limit to set');
   } else if (base.forMs !== undefined) {
-    throw new UsageError('--for goes with override only');
+    throw new UsageError('--for goes with override and limit only');
   }
+  if (base.clear && command !== 'limit') throw new UsageError('--clear goes with limit only');
   if (base.postgres !== undefined && v.prefix !== undefined) {
     throw new UsageError("--prefix is the RedisStore's; on PostgreSQL give --schema and --table-prefix");
   }
@@ -194,7 +213,7 @@ function chooseStore(
 }
 
 /** The commands that act on the store. */
-const STORE_COMMANDS = { status: true, locked: true, unlock: true, override: true };
+const STORE_COMMANDS = { status: true, locked: true, unlock: true, override: true, limit: true };
 
 const OPTIONS = {
   redis: { type: 'string' },
@@ -205,6 +224,7 @@ const OPTIONS = {
   escaped: { type: 'boolean' },
   limit: { type: 'string' },
   all: { type: 'boolean' },
+  clear: { type: 'boolean' },
   interval: { type: 'string' },
   window: { type: 'string' },
   once: { type: 'boolean' },

@@ -1,4 +1,4 @@
-// The operator commands that act on one rule: status, locked, unlock, override, and the list of rules.
+// The operator commands that act on one rule: status, locked, unlock, override, limit, and the list of rules.
 import type { Limiter } from '../../limiter/limiter.js';
 import type { RuleStatus } from '../../types.js';
 import { describeHolders, describeInFlight, formatDuration, summarizeRule } from '../rule-summary.js';
@@ -94,6 +94,28 @@ export async function override(targets: Targets, args: CliArgs, out: Output): Pr
       : `limit ${limit}${args.forMs === undefined ? ' until cleared' : ` for ${formatDuration(args.forMs)}`}`;
   out.line(`${what}  ${printable(rule)}  ${printable(key)}`);
   out.line(`  count    ${s.count} of ${s.limit}, ${s.remaining} remaining`);
+}
+
+/**
+ * Sets the limit of every key of one rule through `limiter.setLimit` (`--clear`: the configured limit
+ * again; no limit: shows the one in force), read by every process sharing the store at its next decision;
+ * `--for` makes it expire, on the store's clock, whether this command's process still runs or not.
+ */
+export async function limit(targets: Targets, args: CliArgs, out: Output): Promise<void> {
+  const [rule, text] = args.positionals as [string, string | undefined];
+  const limiter = targets.limiterFor(rule);
+  if (args.clear) await limiter.setLimit(rule, null);
+  else if (text !== undefined)
+    await limiter.setLimit(rule, Number(text), args.forMs === undefined ? undefined : { for: args.forMs });
+  const inForce = (await limiter.limits()).find((l) => l.rule === rule);
+  if (out.json) return out.value({ rule, limit: inForce ?? null });
+  if (inForce === undefined) {
+    out.line(`no rule-wide limit: the rule's configured limit applies  ${printable(rule)}`);
+    return;
+  }
+  const until =
+    inForce.untilMs === undefined ? 'until cleared' : `until ${new Date(inForce.untilMs).toISOString()}`;
+  out.line(`limit ${inForce.limit} for every key ${until}  ${printable(rule)}`);
 }
 
 /** Resets one key; true when it was locked (read from the limiter's own 'unlock' event). */

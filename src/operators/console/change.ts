@@ -2,21 +2,24 @@
 import type { IncomingMessage } from 'node:http';
 import { CSRF_FIELD } from './csrf.js';
 
-export type ChangeAction = 'unlock' | 'override' | 'clear-override';
+export type ChangeAction = 'unlock' | 'override' | 'clear-override' | 'rule-limit' | 'clear-rule-limit';
 
 export interface Change {
   action: ChangeAction;
   rule: string;
   key: string;
-  /** `override`: the limit as typed; the limiter validates it. */
+  /** `override`, `rule-limit`: the limit as typed; the limiter validates it. */
   limit: string;
-  /** `override`: how long it lasts, as typed (empty: until cleared). */
+  /** `override`, `rule-limit`: how long it lasts, as typed (empty: until cleared). */
   for: string;
   /** The token the form carried. */
   csrf: string | undefined;
 }
 
-const ACTIONS: readonly string[] = ['unlock', 'override', 'clear-override'];
+const ACTIONS: readonly string[] = ['unlock', 'override', 'clear-override', 'rule-limit', 'clear-rule-limit'];
+
+/** The actions on a whole rule (every key): they carry no key. */
+export const RULE_ACTIONS: readonly string[] = ['rule-limit', 'clear-rule-limit'];
 
 /** Bodies larger than this are refused (413): a form holds a rule name, a key and a token. */
 const MAX_BODY_BYTES = 16 * 1024;
@@ -27,7 +30,7 @@ export async function readChange(req: IncomingMessage): Promise<Change | number>
   if (typeof fields === 'number') return fields;
   const action = fields.get('action') ?? '';
   const rule = fields.get('rule');
-  const key = fields.get('key');
+  const key = RULE_ACTIONS.includes(action) ? '' : fields.get('key');
   if (!ACTIONS.includes(action) || rule === null || key === null) return 400;
   return {
     action: action as ChangeAction,

@@ -7,7 +7,7 @@ import { OPERATOR_DEFAULTS } from '../../defaults.js';
 import { describe } from '../../errors.js';
 import type { Limiter } from '../../limiter/limiter.js';
 import { readVisibleKey } from '../visible-key.js';
-import { type Change, readChange } from './change.js';
+import { type Change, RULE_ACTIONS, readChange } from './change.js';
 import { refuseChange } from './csrf.js';
 import { buildPage, type Limiters, send } from './respond.js';
 
@@ -89,6 +89,7 @@ async function apply(
   const badRequest = (why: string) =>
     buildPage(req, res, config, { status: 400, error: `Refused: ${why}. Nothing was changed.` });
   if (limiter === undefined) return badRequest(`no rule named '${change.rule}'`);
+  if (RULE_ACTIONS.includes(change.action)) return applyToRule(change, limiter, req, res, config);
   if (change.key === '') return badRequest('no key given');
   const key = keyShown(change.key);
   if (key instanceof Error) return badRequest(key.message);
@@ -119,6 +120,36 @@ async function apply(
     'Location',
     `?${new URLSearchParams({ rule: change.rule, key: change.key, done: change.action })}`,
   );
+  res.end();
+}
+
+/** A rule-wide limit set (`limiter.setLimit`, every key, every process) or cleared. */
+async function applyToRule(
+  change: Change,
+  limiter: Limiter,
+  req: IncomingMessage,
+  res: ServerResponse,
+  config: Limiters,
+): Promise<void> {
+  const badRequest = (why: string) =>
+    buildPage(req, res, config, { status: 400, error: `Refused: ${why}. Nothing was changed.` });
+  try {
+    if (change.action === 'clear-rule-limit') await limiter.setLimit(change.rule, null);
+    else {
+      const limit = /^\d{1,15}$/.test(change.limit) ? Number(change.limit) : Number.NaN;
+      if (Number.isNaN(limit)) return badRequest(`the limit must be a whole number, got '${change.limit}'`);
+      await limiter.setLimit(change.rule, limit, change.for === '' ? {} : { for: change.for });
+    }
+  } catch (error) {
+    const { name, message } = error as Error;
+    if (name === 'RateLimitConfigError' || name === 'RateLimitRequestError') return badRequest(message);
+    return buildPage(req, res, config, {
+      status: 503,
+      error: `The store failed: ${message}. Nothing was changed.`,
+    });
+  }
+  res.statusCode = 303;
+  res.setHeader('Location', `?${new URLSearchParams({ done: change.action, rule: change.rule })}`);
   res.end();
 }
 

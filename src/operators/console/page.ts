@@ -1,7 +1,7 @@
 // The console's one page: store health, a key lookup with its actions, locked keys per rule, the rules.
 import { createHash } from 'node:crypto';
 import type { StoreHealth } from '../../limiter/failure-policy.js';
-import type { LockInfo, RuleStatus } from '../../types.js';
+import type { LockInfo, RuleLimit, RuleStatus } from '../../types.js';
 import { describeHolders, describeInFlight, formatDuration, type RuleSummary } from '../rule-summary.js';
 import { visibleKey } from '../visible-key.js';
 import { CSRF_FIELD } from './csrf.js';
@@ -9,6 +9,8 @@ import { html, query, SafeHtml } from './html.js';
 
 export interface RuleView {
   summary: RuleSummary;
+  /** The rule-wide limit in force (`limiter.setLimit`), if any; undefined when none or not readable. */
+  ruleLimit?: RuleLimit;
   /** Keys locked now, soonest unlock first; undefined for rules without a lockout. */
   locked?: LockInfo[];
 }
@@ -57,9 +59,9 @@ ${m.lookup?.status === undefined ? '' : statusBlock(m.lookup.status, m.token)}
 <h2>Locked keys</h2>
 ${lockedSections(m)}
 <h2>Rules</h2>
-<table><thead><tr><th>Rule</th><th>Limit</th><th>Lockout</th><th>Applies to</th><th>Mode</th><th>Locked now</th></tr></thead><tbody>${m.rules.map(
-    ({ summary: s, locked }) =>
-      html`<tr><td>${s.name}</td><td>${s.limit}</td><td>${s.lockout}</td><td>${s.match}</td><td>${s.mode}</td><td>${lockedCount(locked, m.lockedLimit)}</td></tr>`,
+<table><thead><tr><th>Rule</th><th>Limit</th><th>Lockout</th><th>Applies to</th><th>Mode</th><th>Locked now</th><th>Rule-wide limit (every key)</th></tr></thead><tbody>${m.rules.map(
+    ({ summary: s, locked, ruleLimit }) =>
+      html`<tr><td>${s.name}</td><td>${s.limit}</td><td>${s.lockout}</td><td>${s.match}</td><td>${s.mode}</td><td>${lockedCount(locked, m.lockedLimit)}</td><td>${ruleLimitCell(s.name, ruleLimit, m.token)}</td></tr>`,
   )}</tbody></table>
 </body></html>`}`;
 }
@@ -104,6 +106,16 @@ function changeForm(
   fields: SafeHtml | string = '',
 ): SafeHtml {
   return html`<form method="post"><input type="hidden" name="${CSRF_FIELD}" value="${token}"><input type="hidden" name="action" value="${action}"><input type="hidden" name="rule" value="${target.rule}"><input type="hidden" name="key" value="${visibleKey(target.key)}">${fields}<button${action === 'unlock' ? html` class="danger"` : ''}>${label}</button></form>`;
+}
+
+/** The rule-wide limit in force, with its end, and the forms that set or clear it. */
+function ruleLimitCell(rule: string, ruleLimit: RuleLimit | undefined, token: string): SafeHtml {
+  const target = { rule, key: '' };
+  const inForce =
+    ruleLimit === undefined
+      ? html`<span class="muted">none</span> `
+      : html`<strong>${ruleLimit.limit}</strong>${ruleLimit.untilMs === undefined ? ' until cleared' : ` until ${utc(ruleLimit.untilMs)}`} ${changeForm(target, token, 'clear-rule-limit', 'Clear')} `;
+  return html`${inForce}${changeForm(target, token, 'rule-limit', 'Set', html`<input name="limit" aria-label="Limit for every key of ${rule}" inputmode="numeric" pattern="[0-9]+" required size="6"> <input name="for" aria-label="for how long" placeholder="for, e.g. 1h" size="10"> `)}`;
 }
 
 function lockedSections(m: PageModel): SafeHtml[] | SafeHtml {

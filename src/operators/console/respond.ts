@@ -38,6 +38,12 @@ const DONE: Record<string, string> = {
   'clear-override': 'Limit override cleared for',
 };
 
+/** What the page says after a change to a whole rule. */
+const RULE_DONE: Record<string, string> = {
+  'rule-limit': 'Rule-wide limit set for every key of rule',
+  'clear-rule-limit': 'Rule-wide limit cleared for rule',
+};
+
 export interface PageRequest {
   rule?: string | undefined;
   key?: string | undefined;
@@ -60,8 +66,16 @@ export async function buildPage(
   };
   const rules: RuleView[] = [];
   for (const limiter of config.limiters) {
+    // A store without rule-wide limits (no `limits`) lists none; a failing store is said on the page.
+    const ruleLimits = await limiter
+      .limits()
+      .catch((error: unknown) =>
+        (error as Error)?.name === 'RateLimitConfigError' ? [] : failed('read the rule-wide limits')(error),
+      );
     for (const rule of limiter.rules) {
       const entry: RuleView = { summary: summarizeRule(rule) };
+      const ruleLimit = ruleLimits?.find((l) => l.rule === rule.name);
+      if (ruleLimit !== undefined) entry.ruleLimit = ruleLimit;
       if (rule.lockout !== undefined) {
         entry.locked =
           (await limiter
@@ -93,6 +107,12 @@ export async function buildPage(
       ? {
           notice: `${DONE[view.done]} '${visibleKey(status.key)}' (rule ${status.rule}); its state now is below.`,
         }
+      : {}),
+    ...(view.key === undefined &&
+    view.rule !== undefined &&
+    view.done !== undefined &&
+    Object.hasOwn(RULE_DONE, view.done)
+      ? { notice: `${RULE_DONE[view.done]} ${view.rule}; what is in force is in the rules table below.` }
       : {}),
     ...(errors.length === 0 ? {} : { error: errors.join(' ') }),
   });

@@ -123,14 +123,24 @@ export class Leases {
   }
 
   /**
-   * Forgets the blocks of a key whose count was reset or whose limit changed (`rule` and `key` empty:
-   * every key's, announcements may have been missed). Their units are not given back: the count they
-   * were part of is gone, and a late refund must not reach a count made since. A take in flight is
-   * dropped when it lands (its units may have been counted before the reset).
+   * Forgets the blocks of a key whose count was reset or whose limit changed (`key` empty: every key of
+   * `rule`, its rule-wide limit changed; `rule` and `key` empty: every key's, announcements may have been
+   * missed). Their units are not given back: the count they were part of is gone, and a late refund must
+   * not reach a count made since. A take in flight is dropped when it lands (its units may have been
+   * counted before the change).
    */
   forget(rule: string, key: string): void {
     if (rule === '' && key === '') {
       for (const entry of this.#entries.values()) {
+        entry.block = undefined;
+        entry.epoch++;
+      }
+      return;
+    }
+    if (key === '') {
+      const prefix = `${rule}\u0000`;
+      for (const [id, entry] of this.#entries) {
+        if (!id.startsWith(prefix)) continue;
         entry.block = undefined;
         entry.epoch++;
       }

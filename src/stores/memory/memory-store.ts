@@ -5,7 +5,8 @@ import { algorithms, verdict } from '../../algorithms/index.js';
 import { assertKnownFields, fieldsOf } from '../../config/known-fields.js';
 import { refuse } from '../../config/refuse.js';
 import { MEMORY_STORE_DEFAULTS } from '../../defaults.js';
-import type { LockInfo } from '../../types.js';
+import { unrefTimer } from '../../timers.js';
+import type { LockInfo, RuleLimit } from '../../types.js';
 import { MEMORY_STORE_FULL_WARNING, warnOnce } from '../../warnings.js';
 import type {
   EvalMode,
@@ -59,7 +60,10 @@ export class MemoryStore implements Store {
   readonly #locks = new Set<Entry>();
   readonly #maxKeys: number;
   readonly #clock: () => number;
-  readonly #timer: NodeJS.Timeout;
+  readonly #sweepIntervalMs: number;
+  /** The sweep timer, started by the first call rather than at construction (Workers forbid timers at import). */
+  #timer: ReturnType<typeof setInterval> | undefined;
+  #closed = false;
   /** Last time handed out: the store's clock never runs backwards. */
   #lastNow = 0;
   /** `onChange` listeners: limiters sharing this store whose calls wait for a slot. */
@@ -79,11 +83,7 @@ export class MemoryStore implements Store {
     }
     this.#maxKeys = maxKeys;
     this.#clock = options.clock ?? Date.now;
-    this.#timer = setInterval(
-      () => this.sweep(),
-      options.sweepIntervalMs ?? MEMORY_STORE_DEFAULTS.sweepIntervalMs,
-    );
-    this.#timer.unref();
+    this.#sweepIntervalMs = options.sweepIntervalMs ?? MEMORY_STORE_DEFAULTS.sweepIntervalMs;
   }
 
   /** Keys held now (for tests and metrics). */
@@ -92,6 +92,10 @@ export class MemoryStore implements Store {
   }
 
   now(): number {
+    if (this.#timer === undefined && !this.#closed) {
+      this.#timer = setInterval(() => this.sweep(), this.#sweepIntervalMs);
+      unrefTimer(this.#timer);
+    }
     const now = this.#clock();
     if (now > this.#lastNow) this.#lastNow = now;
     return this.#lastNow;
@@ -312,12 +316,19 @@ export class MemoryStore implements Store {
     return wasLocked;
   }
 
-  async override(rule: StoreRule, key: string, limit: number | null, forMs?: number): Promise<void> {
-    if (limit === null) this.#overrides.delete(rule.name, key);
-    else {
-      const untilMs = forMs === undefined ? Number.POSITIVE_INFINITY : this.now() + forMs;
-      this.#overrides.set(rule.name, key, limit, untilMs);
-    }
+  /** `key` null: the rule-wide limit (see Store.override). */
+  async override(rule: StoreRule, key: string | null, limit: number | null, forMs?: number): Promise<void> {
+    const untilMs = forMs === undefined ? Number.POSITIVE_INFINITY : this.now() + forMs;
+    if (key === null) this.#overrides.setRule(rule.name, limit, untilMs);
+    else if (limit === null) this.#overrides.delete(rule.name, key);
+    else this.#overrides.set(rule.name, key, limit, untilMs);
+  }
+
+  async limits(rules: readonly StoreRule[]): Promise<RuleLimit[]> {
+    return this.#overrides.ruleLimits(
+      rules.map((r) => r.name),
+      this.now(),
+    );
   }
 
   async locked(rule: StoreRule, limit: number): Promise<LockInfo[]> {
@@ -339,6 +350,7 @@ export class MemoryStore implements Store {
   }
 
   async close(): Promise<void> {
+    this.#closed = true;
     clearInterval(this.#timer);
     this.#byRule.clear();
     this.#overrides.clear();

@@ -1,4 +1,6 @@
-// The memory store's overrides: per rule and key, the limit an operator set, until it expires or is cleared.
+// The memory store's overrides: per rule and key, or for a whole rule, the limit an operator set, until it
+// expires or is cleared.
+import type { RuleLimit } from '../../types.js';
 import type { StoreOp } from '../store.js';
 
 interface Override {
@@ -13,6 +15,8 @@ interface Override {
  */
 export class OverrideTable {
   readonly #byRule = new Map<string, Map<string, Override>>();
+  /** Rule-wide limits, by rule: for the keys without an override of their own. */
+  readonly #ruleWide = new Map<string, Override>();
   #size = 0;
 
   /** Overrides held (expired ones until they are next looked at or swept). */
@@ -37,12 +41,43 @@ export class OverrideTable {
     if (keys.size === 0) this.#byRule.delete(rule);
   }
 
-  /** The override in force for the op's rule and key at `nowMs`, or undefined (an expired one is dropped). */
+  /** Sets (`limit` null: clears) the rule-wide limit of `rule`. */
+  setRule(rule: string, limit: number | null, untilMs: number): void {
+    if (limit === null) {
+      if (this.#ruleWide.delete(rule)) this.#size--;
+      return;
+    }
+    if (!this.#ruleWide.has(rule)) this.#size++;
+    this.#ruleWide.set(rule, { limit, untilMs });
+  }
+
+  /** The rule-wide limits in force at `nowMs` among `rules`. */
+  ruleLimits(rules: readonly string[], nowMs: number): RuleLimit[] {
+    const out: RuleLimit[] = [];
+    for (const rule of rules) {
+      const found = this.#ruleWide.get(rule);
+      if (found === undefined || found.untilMs <= nowMs) continue;
+      out.push(
+        found.untilMs === Number.POSITIVE_INFINITY ? { rule, limit: found.limit } : { rule, ...found },
+      );
+    }
+    return out;
+  }
+
+  /**
+   * The override in force for the op's rule and key at `nowMs`: the key's own, else the rule-wide
+   * limit, or undefined (an expired one is dropped).
+   */
   find(op: StoreOp, nowMs: number): number | undefined {
     const found = this.#byRule.get(op.rule.name)?.get(op.key);
-    if (found === undefined) return undefined;
-    if (nowMs < found.untilMs) return found.limit;
-    this.delete(op.rule.name, op.key);
+    if (found !== undefined) {
+      if (nowMs < found.untilMs) return found.limit;
+      this.delete(op.rule.name, op.key);
+    }
+    const wide = this.#ruleWide.get(op.rule.name);
+    if (wide === undefined) return undefined;
+    if (nowMs < wide.untilMs) return wide.limit;
+    this.setRule(op.rule.name, null, 0);
     return undefined;
   }
 
@@ -58,10 +93,12 @@ export class OverrideTable {
     for (const [rule, keys] of this.#byRule) {
       for (const [key, found] of keys) if (found.untilMs <= nowMs) this.delete(rule, key);
     }
+    for (const [rule, found] of this.#ruleWide) if (found.untilMs <= nowMs) this.setRule(rule, null, 0);
   }
 
   clear(): void {
     this.#byRule.clear();
+    this.#ruleWide.clear();
     this.#size = 0;
   }
 }

@@ -1,6 +1,5 @@
 // The PostgreSQL store's calls on the app's pg Pool: one checkout per call, and the liveness the failure policy reads.
-import { createHash } from 'node:crypto';
-import { performance } from 'node:perf_hooks';
+import { sha256Hex } from '../../digest.js';
 import type { StoreLiveness } from '../store.js';
 
 /** What the store uses of a pg (node-postgres) client: a query, and its end. */
@@ -289,7 +288,7 @@ const names = new Map<string, string>();
 function statementName(text: string): string {
   let name = names.get(text);
   if (name === undefined) {
-    name = `rk_${createHash('sha256').update(text).digest('hex').slice(0, 32)}`;
+    name = `rk_${sha256Hex(text).slice(0, 32)}`;
     // Bounded for a process that makes stores without end (each of its own schema): cheap to hash again.
     if (names.size >= 1000) names.clear();
     names.set(text, name);

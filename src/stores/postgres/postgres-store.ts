@@ -3,7 +3,7 @@ import { windowKind } from '../../algorithms/index.js';
 import { assertKnownFields } from '../../config/known-fields.js';
 import { mustBe, refuse } from '../../config/refuse.js';
 import { POSTGRES_STORE_DEFAULTS } from '../../defaults.js';
-import type { LockInfo } from '../../types.js';
+import type { LockInfo, RuleLimit } from '../../types.js';
 import { Leases } from '../leasing/leases.js';
 import { type LeasingOptions, leasingSettings } from '../leasing/leasing-options.js';
 import type {
@@ -275,17 +275,35 @@ export class PostgresStore implements Store {
     return (rows[0] as { reset?: unknown } | undefined)?.reset === true;
   }
 
-  /** Sets (or, `limit` null, clears) the limit of one key of one rule, for every process from its next decision. */
-  async override(rule: StoreRule, key: string, limit: number | null, forMs?: number): Promise<void> {
-    this.#leases?.forget(rule.name, key);
+  /**
+   * Sets (or, `limit` null, clears) the limit of one key of one rule, for every process from its next
+   * decision; `key` null: the rule-wide limit (a row with an empty key hash, read by the same statements).
+   */
+  async override(rule: StoreRule, key: string | null, limit: number | null, forMs?: number): Promise<void> {
+    this.#leases?.forget(rule.name, key ?? '');
     await this.#whenReady();
     await this.#call('override', [
       rule.name,
-      keyBytes(key),
+      key === null ? null : keyBytes(key),
       limit,
       forMs ?? null,
-      announcement(rule.name, key, true),
+      announcement(rule.name, key ?? '', true),
     ]);
+  }
+
+  /** The rule-wide limits in force among `rules`, on the store's clock. */
+  async limits(rules: readonly StoreRule[]): Promise<RuleLimit[]> {
+    await this.#whenReady();
+    const rows = await this.#calls.query({
+      text: `SELECT * FROM ${this.#names.qualified('rule_limits')}($1, $2)`,
+      values: [this.#clock.callTime(), rules.map((r) => r.name)],
+    });
+    return rows.map((row) => {
+      const { rule, lim, until_ms } = row as { rule: string; lim: string; until_ms: string | null };
+      return until_ms === null
+        ? { rule, limit: Number(lim) }
+        : { rule, limit: Number(lim), untilMs: Number(until_ms) };
+    });
   }
 
   async locked(rule: StoreRule, limit: number): Promise<LockInfo[]> {

@@ -87,7 +87,10 @@ export function readResults(reply: unknown, n: number): { nowMs: number; results
 /** A NOTIFY payload is at most 8000 bytes: a longer announcement says "forget everything" instead. */
 const MAX_PAYLOAD_BYTES = 7999;
 
-/** The announcement of a reset (`override`: an override changed) of `key` for `rule`, as JSON. */
+/**
+ * The announcement of a reset (`override`: an override changed) of `key` for `rule`, as JSON; an empty
+ * key with `override`: the rule's rule-wide limit changed.
+ */
 export function announcement(rule: string, key: string, override: boolean): string {
   const payload = JSON.stringify(override ? [rule, key, 'o'] : [rule, key]);
   return Buffer.byteLength(payload) <= MAX_PAYLOAD_BYTES ? payload : JSON.stringify(['', '']);

@@ -1,7 +1,9 @@
 // The PostgreSQL store's SQL: the sql/ files (embedded in the build) rendered for one schema and table prefix, every name a quoted identifier.
-import { createHash } from 'node:crypto';
+
+import { bytesToHex } from '@noble/hashes/utils';
 import { WINDOW_TYPES } from '../../algorithms/index.js';
 import { refuse } from '../../config/refuse.js';
+import { sha256Bytes } from '../../digest.js';
 import { describe } from '../../errors.js';
 import { SQL_TEXTS } from './sql-texts.js';
 
@@ -10,9 +12,11 @@ import { SQL_TEXTS } from './sql-texts.js';
  * finding an older one runs the whole script again: it creates what is missing and replaces the functions).
  * 2: the concurrency window (sql/concurrency.sql, renew and holders in sql/holders.sql), reset keeping a
  * concurrency key's last slot id, GCRA's TAT ceiling. 3: refunds answer whether each released slot was
- * still held (give_back in sql/refund.sql; refund stays for processes of version 2).
+ * still held (give_back in sql/refund.sql; refund stays for processes of version 2). 4: rule-wide limits
+ * (limiter.setLimit: a row of the overrides table with an empty key_hash, read by check, check-batch and
+ * give_back; rule_limits in sql/keys.sql).
  */
-export const SCHEMA_VERSION = 3;
+export const SCHEMA_VERSION = 4;
 
 /** The sql/ files in the order they are run: tables and types, the algorithms, then what calls them. */
 const FILES = ['schema', ...WINDOW_TYPES, 'algorithms', 'check', 'refund', 'keys', 'holders'];
@@ -68,14 +72,14 @@ export function postgresNames(schema: unknown, prefix: unknown): PostgresNames {
       `tablePrefix must be a string of at most ${MAX_PREFIX_BYTES} bytes without NUL, got ${describe(prefix)}`,
     );
   }
-  const digest = createHash('sha256').update(`${schema}\0${prefix}`).digest();
+  const digest = sha256Bytes(`${schema}\0${prefix}`);
   return {
     schema,
     prefix,
     qualified: (name) => `${quoteIdent(schema)}.${quoteIdent(prefix + name)}`,
-    channel: `ratekeeper_${digest.subarray(0, 12).toString('hex')}`,
-    freeChannel: `ratekeeper_${digest.subarray(0, 12).toString('hex')}_free`,
-    installLock: digest.readBigInt64BE(12).toString(),
+    channel: `ratekeeper_${bytesToHex(digest.subarray(0, 12))}`,
+    freeChannel: `ratekeeper_${bytesToHex(digest.subarray(0, 12))}_free`,
+    installLock: new DataView(digest.buffer, digest.byteOffset).getBigInt64(12).toString(),
   };
 }
 

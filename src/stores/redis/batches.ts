@@ -1,5 +1,6 @@
 // Batching: the requests of one event-loop phase that one node can decide go out as one call of lua/check.lua.
 
+import { nextTurn } from '../../timers.js';
 import type { EvalMode, EvalResult, StoreOp } from '../store.js';
 import { CheckCall } from './calls.js';
 import type { RedisConnection } from './connection/connection.js';
@@ -114,13 +115,20 @@ export class Batcher {
     into: Settler<EvalResult>,
   ): void {
     const key = this.#batchKey(slot, ops);
+    if (this.#connection.isolatedRequests === true) {
+      const alone = newBatch(slot);
+      alone.requests.push({ ops, mode, time, slot, into });
+      alone.call.add(this.#space, ops, mode, false, time);
+      this.#send(alone);
+      return;
+    }
     let batch = this.#open.get(key);
     if (batch === undefined) {
       batch = newBatch(slot);
       this.#open.set(key, batch);
       if (!this.#flushScheduled) {
         this.#flushScheduled = true;
-        setImmediate(this.#flushOpen);
+        nextTurn(this.#flushOpen);
       }
     }
     if (slot !== batch.slot) batch.crossSlot = true;
@@ -194,7 +202,12 @@ export class Batcher {
    */
   #batchKey(slot: number, ops: readonly StoreOp[]): number | string {
     if (!this.#crossSlot || this.#slots === undefined) return slot;
-    for (let i = 0; i < ops.length; i++) if (hasLockout((ops[i] as StoreOp).rule)) return slot;
+    // A request with a lockout, or reading a rule-wide limit (the one rule-limits hash of a call is its
+    // slot's), stays in its slot's batch.
+    for (let i = 0; i < ops.length; i++) {
+      const rule = (ops[i] as StoreOp).rule;
+      if (hasLockout(rule) || this.#space.overrides?.readsRuleLimit(rule.name) === true) return slot;
+    }
     return this.#slots.masterOf(slot) ?? slot;
   }
 
@@ -208,7 +221,7 @@ export class Batcher {
     const crossSlot = batch.crossSlot;
     const reply = crossSlot
       ? runScript(this.#connection, this.#crossSlotScript, call.keys.slice(0, 1), crossSlotArgs(call))
-      : runScript(this.#connection, this.#script, call.keys, call.args());
+      : runScript(this.#connection, this.#script, call.allKeys(), call.args());
     if (answered !== undefined) reply.then(answered, answered);
     reply.then(
       (reply) => {

@@ -15,13 +15,32 @@ import {
   lockKey,
   opKeys,
   overrideKey,
+  ruleLimitsKey,
   stateKey,
 } from './keys.js';
-import { hasLockout, luaNumber, OpTable, opText, type ScriptTime, timeArgument } from './op-text.js';
+import {
+  hasLockout,
+  luaNumber,
+  OpTable,
+  opText,
+  READS_OVERRIDE,
+  READS_RULE_LIMIT,
+  type Reads,
+  type ScriptTime,
+  timeArgument,
+} from './op-text.js';
 
-/** Whether the ops of `rule` read their override in a call on `space`. */
-function readsOverride(space: KeySpace | undefined, rule: StoreRule): boolean {
-  return space?.overrides?.reads(rule.name) === true;
+/** What the ops of `rule` read in a call on `space`: their override, their rule-wide limit (op-text.ts Reads). */
+function readsOf(space: KeySpace | undefined, rule: StoreRule): Reads {
+  const overrides = space?.overrides;
+  if (overrides === undefined) return 0;
+  return ((overrides.reads(rule.name) ? READS_OVERRIDE : 0) |
+    (overrides.readsRuleLimit(rule.name) ? READS_RULE_LIMIT : 0)) as Reads;
+}
+
+/** The rule-limits hash a call whose keys are in the slot of `tag` reads (one per slot on a Cluster). */
+function limitsKeyOf(space: KeySpace, tag: string): string {
+  return ruleLimitsKey(space.prefix, indexSlot(space, tag));
 }
 
 /**
@@ -32,6 +51,8 @@ function readsOverride(space: KeySpace | undefined, rule: StoreRule): boolean {
  */
 export class CheckCall {
   readonly keys: string[] = [];
+  /** The rule-limits hash, once a request reads a rule-wide limit: sent after every request's keys. */
+  #limitsKey: string | undefined;
   /** `now shape text` -> its 1-based index. */
   readonly #shapes = new Map<string, string>();
   /** Per shape: now, its text. */
@@ -94,8 +115,9 @@ export class CheckCall {
       const count = countKey(space.prefix, tag, op.rule.name);
       // The record's key is sent once for the grouped ops of one identity that follow each other.
       if (!sameRecord) this.keys.push(stateKey(space.prefix, tag, count, op.rule));
-      const reads = readsOverride(space, op.rule);
-      if (reads) this.keys.push(overrideKey(count));
+      const reads = readsOf(space, op.rule);
+      if ((reads & READS_OVERRIDE) !== 0) this.keys.push(overrideKey(count));
+      if ((reads & READS_RULE_LIMIT) !== 0) this.#limitsKey ??= limitsKeyOf(space, tag);
       if (hasLockout(op.rule)) {
         this.keys.push(lockKey(count), lockIndexKey(space.prefix, op.rule.name, indexSlot(space, tag)));
         this.#requestFields.push(identity);
@@ -127,6 +149,11 @@ export class CheckCall {
     this.#requestFields[this.#indexAt[this.#indexAt.length - 1] as number] = index;
     this.requests++;
     this.ops += ops.length;
+  }
+
+  /** The KEYS (see lua/check.lua): the requests', then the rule-limits hash when one reads it. */
+  allKeys(): string[] {
+    return this.#limitsKey === undefined ? this.keys : [...this.keys, this.#limitsKey];
   }
 
   /** The ARGV (see lua/check.lua). */
@@ -181,7 +208,8 @@ export function refundCall(
   let identity: string | undefined;
   let state = '';
   let count = '';
-  let reads = false;
+  let reads: Reads = 0;
+  let limitsKey: string | undefined;
   for (const { op, receipt } of refunds) {
     if (op.rule !== rule || op.key !== identity) {
       rule = op.rule;
@@ -189,12 +217,14 @@ export function refundCall(
       const made = opKeys(space.prefix, rule.name, identity);
       count = made.count;
       state = stateKey(space.prefix, made.tag, count, rule);
-      reads = readsOverride(space, rule);
+      reads = readsOf(space, rule);
+      if ((reads & READS_RULE_LIMIT) !== 0) limitsKey ??= limitsKeyOf(space, made.tag);
     }
     keys.push(state);
-    if (reads) overrideKeys.push(overrideKey(count));
+    if ((reads & READS_OVERRIDE) !== 0) overrideKeys.push(overrideKey(count));
     body.push(ops.index(op, reads), luaNumber(receipt));
   }
+  if (limitsKey !== undefined) overrideKeys.push(limitsKey);
   // No figures wanted: the reply is empty, and a concurrency release is one ZREM (lua/refund.lua).
   if (quiet) {
     body.push('quiet');

@@ -1,7 +1,9 @@
 // A pub/sub channel this process publishes on and hears: the subscription (on a connection of its own, made
 // again after reconnections by the connection), and a hello it publishes until it hears it back, which says
 // the subscription is live. Resets (redis-resets.ts) and frees (redis-frees.ts) each use one.
-import { randomBytes } from 'node:crypto';
+
+import { bytesToHex } from '@noble/hashes/utils';
+import { unrefTimer } from '../../timers.js';
 import type { RedisConnection, RedisSubscription } from './connection/connection.js';
 
 /** How often a hello is sent again while this process's subscription has not heard it back (ms). */
@@ -71,7 +73,7 @@ export class RedisChannel {
    * Resolves once the subscription (made now if need be) hears back a hello this process publishes (again
    * every 100 ms until then): from then on it misses no message, until a reconnection (`onResubscribed`).
    * Where the connection cannot subscribe (`hears` false) it resolves at once: there is nothing to wait
-   * for, and every message is missed (the store bounds what that costs: `RedisStore.staleAfterMs`).
+   * for, and every message is missed (the store bounds what that costs: `RedisStore.liveness.staleAfterMs`).
    */
   live(): Promise<void> {
     if (this.#live !== undefined) return this.#live;
@@ -80,7 +82,7 @@ export class RedisChannel {
       return this.#live;
     }
     this.open();
-    const id = randomBytes(8).toString('hex');
+    const id = bytesToHex(crypto.getRandomValues(new Uint8Array(8)));
     const live = new Promise<void>((done) => {
       this.#hello = { id, done, timer: undefined };
     });
@@ -90,7 +92,7 @@ export class RedisChannel {
       if (hello === undefined || hello.id !== id) return;
       this.publish({ hello: id }).catch(() => {});
       hello.timer = setTimeout(send, HELLO_RETRY_MS);
-      hello.timer.unref();
+      unrefTimer(hello.timer);
     };
     send();
     return live;

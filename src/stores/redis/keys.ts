@@ -4,8 +4,8 @@
 // key's Cluster slot: identities and rule names are escaped so that user material can neither move a key
 // to another slot nor make two keys collide, the slot of a tag is computed as Redis does, and every slot
 // has a short tag of its own. lua/check.lua's header describes the same names.
-import { createHash } from 'node:crypto';
 import { windowKind } from '../../algorithms/index.js';
+import { digest } from '../../digest.js';
 import type { StoreRule } from '../store-ops.js';
 
 /** Identities up to this long, of safe characters, are used as they are (readable in redis-cli). */
@@ -17,11 +17,6 @@ const MAX_PLAIN_LENGTH = 64;
 const PLAIN_IDENTITY = /^[\x20-\x22\x24-\x7a\x7c\x7e]+$/;
 /** Rule names also exclude `:` so that no rule's count key is another rule's lock key (`<rule>:l`). */
 const PLAIN_RULE = /^[\w.\-~]+$/;
-
-/** `#` + base64url(SHA-256) of the string's UTF-16 code units: lossless for any JavaScript string, lone surrogates included. */
-function digest(value: string): string {
-  return `#${createHash('sha256').update(value, 'utf16le').digest('base64url')}`;
-}
 
 /**
  * The hash-tag text for an identity: the identity itself when it is short printable ASCII without
@@ -64,7 +59,7 @@ function crcStep(crc: number, byte: number): number {
  */
 export function tagSlot(tag: string): number {
   let crc = 0;
-  for (const byte of Buffer.from(tag, 'utf8')) crc = crcStep(crc, byte);
+  for (const byte of new TextEncoder().encode(tag)) crc = crcStep(crc, byte);
   return crc % SLOTS;
 }
 
@@ -230,6 +225,21 @@ export function parseLockIndexMember(member: string): { level: number; identity:
   return { level: Number(member.slice(0, colon)), identity: member.slice(colon + 1) };
 }
 
+/**
+ * The rule-limits hash (limiter.setLimit): field = a rule's escaped name, value = its rule-wide limit
+ * (lua/overrides.lua overrideValue). Read by the check script in the decision's own call, so on a
+ * Cluster every slot has its copy, `<prefix>:{<slot tag>}:limits` (`slot` given), all written by each
+ * change; standalone (and Sentinel) one, `<prefix>:limits`. No count key ends in `}:limits`.
+ */
+export function ruleLimitsKey(prefix: string, slot: number | undefined): string {
+  return slot === undefined ? `${prefix}:limits` : `${prefix}:{${slotTag(slot)}}:limits`;
+}
+
+/** The counter that orders the changes of rule-wide limits on a Cluster (each copy keeps the latest). */
+export function ruleLimitsVersionKey(prefix: string): string {
+  return `${prefix}:limits:version`;
+}
+
 /** The pub/sub channel on which resets are announced to every process. */
 export function resetChannel(prefix: string): string {
   return `${prefix}:reset`;
@@ -240,9 +250,10 @@ export function freeChannel(prefix: string): string {
   return `${prefix}:free`;
 }
 
-/** Whether the scripts must read the override of a rule's keys (redis-overrides.ts). */
+/** Whether the scripts must read the override of a rule's keys, and its rule-wide limit (redis-overrides.ts). */
 export interface OverrideReads {
   reads(rule: string): boolean;
+  readsRuleLimit(rule: string): boolean;
 }
 
 /**

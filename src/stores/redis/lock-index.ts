@@ -52,9 +52,7 @@ export async function readLocks(
       await connection.eachMaster((node) => scan(node, lockIndexPattern(space.prefix, rule)))
     ).flat();
     await Promise.all(indexes.filter((key) => isLockIndexKey(key, space.prefix, rule)).map(read));
-    listed.sort(
-      (a, b) => a.untilMs - b.untilMs || Buffer.compare(Buffer.from(a.member), Buffer.from(b.member)),
-    );
+    listed.sort((a, b) => a.untilMs - b.untilMs || byteOrder(a.member, b.member));
     if (Number.isFinite(limit)) listed.length = Math.min(listed.length, Math.floor(limit));
   }
   return listed.map(({ member, untilMs }) => {
@@ -74,4 +72,13 @@ async function scan(node: RedisNode, pattern: string): Promise<string[]> {
     for (const key of keys) found.push(String(key));
   } while (cursor !== '0');
   return found;
+}
+
+/** Orders two strings by their UTF-8 bytes, as Redis orders a sorted set's members of equal score. */
+function byteOrder(a: string, b: string): number {
+  const x = new TextEncoder().encode(a);
+  const y = new TextEncoder().encode(b);
+  const n = Math.min(x.length, y.length);
+  for (let i = 0; i < n; i++) if (x[i] !== y[i]) return (x[i] as number) - (y[i] as number);
+  return x.length - y.length;
 }

@@ -2,9 +2,10 @@
 // offset this process keeps, or an injected one), and each op as one text (readOp in lua/protocol.lua),
 // made once per rule and reused while a rule's requests look alike.
 
+import { unrefTimer } from '../../timers.js';
 import type { StoreOp, StoreRule } from '../store.js';
 import type { RedisConnection } from './connection/connection.js';
-import { isGrouped } from './keys.js';
+import { escapeRuleName, isGrouped } from './keys.js';
 
 /** The `now` argument asking a script for the server's own clock (TIME); SERVER_TIME in lua/protocol.lua. */
 export const SERVER_TIME = 'server';
@@ -25,7 +26,10 @@ export type ScriptTime = number | typeof SERVER_TIME;
 export class RedisClock {
   readonly #connection: RedisConnection;
   readonly #injected: (() => number) | undefined;
-  readonly #timer: NodeJS.Timeout | undefined;
+  readonly #syncIntervalMs: number;
+  /** Started by the first use, not the constructor: a Worker refuses timers and I/O at import. */
+  #timer: ReturnType<typeof setInterval> | undefined;
+  #started = false;
   /** Server time minus local time, ms, from the last TIME. */
   #offsetMs = 0;
   /** Last time handed out: the store's clock never runs backwards. */
@@ -34,15 +38,22 @@ export class RedisClock {
   constructor(connection: RedisConnection, injected: (() => number) | undefined, syncIntervalMs: number) {
     this.#connection = connection;
     this.#injected = injected;
-    if (injected === undefined) {
-      void this.#sync();
-      this.#timer = setInterval(() => void this.#sync(), syncIntervalMs);
-      this.#timer.unref();
-    }
+    this.#syncIntervalMs = syncIntervalMs;
+  }
+
+  /** Starts reading the server's clock (once; never for an injected clock or after `stop`). */
+  start(): void {
+    if (this.#started) return;
+    this.#started = true;
+    if (this.#injected !== undefined) return;
+    void this.#sync();
+    this.#timer = setInterval(() => void this.#sync(), this.#syncIntervalMs);
+    unrefTimer(this.#timer);
   }
 
   /** The store's current time, epoch ms. */
   now(): number {
+    if (!this.#started) this.start();
     const now = this.#injected !== undefined ? this.#injected() : Date.now() + this.#offsetMs;
     if (now > this.#lastNow) this.#lastNow = now;
     return this.#lastNow;
@@ -50,10 +61,12 @@ export class RedisClock {
 
   /** The time a script call decides at: the injected clock's now, or the server's own TIME. */
   scriptTime(): ScriptTime {
+    if (!this.#started) this.start();
     return this.#injected !== undefined ? this.now() : SERVER_TIME;
   }
 
   stop(): void {
+    this.#started = true;
     if (this.#timer !== undefined) clearInterval(this.#timer);
   }
 
@@ -107,16 +120,22 @@ interface RuleText {
   readonly head: string;
   /** `,sizeMs,buckets,` */
   readonly size: string;
-  /** `,flags,lockout fields,` for an op whose override is not read, and for one whose override is. */
-  readonly tail: string;
-  readonly tailReadingOverride: string;
-  /** After the period fields: `,<rule name>` for a grouped rule (its name in the record), else ''. */
+  /**
+   * `,flags,lockout fields,` by what the op reads (`Reads`): nothing, its override, its rule-wide
+   * limit, both.
+   */
+  readonly tails: readonly [string, string, string, string];
+  /**
+   * After the period fields: `,<rule name>` for a grouped rule (its name in the record), else ''; and
+   * `,<rule name>` for an op reading its rule-wide limit (the field of the rule-limits hash).
+   */
   readonly field: string;
+  readonly ruleField: string;
   /** The last op text made for the rule, and what it was made of. */
   last?: {
     readonly limit: number;
     readonly cost: number;
-    readonly readsOverride: boolean;
+    readonly reads: Reads;
     readonly periodEndMs: number | undefined;
     readonly nextPeriodEndMs: number | undefined;
     readonly text: string;
@@ -135,12 +154,14 @@ function textOf(rule: StoreRule): RuleText {
       luaNumber(lockout?.maxDurationMs ?? 0),
       luaNumber(lockout?.forgetAfterMs ?? 0),
     ].join(',');
+    const tail = (reads: Reads) => `,${ruleFlags(rule, reads)},${lockFields},`;
     text = {
       head: `${rule.type},`,
       size: `,${luaNumber(rule.sizeMs)},${luaNumber(rule.buckets)},`,
-      tail: `,${ruleFlags(rule, false)},${lockFields},`,
-      tailReadingOverride: `,${ruleFlags(rule, true)},${lockFields},`,
+      tails: [tail(0), tail(1), tail(2), tail(3)],
       field: isGrouped(rule) ? `,${rule.name}` : '',
+      // A grouped rule's name is its escaped name (keys.ts RECORD_NAME): one field serves both.
+      ruleField: `,${escapeRuleName(rule.name)}`,
     };
     ruleTexts.set(rule, text);
   }
@@ -153,14 +174,25 @@ export function hasLockout(rule: StoreRule): boolean {
 }
 
 /**
- * The flags field of an op (readOp in lua/protocol.lua): 1 for a dry run, + 2 when its override is read,
- * + 4 when it is and its burst follows the limit (the rule has none of its own), + 8 when the rule is
- * grouped (its state in the identity's record, under the rule's name, sent after the period fields).
+ * What the scripts read for an op besides its state: 0 nothing, + READS_OVERRIDE its key's override,
+ * + READS_RULE_LIMIT its rule-wide limit (OverrideReads).
  */
-function ruleFlags(rule: StoreRule, readsOverride: boolean): string {
+export type Reads = 0 | 1 | 2 | 3;
+export const READS_OVERRIDE = 1;
+export const READS_RULE_LIMIT = 2;
+
+/**
+ * The flags field of an op (readOp in lua/protocol.lua): 1 for a dry run, + 2 when its override is read,
+ * + 4 when an override or rule-wide limit is read and its burst follows the limit (the rule has none of
+ * its own), + 8 when the rule is grouped (its state in the identity's record, under the rule's name,
+ * sent after the period fields), + 16 when its rule-wide limit is read (the rule's name sent there too).
+ */
+function ruleFlags(rule: StoreRule, reads: Reads): string {
   let flags = rule.dryRun ? 1 : 0;
-  if (readsOverride) flags += 2 + (rule.burst === 0 ? 4 : 0);
+  if ((reads & READS_OVERRIDE) !== 0) flags += 2;
+  if (reads !== 0 && rule.burst === 0) flags += 4;
   if (isGrouped(rule)) flags += 8;
+  if ((reads & READS_RULE_LIMIT) !== 0) flags += 16;
   return luaNumber(flags);
 }
 
@@ -169,7 +201,7 @@ function ruleFlags(rule: StoreRule, readsOverride: boolean): string {
  * the rule's name, for a grouped rule. The scripts
  * keep what they read of each text, so an op seen before costs them a table lookup.
  */
-export function opText(op: StoreOp, readsOverride: boolean): string {
+export function opText(op: StoreOp, reads: Reads): string {
   const rule = op.rule;
   const text = textOf(rule);
   // The last text made for the rule is usually the next one's (the same limit and cost on every request).
@@ -178,17 +210,17 @@ export function opText(op: StoreOp, readsOverride: boolean): string {
     last !== undefined &&
     last.limit === op.limit &&
     last.cost === op.cost &&
-    last.readsOverride === readsOverride &&
+    last.reads === reads &&
     last.periodEndMs === op.periodEndMs &&
     last.nextPeriodEndMs === op.nextPeriodEndMs
   ) {
     return last.text;
   }
-  const made = makeOpText(op, text, readsOverride);
+  const made = makeOpText(op, text, reads);
   text.last = {
     limit: op.limit,
     cost: op.cost,
-    readsOverride,
+    reads,
     periodEndMs: op.periodEndMs,
     nextPeriodEndMs: op.nextPeriodEndMs,
     text: made,
@@ -196,7 +228,7 @@ export function opText(op: StoreOp, readsOverride: boolean): string {
   return made;
 }
 
-function makeOpText(op: StoreOp, text: RuleText, readsOverride: boolean): string {
+function makeOpText(op: StoreOp, text: RuleText, reads: Reads): string {
   const rule = op.rule;
   const limit = luaNumber(op.limit);
   // The burst an op gives when its rule has none of its own (StoreRule.burst 0): its limit.
@@ -206,12 +238,12 @@ function makeOpText(op: StoreOp, text: RuleText, readsOverride: boolean): string
     limit +
     text.size +
     burst +
-    (readsOverride ? text.tailReadingOverride : text.tail) +
+    text.tails[reads] +
     luaNumber(op.cost) +
     (op.periodEndMs === undefined
       ? ',0,0'
       : `,${luaNumber(op.periodEndMs)},${luaNumber(op.nextPeriodEndMs ?? 0)}`) +
-    text.field
+    ((reads & READS_RULE_LIMIT) !== 0 ? text.ruleField : text.field)
   );
 }
 
@@ -221,9 +253,9 @@ export class OpTable {
   /** m, then the text of each distinct op. */
   readonly #texts: string[] = ['0'];
 
-  /** The op's index, as text; the op is added on its first use. `readsOverride`: see OverrideReads. */
-  index(op: StoreOp, readsOverride = false): string {
-    const text = opText(op, readsOverride);
+  /** The op's index, as text; the op is added on its first use. `reads`: see OverrideReads. */
+  index(op: StoreOp, reads: Reads = 0): string {
+    const text = opText(op, reads);
     let index = this.#indexes.get(text);
     if (index === undefined) {
       this.#texts.push(text);

@@ -1,10 +1,19 @@
 // Limit overrides on Redis: lua/set-override.lua sets one beside its key's count; the scripts read those of the
 // rules that have had one, so that every other rule's decisions cost what they did before overrides.
 
+import type { RuleLimit } from '../../types.js';
 import { overrideCall } from './calls.js';
 import type { RedisConnection } from './connection/connection.js';
-import { type KeySpace, type OverrideReads, overriddenRulesKey } from './keys.js';
-import type { ScriptTime } from './op-text.js';
+import {
+  escapeRuleName,
+  type KeySpace,
+  type OverrideReads,
+  overriddenRulesKey,
+  ruleLimitsKey,
+  ruleLimitsVersionKey,
+  SLOTS,
+} from './keys.js';
+import { luaNumber, type ScriptTime, timeArgument } from './op-text.js';
 import type { Resets } from './resets.js';
 import { type RedisScript, runScriptThen } from './scripts.js';
 
@@ -25,6 +34,8 @@ export class Overrides implements OverrideReads {
   readonly #space: KeySpace;
   readonly #resets: Resets;
   readonly #rules = new Set<string>();
+  /** Rules (escaped names, keys.ts escapeRuleName) that have had a rule-wide limit. */
+  readonly #limited = new Set<string>();
   #known = false;
   #listening = false;
   #loading: Promise<void> | undefined;
@@ -36,6 +47,15 @@ export class Overrides implements OverrideReads {
     this.#script = script;
     this.#space = space;
     this.#resets = resets;
+  }
+
+  /**
+   * Whether the rule-wide limit of `rule` must be read by the scripts: once a rule has had one (the
+   * rule-limits hash lists it, or a process announced it), and for every rule until this is known.
+   */
+  readsRuleLimit(rule: string): boolean {
+    if (this.#known) return this.#limited.size !== 0 && this.#limited.has(escapeRuleName(rule));
+    return this.reads(rule);
   }
 
   /**
@@ -73,6 +93,92 @@ export class Overrides implements OverrideReads {
     );
   }
 
+  /**
+   * Sets (or, `limit` null, clears) the rule-wide limit of `rule`, and tells every process: their scripts
+   * read it from their next decision, their deny caches forget the rule's keys. Standalone, one hash,
+   * written in one script call with the announcement right behind it. On a Cluster, every slot's copy:
+   * announced first (processes start reading the copies), versioned by a counter so that changes raced
+   * by several processes leave every copy with the same last one, and announced again once all are
+   * written; the end (`forMs`) is computed once, on the store's clock, by the first copy's call.
+   */
+  async setRule(
+    rule: string,
+    limit: number | null,
+    forMs: number | undefined,
+    time: ScriptTime,
+  ): Promise<void> {
+    const field = escapeRuleName(rule);
+    this.#limited.add(field);
+    const args = [
+      timeArgument(time),
+      limit === null ? '' : luaNumber(limit),
+      forMs === undefined ? '' : luaNumber(forMs),
+      field,
+    ];
+    const announce = () => this.#resets.announceRuleLimit(rule);
+    const prefix = this.#space.prefix;
+    if (!this.#space.cluster) {
+      await runScriptThen(
+        this.#connection,
+        this.#script,
+        [ruleLimitsKey(prefix, undefined)],
+        [...args, '', ''],
+        announce,
+      );
+      return;
+    }
+    await announce();
+    const counter = ruleLimitsVersionKey(prefix);
+    const version = String(await this.#connection.send('INCR', [counter], counter));
+    const first = await runScriptThen(
+      this.#connection,
+      this.#script,
+      [ruleLimitsKey(prefix, 0)],
+      [...args, version, ''],
+      undefined,
+    );
+    const untilMs = Number(first) === 0 ? '' : String(first);
+    // Slots in chunks: every copy is written before the second announcement, without 16384 calls queued at once.
+    const CHUNK = 512;
+    for (let from = 1; from < SLOTS; from += CHUNK) {
+      const calls: Array<Promise<unknown>> = [];
+      for (let slot = from; slot < Math.min(SLOTS, from + CHUNK); slot++) {
+        calls.push(
+          runScriptThen(
+            this.#connection,
+            this.#script,
+            [ruleLimitsKey(prefix, slot)],
+            [...args, version, untilMs],
+            undefined,
+          ),
+        );
+      }
+      await Promise.all(calls);
+    }
+    await announce();
+  }
+
+  /** The rule-wide limits in force at `nowMs` among `rules` (names), read from one hash (slot 0's on a Cluster). */
+  async list(rules: readonly string[], nowMs: number): Promise<RuleLimit[]> {
+    const key = ruleLimitsKey(this.#space.prefix, this.#space.cluster ? 0 : undefined);
+    const reply = await this.#connection.send('HGETALL', [key], key);
+    const held = new Map<string, string>();
+    if (Array.isArray(reply)) {
+      for (let i = 0; i + 1 < reply.length; i += 2) held.set(String(reply[i]), String(reply[i + 1]));
+    } else if (reply !== null && typeof reply === 'object') {
+      for (const [name, value] of Object.entries(reply)) held.set(name, String(value));
+    }
+    const out: RuleLimit[] = [];
+    for (const rule of rules) {
+      const value = held.get(escapeRuleName(rule));
+      if (value === undefined) continue;
+      const [limit, untilMs] = value.split(':').map(Number) as [number, number];
+      if (!(limit > 0) || (untilMs !== 0 && untilMs <= nowMs)) continue;
+      out.push(untilMs === 0 ? { rule, limit } : { rule, limit, untilMs });
+    }
+    return out;
+  }
+
   /** Forgets what it knew (the store closes its subscription). */
   close(): void {
     this.#known = false;
@@ -84,17 +190,24 @@ export class Overrides implements OverrideReads {
     const generation = this.#generation;
     if (!this.#listening) {
       this.#listening = true;
-      this.#resets.listen((rule, _key, override) => {
+      this.#resets.listen((rule, key, override) => {
         if (rule === '') {
           this.#known = false;
           this.#generation++;
-        } else if (override) this.#rules.add(rule);
+        } else if (override && key === '') this.#limited.add(escapeRuleName(rule));
+        else if (override) this.#rules.add(rule);
       });
     }
     await this.#resets.heard();
     const listed = overriddenRulesKey(this.#space.prefix);
-    const rules = await this.#connection.send('SMEMBERS', [listed], listed);
+    const limits = ruleLimitsKey(this.#space.prefix, this.#space.cluster ? 0 : undefined);
+    const [rules, limited] = await Promise.all([
+      this.#connection.send('SMEMBERS', [listed], listed),
+      this.#connection.send('HKEYS', [limits], limits),
+    ]);
     if (Array.isArray(rules)) for (const rule of rules) if (typeof rule === 'string') this.#rules.add(rule);
+    if (Array.isArray(limited))
+      for (const rule of limited) if (typeof rule === 'string') this.#limited.add(rule);
     if (generation === this.#generation) this.#known = true;
   }
 }

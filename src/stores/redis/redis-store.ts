@@ -4,7 +4,8 @@ import { windowKind } from '../../algorithms/index.js';
 import { assertKnownFields, fieldsOf } from '../../config/known-fields.js';
 import { mustBe, refuse } from '../../config/refuse.js';
 import { REDIS_STORE_DEFAULTS } from '../../defaults.js';
-import type { LockInfo } from '../../types.js';
+import { nextTurn } from '../../timers.js';
+import type { LockInfo, RuleLimit } from '../../types.js';
 import { Leases } from '../leasing/leases.js';
 import { type LeasingOptions, leasingSettings } from '../leasing/leasing-options.js';
 import type {
@@ -36,7 +37,7 @@ export interface RedisStoreOptions {
    * The Redis client, whose kind the store finds by itself: an ioredis (5, 6) or iovalkey `Redis`
    * (standalone, or Sentinel through its `sentinels` option) or `Cluster`; a node-redis (`redis` 5, 6)
    * client from `createClient`, `createCluster` or `createSentinel`, connected (`await client.connect()`);
-   * or an @upstash/redis `Redis` (Redis over HTTP, for edge runtimes: no subscription, see `staleAfterMs`).
+   * or an @upstash/redis `Redis` (Redis over HTTP, for edge runtimes: no subscription, see `liveness.staleAfterMs`).
    * The store never opens or closes it. Fail-fast settings (ioredis `enableOfflineQueue: false`,
    * node-redis `disableOfflineQueue: true`) let the limiter's `onStoreError` policy act at once during
    * an outage, and a fault then names its cause (ECONNREFUSED, ENOTFOUND, WRONGPASS).
@@ -113,12 +114,6 @@ export class RedisStore implements Store {
    */
   readonly evaluateSync?: (ops: readonly StoreOp[], mode: EvalMode) => EvalResult | undefined;
 
-  /**
-   * Over HTTP (@upstash/redis) only, where no subscription hears other processes: how long the limiter
-   * relies on this store's answers (see `Store.staleAfterMs`). Undefined on ioredis and node-redis.
-   */
-  readonly staleAfterMs?: number;
-
   constructor(options: RedisStoreOptions) {
     const requestTimeoutMs = options?.requestTimeoutMs;
     if (
@@ -137,8 +132,7 @@ export class RedisStore implements Store {
       requestTimeoutMs ?? REDIS_STORE_DEFAULTS.requestTimeoutMs,
     );
     assertKnownFields(options, REDIS_STORE_FIELDS, 'RedisStore');
-    if (connection.subscribe === undefined) this.staleAfterMs = REDIS_STORE_DEFAULTS.httpStaleAfterMs;
-    else if (requestTimeoutMs !== undefined)
+    if (connection.subscribe !== undefined && requestTimeoutMs !== undefined)
       refuse(
         'ERR_OPTION',
         'RedisStore',
@@ -158,6 +152,8 @@ export class RedisStore implements Store {
       ping: async () => {
         await connection.send('PING', []);
       },
+      // Over HTTP (@upstash/redis) no subscription hears other processes: answers are relied on this long.
+      ...(connection.subscribe === undefined ? { staleAfterMs: REDIS_STORE_DEFAULTS.httpStaleAfterMs } : {}),
     };
     const space = { prefix, cluster: connection.cluster };
     this.#resets = new Resets(connection, scripts.reset, space);
@@ -259,14 +255,15 @@ export class RedisStore implements Store {
         const created: PendingRefunds = { refunds: [], time, waiters: [], sizes: [] };
         pending = created;
         this.#refunds = created;
-        setImmediate(() => {
+        nextTurn(() => {
           if (this.#refunds === created) this.#sendRefunds();
         });
       }
       for (let i = 0; i < refunds.length; i++) pending.refunds.push(refunds[i] as Refund);
       pending.waiters.push(into);
       pending.sizes.push(refunds.length);
-      if (pending.refunds.length >= MAX_REFUNDS_PER_CALL) this.#sendRefunds();
+      if (pending.refunds.length >= MAX_REFUNDS_PER_CALL || this.#connection.isolatedRequests === true)
+        this.#sendRefunds();
     } catch (error) {
       into.reject(error);
     }
@@ -332,10 +329,20 @@ export class RedisStore implements Store {
    * cleared, in every process sharing the prefix from its next decision; their deny caches forget the
    * key. Decisions read it in their own script call; rules that never had one do not read it at all.
    */
-  async override(rule: StoreRule, key: string, limit: number | null, forMs?: number): Promise<void> {
-    this.#leases?.forget(rule.name, key);
+  async override(rule: StoreRule, key: string | null, limit: number | null, forMs?: number): Promise<void> {
+    this.#leases?.forget(rule.name, key ?? '');
     this.#flush();
-    await this.#overrides.set(rule.name, key, limit, forMs, this.#clock.scriptTime());
+    if (key === null) await this.#overrides.setRule(rule.name, limit, forMs, this.#clock.scriptTime());
+    else await this.#overrides.set(rule.name, key, limit, forMs, this.#clock.scriptTime());
+  }
+
+  /** The rule-wide limits in force among `rules` (key null in `override`): one read of the rule-limits hash. */
+  limits(rules: readonly StoreRule[]): Promise<RuleLimit[]> {
+    this.#flush();
+    return this.#overrides.list(
+      rules.map((r) => r.name),
+      this.now(),
+    );
   }
 
   locked(rule: StoreRule, limit: number): Promise<LockInfo[]> {

@@ -10,8 +10,8 @@ import { integers } from './replies.js';
 import { type RedisScript, runScriptThen } from './scripts.js';
 
 /**
- * Called with the rule and key reset, or whose override changed (`override` true); `('', '')`:
- * announcements may have been missed, forget everything.
+ * Called with the rule and key reset, or whose override changed (`override` true; an empty key: the
+ * rule's rule-wide limit changed); `('', '')`: announcements may have been missed, forget everything.
  */
 export type ResetListener = (rule: string, key: string, override: boolean) => void;
 
@@ -31,7 +31,9 @@ export class Resets {
       resetChannel(space.prefix),
       (message) => {
         if (typeof message[0] !== 'string' || typeof message[1] !== 'string') return;
-        const override = message[2] === 'o';
+        const override = message[2] === 'o' || message[2] === 'r';
+        // Only a rule-wide announcement names no key (no identity is empty).
+        if ((message[1] === '') !== (message[2] === 'r')) return;
         for (const notify of this.#listeners) notify(message[0], message[1], override);
       },
       () => {
@@ -72,6 +74,11 @@ export class Resets {
   /** Tells every process that the override of `key` for `rule` changed (its deny cache forgets the key). */
   announceOverride(rule: string, key: string): Promise<unknown> {
     return this.#channel.publish([rule, key, 'o']);
+  }
+
+  /** Tells every process that the rule-wide limit of `rule` changed (its deny cache forgets the rule's keys). */
+  announceRuleLimit(rule: string): Promise<unknown> {
+    return this.#channel.publish([rule, '', 'r']);
   }
 
   /**

@@ -1,6 +1,7 @@
 // The Lua scripts of the Redis store: the lua/ modules (embedded in the build) assembled into one Redis function
 // library (FCALL), and into scripts run by SHA (EVALSHA) where a server has no functions.
-import { createHash } from 'node:crypto';
+import { sha1 as sha1Of } from '@noble/hashes/legacy';
+import { bytesToHex } from '@noble/hashes/utils';
 import { FUNCTION_CONFLICT_WARNING, warnOnce } from '../../warnings.js';
 import type { RedisConnection } from './connection/connection.js';
 import { FunctionConflict, loadLibrary, NO_FUNCTIONS, type RedisLibrary } from './function-library.js';
@@ -92,7 +93,7 @@ export function assembleScript(main: string): string {
 }
 
 function sha1(text: string): string {
-  return createHash('sha1').update(text).digest('hex');
+  return bytesToHex(sha1Of(new TextEncoder().encode(text)));
 }
 
 /** How each script's function calls its driver: `call` reads KEYS and ARGV. */

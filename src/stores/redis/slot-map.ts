@@ -1,4 +1,5 @@
 // Which Cluster master serves each slot, as CLUSTER SLOTS last said: how requests of different slots share a call.
+import { unrefTimer } from '../../timers.js';
 import type { RedisConnection } from './connection/connection.js';
 
 /** Slots in a Redis Cluster. */
@@ -43,7 +44,7 @@ export class SlotMap {
         this.#pending = undefined;
         this.refresh();
       }, waitMs);
-      this.#pending.unref();
+      unrefTimer(this.#pending);
       return;
     }
     this.#loading = true;

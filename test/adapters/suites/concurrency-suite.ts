@@ -1,6 +1,6 @@
 // Concurrency rules through one framework's app: a slot is held while the handler works, also after its client
 // went (an attacker opening and aborting requests never gets more handlers than the limit), and freed when the
-// response ends. Run by concurrency.test.ts for each framework and by nest-concurrency.ts for each Nest platform.
+// response ends. Run by test/concurrency/frameworks.test.ts for each framework and by nest-concurrency.ts for each Nest platform.
 import { once } from 'node:events';
 import { createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';

@@ -1,7 +1,7 @@
 // Streamed responses under a concurrency rule, on real sockets: each stream holds its slot while it is
 // written, and a client that leaves mid-stream frees it once nothing more can be written (the response torn
-// down by the stream machinery, no `end()` ever called). Run by streamed-responses.test.ts for Express, Fastify,
-// Koa and Hono, and by nest-streams.ts for Nest's `StreamableFile` on both platforms.
+// down by the stream machinery, no `end()` ever called). Run by test/concurrency/streamed-responses.test.ts
+// for Express, Fastify, Koa and Hono, and by nest-streams.ts for Nest's `StreamableFile` on both platforms.
 import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import { type AddressInfo, connect, type Socket } from 'node:net';

@@ -36,6 +36,12 @@ export interface RedisConnection {
    * a request of its own, at every cold start): scripts then run by EVALSHA, EVAL on NOSCRIPT. @default true
    */
   readonly functions?: false;
+  /**
+   * True where a request's I/O belongs to the request that made it (Cloudflare Workers cancel a request
+   * left waiting on a call another request made): no call is shared by several requests, so decisions and
+   * refunds go out on their own rather than batched with the others of the turn. @default false
+   */
+  readonly isolatedRequests?: boolean;
   /** Runs `action` on every master node (the one server, off a Cluster), all at once. */
   eachMaster<T>(action: (node: RedisNode) => Promise<T>): Promise<T[]>;
   /**

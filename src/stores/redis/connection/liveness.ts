@@ -1,7 +1,6 @@
 // What both client adapters (ioredis.ts, node-redis.ts) share about a client: whether it is slow or gone
 // (its first connection still being made, how long its calls have waited unanswered), its faults named
 // by their cause, and its replies read as RESP2.
-import { performance } from 'node:perf_hooks';
 import { errorCode } from '../../../errors.js';
 import type { ConnectionLiveness } from '../../store.js';
 

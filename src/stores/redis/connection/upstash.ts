@@ -45,6 +45,9 @@ interface Queued {
 class UpstashConnection implements RedisConnection {
   readonly cluster = false;
   readonly functions = false;
+  // A Worker cancels a request left waiting on another request's fetch: each request sends its own calls.
+  readonly isolatedRequests =
+    (globalThis as { navigator?: { userAgent?: string } }).navigator?.userAgent === 'Cloudflare-Workers';
   readonly liveness = new RequestLiveness();
   readonly #redis: UpstashRedis;
   readonly #timeoutMs: number;

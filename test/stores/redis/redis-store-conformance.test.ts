@@ -1,0 +1,79 @@
+// The conformance suite, unchanged, on RedisStore: a standalone server and a real 3-master Cluster, each
+// through ioredis and through node-redis (the `redis` package), and through ioredis with every rule
+// grouped (the string windows' states in their identity's record).
+import { randomBytes } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import { RedisStore } from '../../../src/index.js';
+import { type AnyClient, NODE_REDIS_6 } from '../../support/clients.js';
+import { groupingEveryRule } from '../../support/grouped-store.js';
+import { getRedis, useCluster } from '../../support/redis.js';
+import { identitySuite } from '../conformance/identities.js';
+import { overrideSuite } from '../conformance/overrides.js';
+import { ruleLimitSuite } from '../conformance/rule-limits.js';
+import { conformanceSuite, type StoreUnderTest } from '../conformance/suite.js';
+
+const prefix = () => `rkc${randomBytes(4).toString('hex')}`;
+
+describe('RedisStore (standalone)', () => {
+  let client: Redis;
+  let nodeRedis: AnyClient;
+  before(async () => {
+    const server = await getRedis();
+    client = server.client();
+    nodeRedis = await NODE_REDIS_6.standalone(server);
+  });
+  after(async () => {
+    client.disconnect();
+    await NODE_REDIS_6.close(nodeRedis);
+  });
+  const targets: StoreUnderTest[] = [
+    {
+      name: 'RedisStore on a standalone server',
+      makeStore: (clock) => new RedisStore({ client, prefix: prefix(), clock }),
+    },
+    {
+      name: 'RedisStore on a standalone server through node-redis',
+      makeStore: (clock) => new RedisStore({ client: nodeRedis, prefix: prefix(), clock }),
+    },
+    {
+      name: 'RedisStore on a standalone server, every rule grouped (its state in the identity record)',
+      makeStore: (clock) => groupingEveryRule(new RedisStore({ client, prefix: prefix(), clock })),
+    },
+  ];
+  for (const target of targets) {
+    conformanceSuite(target);
+    overrideSuite(target);
+    ruleLimitSuite(target);
+    identitySuite(target);
+  }
+});
+
+describe('RedisStore (Cluster)', () => {
+  const cluster = useCluster();
+  let nodeRedis: AnyClient;
+  before(async () => {
+    nodeRedis = await NODE_REDIS_6.cluster(cluster.nodes);
+  });
+  after(() => NODE_REDIS_6.close(nodeRedis));
+  const targets: StoreUnderTest[] = [
+    {
+      name: 'RedisStore on a 3-master Cluster',
+      makeStore: (clock) => new RedisStore({ client: cluster.ioredis, prefix: prefix(), clock }),
+    },
+    {
+      name: 'RedisStore on a 3-master Cluster through node-redis',
+      makeStore: (clock) => new RedisStore({ client: nodeRedis, prefix: prefix(), clock }),
+    },
+    {
+      name: 'RedisStore on a 3-master Cluster, every rule grouped',
+      makeStore: (clock) =>
+        groupingEveryRule(new RedisStore({ client: cluster.ioredis, prefix: prefix(), clock })),
+    },
+  ];
+  for (const target of targets) {
+    conformanceSuite(target);
+    overrideSuite(target);
+    ruleLimitSuite(target);
+    identitySuite(target);
+  }
+});
