@@ -1,6 +1,6 @@
 // What the Worker sends a RateLimitObject and what it answers: one JSON message per object request, read back
 // field by field, so a malformed message is refused whole (nothing decided, nothing written).
-import { algorithms } from '../../algorithms/index.js';
+import { algorithms, windowKind } from '../../algorithms/index.js';
 import { describe } from '../../errors.js';
 import type { LockInfo } from '../../types.js';
 import type { EvalMode, HeldSlot, OpResult, StoreOp, StoreRule } from '../store.js';
@@ -101,7 +101,9 @@ export function readRule(value: unknown, field: string): StoreRule {
   const type = rule.type;
   if (typeof type !== 'string' || !Object.hasOwn(algorithms, type))
     fail(`${field}.type`, 'a window type', type);
-  const calendar = type === 'calendar';
+  const fields = windowKind(type as StoreRule['type']).fields;
+  // A calendar period has no size; a sliding counter has buckets (read from the registry's kinds).
+  const calendar = fields.includes('unit');
   const lockout = rule.lockout === undefined ? undefined : record(rule.lockout, `${field}.lockout`);
   const escalate = lockout?.escalate;
   if (lockout !== undefined && (typeof escalate !== 'number' || !(escalate >= 1) || escalate > 1e6))
@@ -110,7 +112,7 @@ export function readRule(value: unknown, field: string): StoreRule {
     name: text(rule.name, `${field}.name`),
     type: type as StoreRule['type'],
     sizeMs: integer(rule.sizeMs, `${field}.sizeMs`, calendar ? 0 : 1),
-    buckets: integer(rule.buckets, `${field}.buckets`, type === 'sliding' ? 1 : 0),
+    buckets: integer(rule.buckets, `${field}.buckets`, fields.includes('buckets') ? 1 : 0),
     burst: integer(rule.burst, `${field}.burst`),
     lockout:
       lockout === undefined
@@ -134,7 +136,7 @@ export function readOp(value: unknown, field: string): StoreOp {
     cost: integer(op.cost, `${field}.cost`),
     limit: integer(op.limit, `${field}.limit`, 1),
   };
-  if (rule.type !== 'calendar') return base;
+  if (!windowKind(rule.type).fields.includes('unit')) return base;
   const periodEndMs = time(op.periodEndMs, `${field}.periodEndMs`);
   const nextPeriodEndMs = time(op.nextPeriodEndMs, `${field}.nextPeriodEndMs`);
   if (nextPeriodEndMs <= periodEndMs) fail(`${field}.nextPeriodEndMs`, 'after periodEndMs', nextPeriodEndMs);
