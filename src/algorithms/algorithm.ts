@@ -79,7 +79,18 @@ export interface WindowKind {
    * rule's refusal; undefined when it can: a key's window then keeps the size it started with.
    */
   readonly unchosen: string | undefined;
+  /**
+   * How a store may lease a hot key's units to a process (src/stores/leasing/, docs/exactness.md
+   * "Leasing"): `'counted'`, units of the current window counted when reserved (fixed, calendar);
+   * `'capacity'`, a bucket's units and its refill over the block's life reserved (token bucket, GCRA);
+   * `'slots'`, slots held by a process and released to the store when idle (no type declares it yet: the
+   * concurrency window is not leased, docs/exactness.md says why); undefined: never leased.
+   */
+  readonly lease: LeaseKind | undefined;
 }
+
+/** How a window type's units are leased (see WindowKind.lease). */
+export type LeaseKind = 'counted' | 'capacity' | 'slots';
 
 /** What a window type's state allows a store, besides its fields (see WindowKind). */
 export interface WindowTraits {
@@ -89,6 +100,8 @@ export interface WindowTraits {
   readonly counter?: boolean;
   /** @default undefined: its size may be chosen per request */
   readonly unchosen?: string;
+  /** @default undefined */
+  readonly lease?: LeaseKind;
 }
 
 /** A window whose capacity is its limit, with no bound of its own on the limit. */
@@ -107,6 +120,7 @@ export function countingWindow(
     groupable: traits.groupable ?? false,
     counter: traits.counter ?? false,
     unchosen: traits.unchosen,
+    lease: traits.lease,
   };
 }
 
@@ -131,6 +145,8 @@ export function bucketWindow(
     groupable: true,
     counter: false,
     unchosen,
+    // The refill over a block's life is reserved with its units.
+    lease: 'capacity',
   };
 }
 

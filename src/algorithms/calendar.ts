@@ -20,6 +20,7 @@ export const calendar: Algorithm<CounterState> = {
     counter: true,
     unchosen:
       'a calendar window is the same wall-clock period for every client (midnight in its zone, a cron tick): give clients of another period a rule of their own',
+    lease: 'counted',
   }),
 
   evaluate(state, op, nowMs, add) {

@@ -44,7 +44,7 @@ export function refundCounter(
 }
 
 export const fixed: Algorithm<CounterState> = {
-  kind: countingWindow('fixed window', ['size'], { groupable: true, counter: true }),
+  kind: countingWindow('fixed window', ['size'], { groupable: true, counter: true, lease: 'counted' }),
 
   evaluate(state, op, nowMs, add) {
     // A missing or ended window reads as a fresh one starting now.

@@ -15,6 +15,7 @@ export {
   type Algorithm,
   bucketWindow,
   countingWindow,
+  type LeaseKind,
   type Verdict,
   verdict,
   type WindowField,

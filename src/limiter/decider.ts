@@ -48,22 +48,44 @@ export class Decider {
   readonly #parts: DeciderParts;
   /** The failure policy's `sync`: the store, when decisions call it synchronously (the memory store). */
   readonly #sync: SyncStore | undefined;
+  /** A shared store that answers some decisions in the same call (its leased units), declining the rest. */
+  readonly #leased: Store | undefined;
   readonly #health: HealthState;
 
   constructor(parts: DeciderParts) {
     this.#parts = parts;
     this.#sync = parts.policy.sync;
+    this.#leased =
+      this.#sync === undefined && typeof parts.store.evaluateSync === 'function' ? parts.store : undefined;
     this.#health = parts.policy.health;
   }
 
   /**
-   * Decides a request's ops together. On a synchronous store (the memory store) the promise is settled
-   * already; a fault, the store's or a listener's, is a rejection, never a throw.
+   * Decides a request's ops together. On a synchronous store (the memory store), and for a shared store's
+   * leased units, the promise is settled already; a fault, the store's or a listener's, is a rejection,
+   * never a throw.
    */
   decide(ops: RuleOp[], mode: EvalMode): Promise<Decision> {
     if (ops.length === 0) return Promise.resolve(decide([]));
     const sync = this.#sync;
-    if (sync === undefined) return this.#decideShared(ops, mode);
+    if (sync === undefined) {
+      const leased = this.#leased;
+      if (leased === undefined) return this.#decideShared(ops, mode);
+      let answer: EvalResult | undefined;
+      try {
+        answer = leased.evaluateSync?.(ops, mode);
+      } catch {
+        // Its fault, if any, is evaluate's too, and there the failure policy answers it.
+        answer = undefined;
+      }
+      if (answer === undefined) return this.#decideShared(ops, mode);
+      try {
+        // Units counted in the store already (a block's): no call, so nothing to time or fall back from.
+        return Promise.resolve(this.#conclude(ops, mode, leased, answer, 'store', 0));
+      } catch (error) {
+        return Promise.reject(error);
+      }
+    }
     let result: EvalResult | undefined;
     try {
       result = sync.evaluateSync(ops, mode);

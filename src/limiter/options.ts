@@ -225,13 +225,14 @@ function resolveInsurance(
   if (store === undefined) return { share, store: undefined };
   if (store === null || typeof store !== 'object' || !isSyncStore(store)) {
     const name = typeof store === 'object' && store !== null ? store.constructor?.name : undefined;
+    const shared = name !== undefined && typeof (store as Store).evaluateSync === 'function';
     const got =
       name === undefined ? describe(store) : `${name === 'Object' ? 'an object' : `a ${name}`} without it`;
     refuse(
       'ERR_OPTION',
       undefined,
-      'insurance.store must be a store that decides synchronously (declares evaluateSync), such as ' +
-        `new MemoryStore({ maxKeys: 50000 }), got ${got}`,
+      'insurance.store must be a local store that decides synchronously (declares evaluateSync), such as ' +
+        `new MemoryStore({ maxKeys: 50000 }), got ${shared ? 'a shared store (local false)' : got}`,
     );
   }
   if (store === shared) {

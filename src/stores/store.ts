@@ -92,12 +92,14 @@ export interface Store {
    */
   evaluate(ops: readonly StoreOp[], mode: EvalMode): Promise<EvalResult>;
   /**
-   * Capability, deciding synchronously: `evaluate` answered in the same call, no promise (the memory
-   * store). The same answer and atomicity; it throws what `evaluate` would reject with. A local store's
-   * decisions go through it, and an insurance store must have it (its answer stands in for a failed
-   * call at once).
+   * Capability, deciding synchronously: `evaluate` answered in the same call, no promise. The same
+   * answer and atomicity; it throws what `evaluate` would reject with. A local store (the memory store)
+   * answers every call, its decisions go through it, and an insurance store must be one (its answer
+   * stands in for a failed call at once). A shared store answers only what it can without a round trip
+   * (a hot key's leased units: RedisStore and PostgresStore with `leasing`) and returns undefined for
+   * the rest, which the limiter then sends to `evaluate`, as without it.
    */
-  evaluateSync?(ops: readonly StoreOp[], mode: EvalMode): EvalResult;
+  evaluateSync?(ops: readonly StoreOp[], mode: EvalMode): EvalResult | undefined;
   /**
    * Give reservations back (an outcome that does not count). Never goes below empty. Resolves, per refund,
    * whether what it gave back was still held: false for a concurrency slot some unit of which was no
@@ -167,10 +169,15 @@ export interface Store {
   close(): Promise<void>;
 }
 
-/** A store that declares the synchronous capability, `evaluateSync`. */
-export type SyncStore = Store & Pick<Required<Store>, 'evaluateSync'>;
+/** A local store that declares the synchronous capability, `evaluateSync`: it answers every call. */
+export type SyncStore = Omit<Store, 'evaluateSync'> & {
+  evaluateSync(ops: readonly StoreOp[], mode: EvalMode): EvalResult;
+};
 
-/** Whether a store decides synchronously: it declares `evaluateSync` (whatever its class or module format). */
+/**
+ * Whether a store decides every call synchronously: it is local and declares `evaluateSync` (whatever
+ * its class or module format). A shared store's `evaluateSync` may decline, so it is not one.
+ */
 export function isSyncStore(store: Store): store is SyncStore {
-  return typeof store.evaluateSync === 'function';
+  return store.local === true && typeof store.evaluateSync === 'function';
 }

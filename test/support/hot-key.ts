@@ -40,11 +40,15 @@ class Worker {
   }
 }
 
-/** The tallies of one run of `count` processes (`kill`: the first kills itself at `killAfterMs`). */
+/**
+ * The tallies of one run of `count` processes (`kill`: the first kills itself at `killAfterMs`); `ready` is
+ * awaited once every process is prepared and warmed up, before the run starts.
+ */
 export async function runHotKey(
   run: HotKeyRun,
   count: number,
   kill?: { afterMs: number },
+  ready?: () => Promise<unknown>,
 ): Promise<HotKeyTally[]> {
   const dir = makeTempDir('hot-key');
   const workers = Array.from({ length: count }, () => new Worker());
@@ -59,6 +63,8 @@ export async function runHotKey(
         }),
       ),
     );
+    // Every process warmed up: what is counted from here is the run's (`ready`: the store's calls).
+    await ready?.();
     const tallies = await Promise.all(
       workers.map((w, i) =>
         w.ask({ type: 'go' }).then(

@@ -1,6 +1,19 @@
 // Exact leasing for hot keys: blocks of a key's units reserved in the store in one call, admitted from locally.
 
 import type { EvalMode, EvalResult, OpResult, Refund, StoreOp } from '../store.js';
+import {
+  admitFrom,
+  type Block,
+  blockSize,
+  count,
+  type Entry,
+  ending,
+  idOf,
+  isBucket,
+  leasable,
+  newEntry,
+  usable,
+} from './blocks.js';
 import type { LeasingSettings } from './leasing-options.js';
 
 /** The store's own decisions and refunds, which the leases stand in front of. */
@@ -10,58 +23,7 @@ export interface LeaseStore {
   now(): number;
 }
 
-/**
- * Units of one rule and key reserved in the store (counted there when the block was taken) and not yet
- * admitted here. Every deadline is on this process's monotonic clock, measured from before the take
- * was sent, so no wall clock is compared with another process's or the store's.
- */
-interface Block {
-  /** The op the block was taken with: its rule, key, limit and calendar period. */
-  readonly op: StoreOp;
-  readonly receipt: number;
-  left: number;
-  /** No unit is admitted from `untilLocal` on: the window's end, or a bucket block's lifetime. */
-  readonly untilLocal: number;
-  readonly sentLocal: number;
-  lastUsedLocal: number;
-  /** What the store had left of the key beyond the block when it was taken. */
-  readonly seen: number;
-  /** The limit the store decided the block on (an override's, else the op's). */
-  readonly limit: number;
-  readonly overridden: boolean;
-  readonly resetMs: number;
-  /** Token bucket and GCRA: the refill over the block's lifetime, reserved with it (docs/exactness.md). */
-  readonly surcharge: number;
-}
-
-interface Entry {
-  /** Decisions of the key in this second, and in the one before. */
-  hits: number;
-  prevHits: number;
-  sinceLocal: number;
-  /** What the store had left of the key after its last decision there (units). */
-  seen: number;
-  block: Block | undefined;
-  /** A take of a block in flight: decisions of the key wait for it rather than take blocks of their own. */
-  taking: Promise<unknown> | undefined;
-}
-
 const SECOND_MS = 1000;
-
-/** Whether the store leases this op: a leasable rule of a counted or bucket window, in mode check. */
-function leasable(op: StoreOp): boolean {
-  if (op.rule.leasable !== true || op.cost < 1) return false;
-  const type = op.rule.type;
-  return type === 'fixed' || type === 'calendar' || type === 'token-bucket' || type === 'gcra';
-}
-
-function isBucket(op: StoreOp): boolean {
-  return op.rule.type === 'token-bucket' || op.rule.type === 'gcra';
-}
-
-function capacityOf(op: StoreOp, limit: number): number {
-  return isBucket(op) && op.rule.burst > 0 ? op.rule.burst : limit;
-}
 
 /**
  * A store's leases: decisions of hot keys answered from blocks, the others sent on. Bounded: at most
@@ -93,6 +55,31 @@ export class Leases {
     return this.#entries.size;
   }
 
+  /**
+   * The decision of `ops` from their keys' blocks, in this call, when every op has a block with units
+   * enough (mode check); undefined otherwise, with nothing counted: `evaluate` decides it then. The
+   * store's `evaluateSync`, so that the limiter answers a hot key without a promise of the store's.
+   */
+  answer(ops: readonly StoreOp[], mode: EvalMode): EvalResult | undefined {
+    if (mode !== 'check' || ops.length === 0 || this.#entries.size === 0) return undefined;
+    const nowLocal = performance.now();
+    if (ops.length === 1) {
+      const op = ops[0] as StoreOp;
+      const entry = leasable(op) ? this.#entries.get(idOf(op)) : undefined;
+      if (entry === undefined || !usable(entry.block, op, nowLocal)) return undefined;
+      count(entry, nowLocal);
+      return this.#admit(ops, [entry], nowLocal);
+    }
+    const entries: Entry[] = [];
+    for (const op of ops) {
+      const entry = leasable(op) ? this.#entries.get(idOf(op)) : undefined;
+      if (entry === undefined || !usable(entry.block, op, nowLocal)) return undefined;
+      entries.push(entry);
+    }
+    for (const entry of entries) count(entry, nowLocal);
+    return this.#admit(ops, entries, nowLocal);
+  }
+
   evaluate(ops: readonly StoreOp[], mode: EvalMode): Promise<EvalResult> {
     if (mode !== 'check' || ops.length === 0) return this.#store.evaluate(ops, mode);
     const nowLocal = performance.now();
@@ -110,45 +97,59 @@ export class Leases {
     }
     if (!any) return this.#store.evaluate(ops, mode);
     if (local) return Promise.resolve(this.#admit(ops, entries as Entry[], nowLocal));
-    const taking = entries.find((entry) => entry?.taking !== undefined)?.taking;
-    // Once the block in flight is here, the decision is made again: from it, or by a call of its own.
-    if (taking !== undefined) return taking.then(() => this.#again(ops, entries, performance.now()));
-    return this.#decide(ops, entries, nowLocal);
+    return this.#again(ops, entries, nowLocal);
   }
 
-  /** A decision that waited for a take: from the blocks if they serve it, else as #decide. */
-  #again(
+  /**
+   * A decision its blocks did not serve: once a take in flight for one of its keys is here, from the
+   * blocks if they serve it then, else by a call of its own (#decide).
+   */
+  async #again(
     ops: readonly StoreOp[],
     entries: ReadonlyArray<Entry | undefined>,
     nowLocal: number,
-  ): EvalResult | Promise<EvalResult> {
-    const local = entries.every(
-      (entry, i) => entry !== undefined && usable(entry.block, ops[i] as StoreOp, nowLocal),
-    );
-    if (local) return this.#admit(ops, entries as Entry[], nowLocal);
-    const taking = entries.find((entry) => entry?.taking !== undefined)?.taking;
-    if (taking !== undefined) return taking.then(() => this.#again(ops, entries, performance.now()));
-    return this.#decide(ops, entries, nowLocal);
+  ): Promise<EvalResult> {
+    let at = nowLocal;
+    for (;;) {
+      const local = entries.every(
+        (entry, i) => entry !== undefined && usable(entry.block, ops[i] as StoreOp, at),
+      );
+      if (local) return this.#admit(ops, entries as Entry[], at);
+      const taking = entries.find((entry) => entry?.taking !== undefined)?.taking;
+      if (taking === undefined) return this.#decide(ops, entries, at);
+      await taking;
+      at = performance.now();
+    }
   }
 
   /**
    * Forgets the blocks of a key whose count was reset or whose limit changed (`key` empty: every key of
    * `rule`, its rule-wide limit changed; `rule` and `key` empty: every key's, announcements may have been
-   * missed). Their units are not given back: the count they
-   * were part of is gone, and a late refund must not reach a count made since.
+   * missed). Their units are not given back: the count they were part of is gone, and a late refund must
+   * not reach a count made since. A take in flight is dropped when it lands (its units may have been
+   * counted before the change).
    */
   forget(rule: string, key: string): void {
     if (rule === '' && key === '') {
-      for (const entry of this.#entries.values()) entry.block = undefined;
+      for (const entry of this.#entries.values()) {
+        entry.block = undefined;
+        entry.epoch++;
+      }
       return;
     }
     if (key === '') {
       const prefix = `${rule}\u0000`;
-      for (const [id, entry] of this.#entries) if (id.startsWith(prefix)) entry.block = undefined;
+      for (const [id, entry] of this.#entries) {
+        if (!id.startsWith(prefix)) continue;
+        entry.block = undefined;
+        entry.epoch++;
+      }
       return;
     }
     const entry = this.#entries.get(`${rule}\u0000${key}`);
-    if (entry !== undefined) entry.block = undefined;
+    if (entry === undefined) return;
+    entry.block = undefined;
+    entry.epoch++;
   }
 
   /** Gives every block's unused units back (awaited) and stops the idle timer. */
@@ -158,7 +159,8 @@ export class Leases {
     const nowLocal = performance.now();
     const refunds: Refund[] = [];
     for (const entry of this.#entries.values()) {
-      const refund = this.#ending(entry, nowLocal);
+      const refund = entry.block && ending(entry.block, nowLocal);
+      entry.block = undefined;
       if (refund !== undefined) refunds.push(refund);
     }
     this.#entries.clear();
@@ -167,7 +169,7 @@ export class Leases {
 
   /** The key's entry, its decision counted; the oldest entry goes when `maxKeys` are tracked. */
   #hit(op: StoreOp, nowLocal: number): Entry {
-    const id = `${op.rule.name}\u0000${op.key}`;
+    const id = idOf(op);
     let entry = this.#entries.get(id);
     if (entry === undefined) {
       if (this.#entries.size >= this.#settings.maxKeys) {
@@ -175,45 +177,62 @@ export class Leases {
         this.#end(first, nowLocal);
         this.#entries.delete(oldest);
       }
-      entry = { hits: 0, prevHits: 0, sinceLocal: nowLocal, seen: 0, block: undefined, taking: undefined };
+      entry = newEntry(nowLocal);
       this.#entries.set(id, entry);
-    } else if (nowLocal - entry.sinceLocal >= SECOND_MS) {
-      entry.prevHits = nowLocal - entry.sinceLocal < 2 * SECOND_MS ? entry.hits : 0;
-      entry.hits = 0;
-      entry.sinceLocal = nowLocal;
     }
-    entry.hits++;
+    count(entry, nowLocal);
     return entry;
   }
 
-  /** Every op admitted from its block. */
+  /** Every op admitted from its block; a counted block half used is topped up meanwhile. */
   #admit(ops: readonly StoreOp[], entries: readonly Entry[], nowLocal: number): EvalResult {
     const results: OpResult[] = [];
     for (let i = 0; i < ops.length; i++) {
       const op = ops[i] as StoreOp;
-      const block = (entries[i] as Entry).block as Block;
-      block.left -= op.cost;
-      block.lastUsedLocal = nowLocal;
-      // The store's remainder when the block was taken, less what this process admitted since.
-      const remaining = block.seen + block.left;
-      const limit = block.limit;
-      results.push({
-        allowed: true,
-        limit,
-        overridden: block.overridden,
-        remaining,
-        resetMs: isBucket(op) ? block.resetMs : Math.max(0, Math.ceil(block.untilLocal - nowLocal)),
-        retryAfterMs: 0,
-        locked: false,
-        count: Math.max(0, capacityOf(op, limit) - remaining),
-        receipt: block.receipt,
-        level: 0,
-        lockedUntil: 0,
-        lockedNow: false,
-      });
+      const entry = entries[i] as Entry;
+      const block = entry.block as Block;
+      results.push(admitFrom(block, op, nowLocal));
+      if (block.left * 2 <= block.size && entry.taking === undefined && block.surcharge === 0)
+        this.#topUp(entry, block, op);
     }
     this.#startTimer();
     return { nowMs: this.#store.now(), results };
+  }
+
+  /**
+   * Refills a counted block to its size while its other half is admitted from, so that decisions never
+   * wait for a take while the key stays hot: one call of its own, for units only. The block never holds
+   * more than one take's size (the bound of docs/exactness.md is unchanged); a top-up that is not
+   * granted, fails or lands on a block that ended leaves the block as it was (units counted for a block
+   * that ended go back).
+   */
+  #topUp(entry: Entry, block: Block, op: StoreOp): void {
+    entry.seen = block.seen;
+    const [size] = blockSize(entry, op, 0, this.#settings);
+    const more = size - block.left;
+    if (more < 2) return;
+    const epoch = entry.epoch;
+    const units = { ...op, cost: more };
+    const call = this.#store.evaluate([units], 'check').then(
+      ({ results }) => {
+        const r = results[0] as OpResult;
+        entry.seen = r.remaining;
+        if (!r.allowed || entry.epoch !== epoch) return;
+        if (entry.block === block && r.receipt === block.receipt && r.limit === block.limit) {
+          block.left += more;
+          block.size = block.left;
+          block.seen = r.remaining;
+        } else {
+          // Counted for a block that ended meanwhile (idle, replaced, its window over): back they go.
+          this.#store.refund([{ op: units, receipt: r.receipt }]).catch(() => undefined);
+        }
+      },
+      () => undefined,
+    );
+    entry.taking = call;
+    call.then(() => {
+      if (entry.taking === call) entry.taking = undefined;
+    });
   }
 
   /**
@@ -227,6 +246,7 @@ export class Leases {
   ): Promise<EvalResult> {
     const takes: number[] = [];
     const surcharges: number[] = [];
+    const epochs: number[] = [];
     let taking = false;
     for (let i = 0; i < ops.length; i++) {
       const op = ops[i] as StoreOp;
@@ -235,10 +255,11 @@ export class Leases {
       let surcharge = 0;
       if (entry !== undefined) {
         if (entry.block !== undefined && !usable(entry.block, op, sentLocal)) this.#end(entry, sentLocal);
-        if (entry.block === undefined) [take, surcharge] = this.#size(entry, op);
+        if (entry.block === undefined) [take, surcharge] = blockSize(entry, op, op.cost, this.#settings);
       }
       takes.push(take);
       surcharges.push(surcharge);
+      epochs.push(entry?.epoch ?? 0);
       if (take > 0) taking = true;
     }
     if (!taking) return this.#seen(ops, entries, await this.#store.evaluate(ops, 'check'));
@@ -268,26 +289,31 @@ export class Leases {
       const r = result.results[i] as OpResult;
       const entry = entries[i] as Entry;
       const surcharge = surcharges[i] as number;
+      // A reset heard while the take was in flight: it may have been counted before the reset, so its
+      // units are dropped (this decision's own stands: it was decided before the reset reached here).
+      if (entry.epoch !== epochs[i]) continue;
+      r.remaining += take;
+      r.count = Math.max(0, r.count - take - surcharge);
       // A block that came meanwhile (a take elsewhere in a multi-rule request) ends: one block per key.
       if (entry.block !== undefined) this.#end(entry, takenLocal);
       // The window's end as the store saw it when it counted the block: no later than it is here.
       const lifeMs = isBucket(op) ? this.#settings.blockMs : r.resetMs;
-      entry.seen = r.remaining;
+      const seen = r.remaining - take;
+      entry.seen = seen;
       entry.block = {
         op: { ...op, cost: 0 },
         receipt: r.receipt,
         left: take,
+        size: take,
         untilLocal: sentLocal + lifeMs,
         sentLocal,
         lastUsedLocal: takenLocal,
-        seen: r.remaining,
+        seen,
         limit: r.limit,
         overridden: r.overridden,
         resetMs: r.resetMs,
         surcharge,
       };
-      r.remaining += take;
-      r.count = Math.max(0, r.count - take - surcharge);
     }
     this.#subscribe?.();
     this.#subscribe = undefined;
@@ -304,46 +330,14 @@ export class Leases {
     return result;
   }
 
-  /**
-   * [units, surcharge] of a block for a hot key: about what this process admitted of it in `blockMs`, at
-   * most `maxBlock` and 1/share of what the store had left; [0, 0] for a key not hot, or when the block
-   * would be under 2 units (the last units of a window are decided one call each).
-   */
-  #size(entry: Entry, op: StoreOp): [number, number] {
-    const { hotAfter, maxBlock, share, blockMs } = this.#settings;
-    const rate = Math.max(entry.hits, entry.prevHits);
-    if (rate < hotAfter) return [0, 0];
-    const demand = Math.ceil((rate * op.cost * blockMs) / SECOND_MS);
-    const surcharge = isBucket(op) ? Math.ceil((op.limit * blockMs) / op.rule.sizeMs) : 0;
-    const take = Math.min(maxBlock, demand, Math.floor((entry.seen - op.cost) / share) - surcharge);
-    return take >= 2 ? [take, surcharge] : [0, 0];
-  }
-
   /** Ends a key's block, giving its unused units back. */
   #end(entry: Entry, nowLocal: number): void {
-    const refund = this.#ending(entry, nowLocal);
+    const block = entry.block;
+    entry.block = undefined;
+    const refund = block && ending(block, nowLocal);
     if (refund !== undefined)
       // A return that fails leaves the units counted for their window: fewer admitted, never more.
       this.#store.refund([refund]).catch(() => undefined);
-  }
-
-  /**
-   * The block's end: what goes back. A counted window's units only before its end (a unit never moves
-   * into another window); a bucket's unused units, and the refill reserved for the part of its lifetime
-   * not lived.
-   */
-  #ending(entry: Entry, nowLocal: number): Refund | undefined {
-    const block = entry.block;
-    entry.block = undefined;
-    if (block === undefined) return undefined;
-    let units = 0;
-    if (block.surcharge > 0 || isBucket(block.op)) {
-      const lifeMs = block.untilLocal - block.sentLocal;
-      const unlived = Math.max(0, block.untilLocal - nowLocal) / lifeMs;
-      units = block.left + Math.floor(block.surcharge * unlived);
-    } else if (nowLocal < block.untilLocal) units = block.left;
-    if (units <= 0) return undefined;
-    return { op: { ...block.op, cost: units }, receipt: block.receipt };
   }
 
   /** Every `idleMs`, while a key is tracked: idle and ended blocks go back, quiet keys are forgotten. */
@@ -362,22 +356,16 @@ export class Leases {
       const block = entry.block;
       if (block !== undefined && (nowLocal - block.lastUsedLocal >= idleMs || nowLocal >= block.untilLocal))
         this.#end(entry, nowLocal);
-      if (entry.block === undefined && nowLocal - entry.sinceLocal >= 2 * SECOND_MS) this.#entries.delete(id);
+      if (
+        entry.block === undefined &&
+        entry.taking === undefined &&
+        nowLocal - entry.sinceLocal >= 2 * SECOND_MS
+      )
+        this.#entries.delete(id);
     }
     if (this.#entries.size === 0 && this.#timer !== undefined) {
       clearInterval(this.#timer);
       this.#timer = undefined;
     }
   }
-}
-
-/** Whether a block admits `op` now: units enough, its window or lifetime not over, the same limit and period. */
-function usable(block: Block | undefined, op: StoreOp, nowLocal: number): block is Block {
-  return (
-    block !== undefined &&
-    block.left >= op.cost &&
-    nowLocal < block.untilLocal &&
-    block.op.limit === op.limit &&
-    block.op.periodEndMs === op.periodEndMs
-  );
 }

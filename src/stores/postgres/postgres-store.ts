@@ -108,6 +108,11 @@ export class PostgresStore implements Store {
   #ready: Promise<void> | undefined;
   /** Blocks of hot keys' units (the `leasing` option); undefined when off. */
   readonly #leases: Leases | undefined;
+  /**
+   * With `leasing` only: a decision of hot keys answered from their blocks in the same call; undefined
+   * (sent to `evaluate`) when some op has none.
+   */
+  readonly evaluateSync?: (ops: readonly StoreOp[], mode: EvalMode) => EvalResult | undefined;
 
   constructor(options: PostgresStoreOptions) {
     if (!isPool(options?.pool)) {
@@ -168,6 +173,8 @@ export class PostgresStore implements Store {
         // Resets and override changes announced by any process end the key's blocks.
         () => this.#subscription.listen((rule, key) => this.#leases?.forget(rule, key)),
       );
+    const leases = this.#leases;
+    if (leases !== undefined) this.evaluateSync = (ops, mode) => leases.answer(ops, mode);
   }
 
   now(): number {

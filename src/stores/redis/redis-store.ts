@@ -107,6 +107,11 @@ export class RedisStore implements Store {
   readonly #changeListeners = new Set<StoreChangeListener>();
   /** Blocks of hot keys' units (the `leasing` option); undefined when off. */
   readonly #leases: Leases | undefined;
+  /**
+   * With `leasing` only: a decision of hot keys answered from their blocks in the same call; undefined
+   * (sent to `evaluate`) when some op has none.
+   */
+  readonly evaluateSync?: (ops: readonly StoreOp[], mode: EvalMode) => EvalResult | undefined;
 
   constructor(options: RedisStoreOptions) {
     const requestTimeoutMs = options?.requestTimeoutMs;
@@ -176,6 +181,8 @@ export class RedisStore implements Store {
         // Resets and override changes announced by any process end the key's blocks.
         () => this.#resets.listen((rule, key) => this.#leases?.forget(rule, key)),
       );
+    const leases = this.#leases;
+    if (leases !== undefined) this.evaluateSync = (ops, mode) => leases.answer(ops, mode);
   }
 
   now(): number {

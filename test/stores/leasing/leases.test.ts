@@ -102,6 +102,28 @@ describe('RedisStore leasing', function () {
     expect(store.remaining).to.be.at.least(LIMIT - 1000);
   });
 
+  it("a rule-wide limit set in another process ends every key's block: no unit of the old limit is admitted", async () => {
+    const { leased, plain } = limiters({ hotAfter: 1, idleMs: 60_000 });
+    for (let i = 0; i < 300; i++) {
+      await leased.consume('hot', 'a');
+      await leased.consume('hot', 'b');
+    }
+    await plain.setLimit('hot', 100);
+    // Every decision after the announcement is the store's at the new limit, or from a block taken at it.
+    await until(
+      'both keys decided at the rule-wide limit',
+      async () =>
+        (await leased.consume('hot', 'a')).limit === 100 && (await leased.consume('hot', 'b')).limit === 100,
+      20_000,
+    );
+    for (const key of ['a', 'b']) {
+      const decision = await leased.consume('hot', key);
+      expect(decision.limit, key).to.equal(100);
+      // Over the new limit already (300 counted at the old one): denied, not admitted from an old block.
+      expect(decision.allowed, key).to.equal(false);
+    }
+  });
+
   it('rules with a lockout or outcome counting are never leased: one call per decision', async () => {
     const rules = [
       rule({ name: 'locks', lockout: { duration: '1m' } }),

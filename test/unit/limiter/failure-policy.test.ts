@@ -405,13 +405,40 @@ describe('failure policy: a synchronous store (Store.evaluateSync)', () => {
     await limiter.close();
   });
 
-  it('calls a shared store that declares evaluateSync through evaluate, under the policy', async () => {
-    const store = { ...downStore(), evaluateSync: (): EvalResult => expect.fail('called synchronously') };
-    const limiter = createLimiter({ store, rules });
+  it("sends what a shared store's evaluateSync declines (or throws on) to evaluate, under the policy", async () => {
+    let asked = 0;
+    const declines = { ...downStore(), evaluateSync: () => void asked++ };
+    const throws = { ...downStore(), evaluateSync: (): EvalResult => expect.fail('its own fault') };
+    for (const store of [declines, throws]) {
+      const limiter = createLimiter({ store, rules });
+      const seen: string[] = [];
+      limiter.observe({ decision: (_decision, info) => seen.push(info.source) });
+      expect((await limiter.consume('api', 'k')).allowed).to.equal(true);
+      expect(seen).to.deep.equal(['insurance']);
+      expect((await limiter.health()).state).to.equal('down');
+      await limiter.close();
+    }
+    expect(asked).to.equal(1);
+  });
+
+  it("takes a shared store's synchronous answer (leased units) without a call, and is not made healthy by it", async () => {
+    const inner = new MemoryStore();
+    let calls = 0;
+    const store: Store = {
+      ...downStore(),
+      evaluate: (ops, mode) => {
+        calls++;
+        return downStore().evaluate(ops, mode);
+      },
+      evaluateSync: (ops, mode) => (calls > 0 ? inner.evaluateSync(ops, mode) : undefined),
+    };
+    const limiter = createLimiter({ store, rules: [{ ...rules[0], limit: 100 } as Rule] });
     const seen: string[] = [];
     limiter.observe({ decision: (_decision, info) => seen.push(info.source) });
-    expect((await limiter.consume('api', 'k')).allowed).to.equal(true);
-    expect(seen).to.deep.equal(['insurance']);
+    await limiter.consume('api', 'k');
+    for (let i = 0; i < 3; i++) expect((await limiter.consume('api', 'k')).allowed).to.equal(true);
+    expect(calls).to.equal(1);
+    expect(seen).to.deep.equal(['insurance', 'store', 'store', 'store']);
     expect((await limiter.health()).state).to.equal('down');
     await limiter.close();
   });
@@ -456,10 +483,14 @@ describe('failure policy: the insurance store comes from the options (insurance.
 
   it('refuses a store that cannot decide synchronously, the shared store itself, and a misspelt field', () => {
     expect(refusal({ store: downStore() })).to.equal(
-      'insurance.store must be a store that decides synchronously (declares evaluateSync), such as ' +
+      'insurance.store must be a local store that decides synchronously (declares evaluateSync), such as ' +
         'new MemoryStore({ maxKeys: 50000 }), got an object without it',
     );
-    expect(refusal({ store: 5 })).to.match(/insurance\.store must be a store .*, got 5$/);
+    // A shared store may declare it (leasing) and still decline: never an insurance store.
+    expect(refusal({ store: { ...downStore(), evaluateSync: () => undefined } })).to.match(
+      /, got a shared store \(local false\)$/,
+    );
+    expect(refusal({ store: 5 })).to.match(/insurance\.store must be a local store .*, got 5$/);
     class RemoteStore {}
     expect(refusal({ store: new RemoteStore() })).to.match(/, got a RemoteStore without it$/);
     const shared = {
