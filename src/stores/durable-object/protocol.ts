@@ -101,9 +101,9 @@ export function readRule(value: unknown, field: string): StoreRule {
   const type = rule.type;
   if (typeof type !== 'string' || !Object.hasOwn(algorithms, type))
     fail(`${field}.type`, 'a window type', type);
-  // From the registry: a calendar period has no size of its own (no 'size' field), a sliding counter has buckets.
   const fields = windowKind(type as StoreRule['type']).fields;
-  const calendar = !fields.includes('size');
+  // A calendar period has no size; a sliding counter has buckets (read from the registry's kinds).
+  const calendar = fields.includes('unit');
   const lockout = rule.lockout === undefined ? undefined : record(rule.lockout, `${field}.lockout`);
   const escalate = lockout?.escalate;
   if (lockout !== undefined && (typeof escalate !== 'number' || !(escalate >= 1) || escalate > 1e6))
@@ -136,7 +136,7 @@ export function readOp(value: unknown, field: string): StoreOp {
     cost: integer(op.cost, `${field}.cost`),
     limit: integer(op.limit, `${field}.limit`, 1),
   };
-  if (windowKind(rule.type).fields.includes('size')) return base;
+  if (!windowKind(rule.type).fields.includes('unit')) return base;
   const periodEndMs = time(op.periodEndMs, `${field}.periodEndMs`);
   const nextPeriodEndMs = time(op.nextPeriodEndMs, `${field}.nextPeriodEndMs`);
   if (nextPeriodEndMs <= periodEndMs) fail(`${field}.nextPeriodEndMs`, 'after periodEndMs', nextPeriodEndMs);
