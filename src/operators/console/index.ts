@@ -89,21 +89,27 @@ async function apply(
   const badRequest = (why: string) =>
     buildPage(req, res, config, { status: 400, error: `Refused: ${why}. Nothing was changed.` });
   if (limiter === undefined) return badRequest(`no rule named '${change.rule}'`);
-  if (RULE_ACTIONS.includes(change.action)) return applyToRule(change, limiter, req, res, config);
-  if (change.key === '') return badRequest('no key given');
-  const key = keyShown(change.key);
-  if (key instanceof Error) return badRequest(key.message);
+  // A rule-wide action (`limiter.setLimit`: every key, every process) carries no key.
+  const onRule = RULE_ACTIONS.includes(change.action);
+  let key = '';
+  if (!onRule) {
+    if (change.key === '') return badRequest('no key given');
+    const shown = keyShown(change.key);
+    if (shown instanceof Error) return badRequest(shown.message);
+    key = shown;
+  }
+  const limit = /^\d{1,15}$/.test(change.limit) ? Number(change.limit) : Number.NaN;
+  if ((change.action === 'override' || change.action === 'rule-limit') && Number.isNaN(limit))
+    return badRequest(`the limit must be a whole number, got '${change.limit}'`);
+  const options = change.for === '' ? {} : { for: change.for };
   try {
     if (change.action === 'unlock') {
       // Through reset: the store clears count, lock and level, and every process's deny cache forgets the key.
       await limiter.reset(change.rule, key);
-    } else if (change.action === 'clear-override') {
-      await limiter.override(change.rule, key, null);
-    } else {
-      const limit = /^\d{1,15}$/.test(change.limit) ? Number(change.limit) : Number.NaN;
-      if (Number.isNaN(limit)) return badRequest(`the limit must be a whole number, got '${change.limit}'`);
-      await limiter.override(change.rule, key, limit, change.for === '' ? {} : { for: change.for });
-    }
+    } else if (change.action === 'clear-override') await limiter.override(change.rule, key, null);
+    else if (change.action === 'override') await limiter.override(change.rule, key, limit, options);
+    else if (change.action === 'clear-rule-limit') await limiter.setLimit(change.rule, null);
+    else await limiter.setLimit(change.rule, limit, options);
   } catch (error) {
     // The limiter's own refusals (a bad limit or duration, a store without overrides) are the operator's
     // to fix; anything else is the store failing.
@@ -116,40 +122,10 @@ async function apply(
     });
   }
   res.statusCode = 303;
-  res.setHeader(
-    'Location',
-    `?${new URLSearchParams({ rule: change.rule, key: change.key, done: change.action })}`,
-  );
-  res.end();
-}
-
-/** A rule-wide limit set (`limiter.setLimit`, every key, every process) or cleared. */
-async function applyToRule(
-  change: Change,
-  limiter: Limiter,
-  req: IncomingMessage,
-  res: ServerResponse,
-  config: Limiters,
-): Promise<void> {
-  const badRequest = (why: string) =>
-    buildPage(req, res, config, { status: 400, error: `Refused: ${why}. Nothing was changed.` });
-  try {
-    if (change.action === 'clear-rule-limit') await limiter.setLimit(change.rule, null);
-    else {
-      const limit = /^\d{1,15}$/.test(change.limit) ? Number(change.limit) : Number.NaN;
-      if (Number.isNaN(limit)) return badRequest(`the limit must be a whole number, got '${change.limit}'`);
-      await limiter.setLimit(change.rule, limit, change.for === '' ? {} : { for: change.for });
-    }
-  } catch (error) {
-    const { name, message } = error as Error;
-    if (name === 'RateLimitConfigError' || name === 'RateLimitRequestError') return badRequest(message);
-    return buildPage(req, res, config, {
-      status: 503,
-      error: `The store failed: ${message}. Nothing was changed.`,
-    });
-  }
-  res.statusCode = 303;
-  res.setHeader('Location', `?${new URLSearchParams({ done: change.action, rule: change.rule })}`);
+  const back = onRule
+    ? { done: change.action, rule: change.rule }
+    : { rule: change.rule, key: change.key, done: change.action };
+  res.setHeader('Location', `?${new URLSearchParams(back)}`);
   res.end();
 }
 
