@@ -41,13 +41,14 @@ class Worker {
 }
 
 /**
- * The tallies of one run of `count` processes (`kill`: the first kills itself at `killAfterMs`); `ready` is
+ * The tallies of one run of `count` processes (`kill`: the first kills itself `afterMs` from the start, or at
+ * its admission number `afterAdmitted`, holding what it leased); `ready` is
  * awaited once every process is prepared and warmed up, before the run starts.
  */
 export async function runHotKey(
   run: HotKeyRun,
   count: number,
-  kill?: { afterMs: number },
+  kill?: { afterMs: number } | { afterAdmitted: number },
   ready?: () => Promise<unknown>,
 ): Promise<HotKeyTally[]> {
   const dir = makeTempDir('hot-key');
@@ -59,7 +60,16 @@ export async function runHotKey(
       workers.map((w, i) =>
         w.ask({
           type: 'prepare',
-          run: i === 0 && kill !== undefined ? { ...run, killAfterMs: kill.afterMs, tallyFile } : run,
+          run:
+            i === 0 && kill !== undefined
+              ? {
+                  ...run,
+                  tallyFile,
+                  ...('afterMs' in kill
+                    ? { killAfterMs: kill.afterMs }
+                    : { killAfterAdmitted: kill.afterAdmitted }),
+                }
+              : run,
         }),
       ),
     );
