@@ -1,45 +1,14 @@
 // limiter.override across real processes on one Redis: set in one process, obeyed by another from its
 // very next decision (its deny cache forgets the key), expired on time, cleared with null; a rule that
 // never had an override costs the other process no read of one.
-import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { once } from 'node:events';
-import { createInterface } from 'node:readline';
 import { expect } from 'chai';
-import { track } from '../support/processes.js';
+import { startLineWorker, type LineWorker as Worker } from '../support/processes.js';
 import { type RedisServer, startRedis } from '../support/redis.js';
 import { until } from '../support/settle.js';
 
-interface Worker {
-  ask(line: string): Promise<Record<string, unknown>>;
-  quit(): Promise<void>;
-}
-
-async function startWorker(server: RedisServer, prefix: string): Promise<Worker> {
-  const child: ChildProcess = track(
-    spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/override-worker.ts', server.url, prefix], {
-      stdio: ['pipe', 'pipe', 'inherit'],
-    }),
-  );
-  const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream })[Symbol.asyncIterator]();
-  const next = async () => {
-    const { value, done } = await lines.next();
-    if (done) throw new Error('the worker process ended');
-    return String(value);
-  };
-  expect(await next()).to.equal('ready');
-  return {
-    async ask(line) {
-      child.stdin?.write(`${line}\n`);
-      return JSON.parse(await next()) as Record<string, unknown>;
-    },
-    async quit() {
-      if (child.exitCode !== null) return;
-      const exited = once(child, 'exit');
-      child.stdin?.end('quit\n');
-      await exited;
-    },
-  };
+function startWorker(server: RedisServer, prefix: string): Promise<Worker> {
+  return startLineWorker('test/fixtures/override-worker.ts', [server.url, prefix]);
 }
 
 describe('overrides across real processes on Redis', () => {

@@ -3,55 +3,20 @@
 // count never pass the limit each was decided at, nor the key's count; changes raced by the 4 processes
 // leave every process (and every Cluster slot) with one value; a limit set `for` a while outlives the
 // process that set it and ends on time.
-import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { once } from 'node:events';
-import { createInterface } from 'node:readline';
 import { expect } from 'chai';
 import { type PostgresServer, startPostgres } from '../support/postgres.js';
-import { track } from '../support/processes.js';
+import { startLineWorker, type LineWorker as Worker } from '../support/processes.js';
 import { type RedisServer, startRedis, useCluster } from '../support/redis.js';
 import { until } from '../support/settle.js';
-
-interface Worker {
-  ask(line: string): Promise<Record<string, unknown>>;
-  quit(): Promise<void>;
-}
 
 interface Burst {
   limits: number[];
   denied: number;
 }
 
-async function startWorker(kind: string, address: string, prefix: string): Promise<Worker> {
-  const child: ChildProcess = track(
-    spawn(
-      process.execPath,
-      ['--import', 'tsx', 'test/fixtures/rule-limit-worker.ts', kind, address, prefix],
-      {
-        stdio: ['pipe', 'pipe', 'inherit'],
-      },
-    ),
-  );
-  const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream })[Symbol.asyncIterator]();
-  const next = async () => {
-    const { value, done } = await lines.next();
-    if (done) throw new Error('the worker process ended');
-    return String(value);
-  };
-  expect(await next()).to.equal('ready');
-  return {
-    async ask(line) {
-      child.stdin?.write(`${line}\n`);
-      return JSON.parse(await next()) as Record<string, unknown>;
-    },
-    async quit() {
-      if (child.exitCode !== null) return;
-      const exited = once(child, 'exit');
-      child.stdin?.end('quit\n');
-      await exited;
-    },
-  };
+function startWorker(kind: string, address: string, prefix: string): Promise<Worker> {
+  return startLineWorker('test/fixtures/rule-limit-worker.ts', [kind, address, prefix]);
 }
 
 /** Every process fires `n` concurrent consumes of `key` at once: their answers. */

@@ -1,20 +1,12 @@
 // A window chosen per request across 4 real processes on one store (Redis, PostgreSQL): a key's window keeps
 // the size of the request that started it while the processes race on it at another size, and the next window
 // takes the size chosen then. Admissions are counted by the handlers; resets and waits are the store's answers.
-import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { once } from 'node:events';
-import { createInterface } from 'node:readline';
 import { expect } from 'chai';
 import { type PostgresServer, startPostgres } from '../support/postgres.js';
-import { track } from '../support/processes.js';
+import { startLineWorker, type LineWorker as Worker } from '../support/processes.js';
 import { type RedisServer, startRedis } from '../support/redis.js';
 import { until } from '../support/settle.js';
-
-interface Worker {
-  ask(line: string): Promise<Record<string, unknown>>;
-  quit(): Promise<void>;
-}
 
 interface Burst {
   resets: number[];
@@ -22,31 +14,8 @@ interface Burst {
   w: number[];
 }
 
-async function startWorker(kind: string, address: string, prefix: string): Promise<Worker> {
-  const child: ChildProcess = track(
-    spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/window-fn-worker.ts', kind, address, prefix], {
-      stdio: ['pipe', 'pipe', 'inherit'],
-    }),
-  );
-  const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream })[Symbol.asyncIterator]();
-  const next = async () => {
-    const { value, done } = await lines.next();
-    if (done) throw new Error('the worker process ended');
-    return String(value);
-  };
-  expect(await next()).to.equal('ready');
-  return {
-    async ask(line) {
-      child.stdin?.write(`${line}\n`);
-      return JSON.parse(await next()) as Record<string, unknown>;
-    },
-    async quit() {
-      if (child.exitCode !== null) return;
-      const exited = once(child, 'exit');
-      child.stdin?.end('quit\n');
-      await exited;
-    },
-  };
+function startWorker(kind: string, address: string, prefix: string): Promise<Worker> {
+  return startLineWorker('test/fixtures/window-fn-worker.ts', [kind, address, prefix]);
 }
 
 /** Every process fires `n` concurrent checks of `key`, the size each chooses given by `sizes` (one per process). */

@@ -1,8 +1,10 @@
 // Child processes and temp dirs of tests and benchmarks: none outlives this process, however it ends.
-import type { ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createInterface } from 'node:readline';
 
 const children = new Set<ChildProcess>();
 const tempDirs = new Set<string>();
@@ -68,4 +70,38 @@ export function makeTempDir(kind: string): string {
 export function removeTempDir(dir: string): void {
   rmSync(dir, { recursive: true, force: true });
   tempDirs.delete(dir);
+}
+
+/** A worker process spoken to a line at a time: each line asked is answered with one line of JSON. */
+export interface LineWorker {
+  ask(line: string): Promise<Record<string, unknown>>;
+  /** Sends `quit` and waits for the process to exit. */
+  quit(): Promise<void>;
+}
+
+/** Starts `fixture` (a TypeScript file run by tsx) with `args`; resolves once it printed `ready`. */
+export async function startLineWorker(fixture: string, args: readonly string[]): Promise<LineWorker> {
+  const child: ChildProcess = track(
+    spawn(process.execPath, ['--import', 'tsx', fixture, ...args], { stdio: ['pipe', 'pipe', 'inherit'] }),
+  );
+  const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream })[Symbol.asyncIterator]();
+  const next = async () => {
+    const { value, done } = await lines.next();
+    if (done) throw new Error(`the worker process ${fixture} ended`);
+    return String(value);
+  };
+  const first = await next();
+  if (first !== 'ready') throw new Error(`the worker process ${fixture} said '${first}' before 'ready'`);
+  return {
+    async ask(line) {
+      child.stdin?.write(`${line}\n`);
+      return JSON.parse(await next()) as Record<string, unknown>;
+    },
+    async quit() {
+      if (child.exitCode !== null) return;
+      const exited = once(child, 'exit');
+      child.stdin?.end('quit\n');
+      await exited;
+    },
+  };
 }
