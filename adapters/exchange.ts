@@ -4,7 +4,7 @@ import { appendsField, type HeaderField } from '../src/headers.js';
 import type { Decision, Limiter, RequestInfo } from '../src/index.js';
 import { UNTRUSTED_FORWARDED_WARNING, warnOncePerProcess } from '../src/warnings.js';
 import type { Setup } from './common.js';
-import { TRUST_SETTINGS, type TrustSetting, type WiringCheck } from './wiring.js';
+import type { TrustSetting, WiringCheck } from './wiring.js';
 
 /**
  * One request and its response, as the sequence needs them. Each framework implements it once
@@ -347,7 +347,7 @@ export function createForwardedCheck(limiter: Limiter): ForwardedCheck {
       const setting = framework.untrusted();
       if (setting === undefined) return;
       warnUntrusted(
-        `a request carrying ${header} reached rule "${rule.rule}", keyed on the client address, while ${TRUST_SETTINGS[setting]}. Behind a proxy every client then has the proxy's address and all share one bucket; a request that reached the app directly with the header is the client's own claim, rightly ignored`,
+        `a request carrying ${header} reached rule "${rule.rule}", keyed on the client address, while ${setting.untrusted}. Behind a proxy every client then has the proxy's address and all share one bucket; a request that reached the app directly with the header is the client's own claim, rightly ignored`,
       );
     },
   };

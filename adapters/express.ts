@@ -15,7 +15,7 @@ import {
 import { onUnixSocket, type Trust, unixSocketClient } from './proxy-trust.js';
 import { responseEnded } from './response-ends.js';
 import { type SlowDownOptions, slowDownSetup } from './slow-down.js';
-import { SPOOFABLE_FIXES, type TrustSetting, type WiringCheck } from './wiring.js';
+import { EXPRESS_TRUST, type TrustSetting, type WiringCheck } from './wiring.js';
 
 export type { RateLimitOptions } from './common.js';
 export { SPOOFABLE_IP_WARNING } from './common.js';
@@ -198,7 +198,7 @@ export class ExpressExchange implements HttpExchange {
     this.#req = req;
     this.#res = res;
     this.handle = handle;
-    this.#trustSetting = settings.trustSetting ?? 'express';
+    this.#trustSetting = settings.trustSetting ?? EXPRESS_TRUST;
     this.#attached = settings.attached;
     if (settings.refuse !== undefined) this.refuse = settings.refuse;
   }
@@ -216,7 +216,7 @@ export class ExpressExchange implements HttpExchange {
 
   spoofable(): string | undefined {
     if (this.#req.app?.get('trust proxy') !== true) return undefined;
-    return `Express 'trust proxy' is true (${SPOOFABLE_FIXES[this.#trustSetting]})`;
+    return `Express 'trust proxy' is true (${this.#trustSetting.spoofable})`;
   }
 
   /** Express's default, `trust proxy` false (or 0 hops), believes no `X-Forwarded-For` entry. */

@@ -6,7 +6,7 @@ import { responseClosed } from './common.js';
 import { type BadRequestBody, type ExchangeSettings, type HttpExchange, pathOf } from './exchange.js';
 import { compileTrust, onUnixSocket, type Trust, type TrustProxy, unixSocketClient } from './proxy-trust.js';
 import { responseEnded } from './response-ends.js';
-import { SPOOFABLE_FIXES, type TrustSetting, type WiringCheck } from './wiring.js';
+import { FASTIFY_TRUST, type TrustSetting, type WiringCheck } from './wiring.js';
 
 /** A chain of documentation addresses behind a public peer: only a trust-everything setting takes its left end. */
 const PROBE = {
@@ -215,7 +215,7 @@ export class FastifyExchange implements HttpExchange {
     this.#reply = reply;
     this.handle = handle;
     this.#prefix = prefix;
-    this.#trustSetting = settings.trustSetting ?? 'fastify';
+    this.#trustSetting = settings.trustSetting ?? FASTIFY_TRUST;
     this.attached = settings.attached ?? false;
     if (settings.refuse !== undefined) this.refuse = settings.refuse;
   }
@@ -226,7 +226,7 @@ export class FastifyExchange implements HttpExchange {
 
   spoofable(): string | undefined {
     if (!believesAnyProxy(this.#request)) return undefined;
-    return `Fastify trustProxy is true (${SPOOFABLE_FIXES[this.#trustSetting]})`;
+    return `Fastify trustProxy is true (${this.#trustSetting.spoofable})`;
   }
 
   /**

@@ -4,7 +4,7 @@ import type { Decision, RequestInfo } from '../src/index.js';
 import { errorStatus, heldUntilWritten, signalAborted } from './common.js';
 import { type HttpExchange, pathOf } from './exchange.js';
 import { clientAddress, type Trust } from './proxy-trust.js';
-import { SPOOFABLE_FIXES, type TrustSetting, type WiringCheck } from './wiring.js';
+import { FETCH_TRUST, type TrustSetting, type WiringCheck } from './wiring.js';
 
 /** The second argument Bun's `fetch` handler gets: its server, which knows each request's peer. */
 interface BunServer {
@@ -242,12 +242,12 @@ export class FetchExchange implements HttpExchange {
 
   spoofable(): string | undefined {
     return this.#reading.trustsAll
-      ? `withRateLimit's trustProxy is true (${SPOOFABLE_FIXES.fetch})`
+      ? `withRateLimit's trustProxy is true (${FETCH_TRUST.spoofable})`
       : undefined;
   }
 
   untrusted(): TrustSetting | undefined {
-    return this.#reading.trustsNone ? 'fetch' : undefined;
+    return this.#reading.trustsNone ? FETCH_TRUST : undefined;
   }
 
   whenGone(cancel: () => void): () => void {

@@ -9,7 +9,7 @@ import type { HttpExchange } from './exchange.js';
 import { runtimePeer } from './fetch-exchange.js';
 import { clientAddress, onUnixSocket, type Trust, unixSocketClient } from './proxy-trust.js';
 import { type ResponseToWrite, responseWritten } from './response-ends.js';
-import { SPOOFABLE_FIXES, type TrustSetting, type WiringCheck } from './wiring.js';
+import { HONO_TRUST, type TrustSetting, type WiringCheck } from './wiring.js';
 
 /**
  * The body as the handler will read it, through Hono's own cached readers. A form (`urlencoded`,
@@ -165,11 +165,11 @@ export class HonoExchange implements HttpExchange {
   }
 
   spoofable(): string | undefined {
-    return this.#reading.trustsAll ? `Hono trustProxy is true (${SPOOFABLE_FIXES.hono})` : undefined;
+    return this.#reading.trustsAll ? `Hono trustProxy is true (${HONO_TRUST.spoofable})` : undefined;
   }
 
   untrusted(): TrustSetting | undefined {
-    return this.#reading.trustsNone ? 'hono' : undefined;
+    return this.#reading.trustsNone ? HONO_TRUST : undefined;
   }
 
   /** The request's signal aborts when the client goes (`@hono/node-server`, Bun, Deno). */

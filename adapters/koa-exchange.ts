@@ -4,7 +4,7 @@ import type { Decision, RequestInfo } from '../src/index.js';
 import { errorStatus, responseClosed } from './common.js';
 import { type HttpExchange, pathOf } from './exchange.js';
 import { responseWritten } from './response-ends.js';
-import { SPOOFABLE_FIXES, type TrustSetting, type WiringCheck } from './wiring.js';
+import { KOA_TRUST, type TrustSetting, type WiringCheck } from './wiring.js';
 
 /**
  * The request as the core sees it; `ip` is Koa's own notion (after `app.proxy`, `maxIpsCount`). Everything
@@ -75,12 +75,12 @@ export class KoaExchange implements HttpExchange {
   spoofable(): string | undefined {
     const app = this.#ctx.app;
     if (!app.proxy || app.maxIpsCount > 0) return undefined;
-    return `Koa app.proxy is on with app.maxIpsCount 0 (${SPOOFABLE_FIXES.koa})`;
+    return `Koa app.proxy is on with app.maxIpsCount 0 (${KOA_TRUST.spoofable})`;
   }
 
   /** Koa's default, `app.proxy` false, believes no `X-Forwarded-For` entry. */
   untrusted(): TrustSetting | undefined {
-    return this.#ctx.app.proxy ? undefined : 'koa';
+    return this.#ctx.app.proxy ? undefined : KOA_TRUST;
   }
 
   whenGone(cancel: () => void): () => void {

@@ -9,6 +9,7 @@ import { type Decision, RateLimitRequestError, type RequestInfo } from '../src/i
 import type { BadRequestBody, HttpExchange } from './exchange.js';
 import { ExpressExchange } from './express.js';
 import { FastifyExchange } from './fastify-exchange.js';
+import { NEST_EXPRESS_TRUST, NEST_FASTIFY_TRUST } from './wiring.js';
 
 /**
  * The exchange of the platform Nest runs on: Fastify's reply wraps the Node response in `raw`, Express's
@@ -29,12 +30,12 @@ export function platformExchange(
   if (typeof reply.code === 'function' && typeof reply.raw === 'object')
     return new FastifyExchange(request as FastifyRequest, response as FastifyReply, handle, '', {
       attached,
-      trustSetting: 'nest-fastify',
+      trustSetting: NEST_FASTIFY_TRUST,
       refuse,
     });
   return new ExpressExchange(request as Request, response as Response, handle, {
     attached,
-    trustSetting: 'nest-express',
+    trustSetting: NEST_EXPRESS_TRUST,
     refuse,
   });
 }

@@ -94,39 +94,58 @@ export function createWiringCheck(limiter: Limiter): WiringCheck {
 }
 
 /**
- * What to change so that a framework believes its proxy, named in the framework's own terms (the advice of
- * the untrusted-forwarded warning).
+ * A framework's proxy setting in its own terms: what to change so that the framework believes its proxy (the
+ * advice of the untrusted-forwarded warning), and what to set instead of a setting that believes every
+ * `X-Forwarded-For` entry (the advice of the spoofable-IP warning). One constant per framework, so that a
+ * bundle carries only its own adapter's.
  */
-export const TRUST_SETTINGS = {
-  express:
-    "Express trusts no proxy: set app.set('trust proxy', n) to the number of proxies in front of the app (or to their addresses)",
-  koa: 'Koa trusts no proxy: set app.proxy = true and app.maxIpsCount to the number of proxies in front of the app',
-  fastify:
-    "Fastify trusts no proxy: create it with the trustProxy option set to the proxies' addresses or subnets, Fastify({ trustProxy: '10.0.0.0/8' }) (Fastify 5.12 and later ignore a number of hops)",
-  fetch:
-    "ratekeeper/fetch's withRateLimit trusts no proxy: give it the trustProxy option, the number of proxies in front of the app (or their addresses); the peer it starts from is the runtime's (Bun's requestIP, Deno's remoteAddr, CF-Connecting-IP in a Worker or with cloudflare: true) or clientAddress's",
-  hono: "ratekeeper/hono's rateLimit trusts no proxy: give it the trustProxy option, the number of proxies in front of the app (or their addresses); the peer it starts from is getConnInfo's remote address",
-  'nest-express':
-    "Nest's Express platform trusts no proxy: call app.set('trust proxy', n) on the NestExpressApplication, n the number of proxies in front of the app (or their addresses)",
-  'nest-fastify':
-    "Nest's Fastify platform trusts no proxy: create it with new FastifyAdapter({ trustProxy: addresses }), the proxies' addresses or subnets such as '10.0.0.0/8' (Fastify 5.12 and later ignore a number of hops)",
-} as const;
+export interface TrustSetting {
+  readonly untrusted: string;
+  readonly spoofable: string;
+}
 
-/**
- * What to set instead of a proxy setting that believes every `X-Forwarded-For` entry, in the framework's own
- * terms (the advice of the spoofable-IP warning).
- */
-export const SPOOFABLE_FIXES: Record<TrustSetting, string> = {
-  express: "set app.set('trust proxy', n), n the number of proxies in front of the app, or their addresses",
-  koa: 'set app.maxIpsCount = n, n the number of proxies in front of the app (app.maxIpsCount = 1 behind one)',
-  fastify:
-    "create it with trustProxy set to the proxies' addresses or subnets, such as Fastify({ trustProxy: '10.0.0.0/8' })",
-  hono: 'give trustProxy the number of proxies in front of the app, or their addresses',
-  fetch: 'give trustProxy the number of proxies in front of the app, or their addresses',
-  'nest-express':
-    "call app.set('trust proxy', n) on the NestExpressApplication, n the number of proxies in front of the app, or their addresses",
-  'nest-fastify':
-    "create it with new FastifyAdapter({ trustProxy: addresses }), the proxies' addresses or subnets such as '10.0.0.0/8'",
+export const EXPRESS_TRUST: TrustSetting = {
+  untrusted:
+    "Express trusts no proxy: set app.set('trust proxy', n) to the number of proxies in front of the app (or to their addresses)",
+  spoofable: "set app.set('trust proxy', n), n the number of proxies in front of the app, or their addresses",
 };
 
-export type TrustSetting = keyof typeof TRUST_SETTINGS;
+export const KOA_TRUST: TrustSetting = {
+  untrusted:
+    'Koa trusts no proxy: set app.proxy = true and app.maxIpsCount to the number of proxies in front of the app',
+  spoofable:
+    'set app.maxIpsCount = n, n the number of proxies in front of the app (app.maxIpsCount = 1 behind one)',
+};
+
+export const FASTIFY_TRUST: TrustSetting = {
+  untrusted:
+    "Fastify trusts no proxy: create it with the trustProxy option set to the proxies' addresses or subnets, Fastify({ trustProxy: '10.0.0.0/8' }) (Fastify 5.12 and later ignore a number of hops)",
+  spoofable:
+    "create it with trustProxy set to the proxies' addresses or subnets, such as Fastify({ trustProxy: '10.0.0.0/8' })",
+};
+
+export const FETCH_TRUST: TrustSetting = {
+  untrusted:
+    "ratekeeper/fetch's withRateLimit trusts no proxy: give it the trustProxy option, the number of proxies in front of the app (or their addresses); the peer it starts from is the runtime's (Bun's requestIP, Deno's remoteAddr, CF-Connecting-IP in a Worker or with cloudflare: true) or clientAddress's",
+  spoofable: 'give trustProxy the number of proxies in front of the app, or their addresses',
+};
+
+export const HONO_TRUST: TrustSetting = {
+  untrusted:
+    "ratekeeper/hono's rateLimit trusts no proxy: give it the trustProxy option, the number of proxies in front of the app (or their addresses); the peer it starts from is getConnInfo's remote address",
+  spoofable: 'give trustProxy the number of proxies in front of the app, or their addresses',
+};
+
+export const NEST_EXPRESS_TRUST: TrustSetting = {
+  untrusted:
+    "Nest's Express platform trusts no proxy: call app.set('trust proxy', n) on the NestExpressApplication, n the number of proxies in front of the app (or their addresses)",
+  spoofable:
+    "call app.set('trust proxy', n) on the NestExpressApplication, n the number of proxies in front of the app, or their addresses",
+};
+
+export const NEST_FASTIFY_TRUST: TrustSetting = {
+  untrusted:
+    "Nest's Fastify platform trusts no proxy: create it with new FastifyAdapter({ trustProxy: addresses }), the proxies' addresses or subnets such as '10.0.0.0/8' (Fastify 5.12 and later ignore a number of hops)",
+  spoofable:
+    "create it with new FastifyAdapter({ trustProxy: addresses }), the proxies' addresses or subnets such as '10.0.0.0/8'",
+};

@@ -46,7 +46,7 @@ export function explainPathError(message: string): string | undefined {
   return undefined;
 }
 
-/** Predefined schedules croner takes instead of fields ('@daily', '@hourly' ...). */
+/** Predefined schedules taken instead of fields ('@daily', '@hourly' ...; src/rules/cron.ts). */
 const CRON_ALIAS = /^@\w+$/;
 
 /** What a cron expression needs, for messages. */

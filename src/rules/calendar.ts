@@ -1,6 +1,6 @@
-// Calendar windows: period boundaries at wall-clock units (Intl's time zone data) or cron ticks (croner) in an IANA zone.
-import { Cron } from 'croner';
+// Calendar windows: period boundaries at wall-clock units or cron ticks (cron.ts) in an IANA zone (Intl's time zone data).
 import type { CalendarUnit } from '../types.js';
+import { type CronSchedule, nextWallMatch, parseCron } from './cron.js';
 
 export const CALENDAR_UNITS: readonly CalendarUnit[] = ['minute', 'hour', 'day', 'week', 'month'];
 
@@ -48,14 +48,9 @@ export function isValidTimeZone(zone: string): boolean {
   }
 }
 
-/** Throws the parser's message when the expression is not a valid cron expression. */
-export function assertCron(expression: string, timezone: string): void {
-  cronOf(expression, timezone).nextRun(new Date(0));
-}
-
-function cronOf(expression: string, zone: string): Cron {
-  // Day of month and day of week combine with OR, as in Vixie cron (croner's default).
-  return new Cron(expression, { timezone: zone, mode: '5-or-6-parts' });
+/** Throws a TypeError naming the fault when the expression is not a cron expression calendar windows take. */
+export function assertCron(expression: string): void {
+  parseCron(expression);
 }
 
 interface WallTime {
@@ -91,25 +86,44 @@ function offsetAt(zone: string, atMs: number): number {
 }
 
 /**
+ * The instants whose wall time in the zone is `wallMs`, earliest first: one, two where a clock set back
+ * makes it occur twice, none where a clock set forward skips it.
+ */
+function instantsOf(zone: string, wallMs: number): number[] {
+  // Offsets are within ±14 h: one day either side brackets any transition near the target.
+  const before = wallMs - offsetAt(zone, wallMs - DAY_MS);
+  const after = wallMs - offsetAt(zone, wallMs + DAY_MS);
+  const valid = [before, after].filter((t) => t + offsetAt(zone, t) === wallMs).sort((a, b) => a - b);
+  return valid[0] === valid[1] ? valid.slice(0, 1) : valid;
+}
+
+/** The first instant after `lowMs`, up to `highMs`, at which the zone's offset differs from its offset at `lowMs`. */
+function transitionAfter(zone: string, lowMs: number, highMs: number): number {
+  const offset = offsetAt(zone, lowMs);
+  let low = lowMs;
+  let high = highMs;
+  while (high - low > 1) {
+    const middle = Math.floor((low + high) / 2);
+    if (offsetAt(zone, middle) === offset) low = middle;
+    else high = middle;
+  }
+  return high;
+}
+
+/** The end of the gap that skips the wall time `wallMs` (in a gap: it has no instant): the first instant after it. */
+function gapEnd(zone: string, wallMs: number): number {
+  const before = wallMs - offsetAt(zone, wallMs - DAY_MS);
+  const after = wallMs - offsetAt(zone, wallMs + DAY_MS);
+  return transitionAfter(zone, Math.min(before, after), Math.max(before, after));
+}
+
+/**
  * The first instant whose wall time in the zone is `wallMs` or later: the instant of that wall time, the
  * earlier one when a clock set back makes it occur twice, and the end of the gap when a clock set forward
  * skips it (midnight does not exist on such a day in some zones: the day starts at 01:00).
  */
 function instantOf(zone: string, wallMs: number): number {
-  // Offsets are within ±14 h: one day either side brackets any transition near the target.
-  const before = wallMs - offsetAt(zone, wallMs - DAY_MS);
-  const after = wallMs - offsetAt(zone, wallMs + DAY_MS);
-  const valid = [before, after].filter((t) => t + offsetAt(zone, t) === wallMs);
-  if (valid.length > 0) return Math.min(...valid);
-  // In a gap: the transition lies between the two candidates; find its first instant.
-  let low = Math.min(before, after);
-  let high = Math.max(before, after);
-  while (high - low > 1) {
-    const middle = Math.floor((low + high) / 2);
-    if (middle + offsetAt(zone, middle) >= wallMs) high = middle;
-    else low = middle;
-  }
-  return high;
+  return instantsOf(zone, wallMs)[0] ?? gapEnd(zone, wallMs);
 }
 
 function unitEnd(unit: CalendarUnit, zone: string, fromMs: number): number {
@@ -127,10 +141,52 @@ function unitEnd(unit: CalendarUnit, zone: string, fromMs: number): number {
   return instantOf(zone, Date.UTC(year, month, 1));
 }
 
-function cronEnd(cron: Cron, fromMs: number): number {
-  const next = cron.nextRun(new Date(fromMs));
-  // A valid 5- or 6-field expression always runs again; a date that never comes ends nothing.
-  return next === null ? Number.POSITIVE_INFINITY : next.getTime();
+/**
+ * The first instant after `afterMs` of a wall time the schedule matches, from `fromWallMs` on. A wall time
+ * that occurs twice runs at both instants, or at the first alone for a fixed-time schedule; one in a gap is
+ * skipped, or for a fixed-time schedule runs at the gap's end if that is still the same date.
+ */
+function cronRun(s: CronSchedule, zone: string, fromWallMs: number, afterMs: number): number {
+  let wallMs = fromWallMs;
+  for (;;) {
+    wallMs = nextWallMatch(s, wallMs);
+    if (wallMs === Number.POSITIVE_INFINITY) return wallMs;
+    const instants = instantsOf(zone, wallMs);
+    if (instants.length > 0) {
+      const run = (s.fixedTime ? instants.slice(0, 1) : instants).find((t) => t > afterMs);
+      if (run !== undefined) return run;
+      wallMs += 1000;
+      continue;
+    }
+    const endMs = gapEnd(zone, wallMs);
+    const end = wallTime(zone, endMs);
+    if (!s.fixedTime) {
+      // Every wall time up to the gap's end is in the gap.
+      wallMs = Math.max(wallMs + 1000, end.wallMs);
+      continue;
+    }
+    const date = new Date(wallMs);
+    const sameDate =
+      end.year === date.getUTCFullYear() &&
+      end.month === date.getUTCMonth() + 1 &&
+      end.day === date.getUTCDate();
+    if (sameDate && endMs > afterMs) return endMs;
+    wallMs += 1000;
+  }
+}
+
+/** The first tick after `fromMs` (whole seconds); Infinity for a schedule that never runs (the 30th of February). */
+function cronEnd(s: CronSchedule, zone: string, fromMs: number): number {
+  if (!Number.isFinite(fromMs)) return Number.POSITIVE_INFINITY;
+  const fromWallMs = Math.floor(wallTime(zone, fromMs).wallMs / 1000) * 1000;
+  const next = cronRun(s, zone, fromWallMs + 1000, fromMs);
+  if (s.fixedTime) return next;
+  // Before a clock set back, the wall times it repeats come again after it, with ticks of their own.
+  const later = instantsOf(zone, fromWallMs)[1];
+  if (later === undefined || fromMs >= later) return next;
+  const backMs = transitionAfter(zone, Math.floor(fromMs / 1000) * 1000, later);
+  if (next < backMs) return next;
+  return Math.min(next, cronRun(s, zone, wallTime(zone, backMs).wallMs, backMs - 1));
 }
 
 /**
@@ -140,8 +196,8 @@ function cronEnd(cron: Cron, fromMs: number): number {
 export function createPeriodFn(spec: { unit?: CalendarUnit; cron?: string }, zone: string): PeriodFn {
   let end: (fromMs: number) => number;
   if (spec.cron !== undefined) {
-    const cron = cronOf(spec.cron, zone);
-    end = (fromMs) => cronEnd(cron, fromMs);
+    const schedule = parseCron(spec.cron);
+    end = (fromMs) => cronEnd(schedule, zone, fromMs);
   } else {
     const unit = spec.unit as CalendarUnit;
     end = (fromMs) => unitEnd(unit, zone, fromMs);

@@ -178,7 +178,7 @@ function calendarPeriods(w: Record<string, unknown>, where: string, fail: FieldR
     if (fieldCount !== undefined)
       refuse('ERR_CRON', where, `${mustBe('window.cron', CRON_FIELDS, w.cron)} (${fieldCount})`);
     try {
-      assertCron(w.cron as string, zone as string);
+      assertCron(w.cron as string);
     } catch (error) {
       fail(
         'ERR_CRON',

@@ -1,4 +1,4 @@
-// Calendar period boundaries from the platform's time zone data (Intl) and croner: exact instants around DST.
+// Calendar period boundaries from the platform's time zone data (Intl) and cron ticks: exact instants around DST.
 import { expect } from 'chai';
 import { type CalendarPeriods, createPeriodFn, isValidTimeZone } from '../../../src/rules/calendar.js';
 import type { CalendarUnit } from '../../../src/types.js';

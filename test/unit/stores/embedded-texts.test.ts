@@ -3,7 +3,7 @@ import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect } from 'chai';
-import { EMBED_COMMAND, EMBEDDED, renderTexts } from '../../../scripts/embed-texts.js';
+import { EMBED_COMMAND, EMBEDDED, renderTexts, stripLuaComments } from '../../../scripts/embed-texts.js';
 import { SQL_TEXTS } from '../../../src/stores/postgres/sql-texts.js';
 import { LUA_TEXTS } from '../../../src/stores/redis/lua-texts.js';
 import { assembleScript, loadScripts } from '../../../src/stores/redis/scripts.js';
@@ -23,10 +23,10 @@ describe('embedded Lua and SQL texts', () => {
     });
   }
 
-  it('holds every file of lua/ and sql/, each word for word', () => {
-    for (const [folder, extension, embedded] of [
-      ['lua', '.lua', LUA_TEXTS],
-      ['sql', '.sql', SQL_TEXTS],
+  it('holds every file of sql/ word for word, and of lua/ without its comments', () => {
+    for (const [folder, extension, embedded, compact] of [
+      ['lua', '.lua', LUA_TEXTS, stripLuaComments],
+      ['sql', '.sql', SQL_TEXTS, (text: string) => text],
     ] as const) {
       const files = readdirSync(join(ROOT, folder)).filter((file) => file.endsWith(extension));
       expect(Object.keys(embedded).sort()).to.deep.equal(
@@ -34,10 +34,40 @@ describe('embedded Lua and SQL texts', () => {
       );
       for (const file of files) {
         expect(embedded[file.slice(0, -extension.length)], file).to.equal(
-          readFileSync(join(ROOT, folder, file), 'utf8'),
+          compact(readFileSync(join(ROOT, folder, file), 'utf8')),
         );
       }
     }
+    for (const [name, text] of Object.entries(LUA_TEXTS)) {
+      expect(
+        text.split('\n').filter((line) => line.trim().startsWith('--')),
+        name,
+      ).to.deep.equal([]);
+    }
+  });
+
+  it('strips Lua comments, keeping strings that hold -- and long strings with their blank lines', () => {
+    const source = [
+      '-- header',
+      '',
+      "local a = '--not a comment' -- a comment",
+      'local b = "\\\\" .. "x--y" --[[ block',
+      'still the block ]] local c = [==[',
+      '',
+      '-- kept ]==]',
+      'return a--[[x]]..b',
+      '',
+    ].join('\n');
+    expect(stripLuaComments(source)).to.equal(
+      [
+        "local a = '--not a comment'",
+        'local b = "\\\\" .. "x--y"   local c = [==[',
+        '',
+        '-- kept ]==]',
+        'return a ..b',
+        '',
+      ].join('\n'),
+    );
   });
 
   it('a script carries the SHA1 of its own assembled source, which holds the modules it requires', () => {
