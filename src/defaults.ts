@@ -101,6 +101,7 @@ export const REDIS_STORE_DEFAULTS = {
 /** Defaults of `DurableObjectStoreOptions`. */
 export const DURABLE_OBJECT_STORE_DEFAULTS = {
   prefix: 'rk',
+  limitsLeaseMs: 2000,
 } as const;
 
 export const POSTGRES_STORE_DEFAULTS = {

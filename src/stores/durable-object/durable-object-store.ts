@@ -1,10 +1,8 @@
 // DurableObjectStore: the Worker's side of the Cloudflare store. Each identity's ops go to the object named
 // after it (one object request), and a request whose rules span several identities is all or nothing.
-import { assertKnownFields, fieldsOf } from '../../config/known-fields.js';
-import { mustBe, refuse } from '../../config/refuse.js';
-import { DURABLE_OBJECT_STORE_DEFAULTS } from '../../defaults.js';
 import { describe } from '../../errors.js';
-import type { LockInfo } from '../../types.js';
+import type { LockInfo, RuleLimit } from '../../types.js';
+import { Leases } from '../leasing/leases.js';
 import type {
   EvalMode,
   EvalResult,
@@ -12,27 +10,19 @@ import type {
   OpResult,
   Refund,
   Store,
+  StoreChangeListener,
   StoreOp,
   StoreRule,
 } from '../store.js';
 import type { DurableObjectNamespaceLike } from './cloudflare-types.js';
+import { type DurableObjectStoreOptions, readStoreOptions } from './durable-object-store-options.js';
 import type { Answers, Call, Reply } from './protocol.js';
+import { LimitLease, type RuleLimits } from './rule-settings.js';
 
-export interface DurableObjectStoreOptions {
-  /**
-   * Starts every object's name: `<prefix>:<identity>` decides an identity's rules, `<prefix>#locks:<rule>`
-   * lists a rule's locks. Two stores on one namespace with different prefixes share no count.
-   * @default 'rk'
-   */
-  prefix?: string;
-  /**
-   * Replaces the objects' clock (epoch ms), for tests: sent with every call, and the objects then set no
-   * alarm (their expired rows are dropped when next read instead). @default each object's own `Date.now()`
-   */
-  clock?: () => number;
-}
+export type { DurableObjectStoreOptions } from './durable-object-store-options.js';
 
-const FIELDS = fieldsOf<DurableObjectStoreOptions>({ prefix: true, clock: true });
+/** An object found the lease on the rule-wide limits a decision was sent with ended: nothing decided. */
+class StaleLimits extends Error {}
 
 /** The indexes of the ops of one request that share an identity (one object), in the order first met. */
 type Group = number[];
@@ -53,28 +43,73 @@ export class DurableObjectStore implements Store {
   readonly #clock: (() => number) | undefined;
   /** Last time handed out: the store's clock never runs backwards. */
   #lastNow = 0;
+  readonly #limitsLeaseMs: number;
+  /** The rule-wide limits this Worker holds a lease on, sent with each decision; undefined when off. */
+  readonly #limits: LimitLease | undefined;
+  /** This store's name to the limits object: drawn on first use (Workers draw nothing at startup). */
+  #holder: string | undefined;
+  /** Blocks of hot keys' units (the `leasing` option); undefined when off. */
+  readonly #leases: Leases | undefined;
+  /**
+   * With `leasing` only: a decision of hot keys answered from their blocks in the same call, while the
+   * lease on the rule-wide limits is fresh; undefined otherwise (the limiter then calls `evaluate`).
+   */
+  readonly evaluateSync?: (ops: readonly StoreOp[], mode: EvalMode) => EvalResult | undefined;
+  /**
+   * With `ruleLimits` only: hears the rule-wide limits changed (`'reset'`, the rule, an empty key), by any
+   * Worker, when this Worker's lease on them shows it (at its next decision that calls an object). Resets
+   * and overrides of keys made elsewhere, and slots freed elsewhere, are not heard (docs/edge.md).
+   */
+  readonly onChange?: (listener: StoreChangeListener) => Promise<void>;
+  readonly #listeners = new Set<StoreChangeListener>();
+  /** With `ruleLimits` only: the rule-wide limits in force among `rules` (one request to the limits object). */
+  readonly limits?: (rules: readonly StoreRule[]) => Promise<RuleLimit[]>;
 
   constructor(namespace: DurableObjectNamespaceLike, options: DurableObjectStoreOptions = {}) {
-    const ns = namespace as Partial<DurableObjectNamespaceLike> | null;
-    if (typeof ns?.idFromName !== 'function' || typeof ns.get !== 'function')
-      refuse(
-        'ERR_OPTION',
-        'DurableObjectStore',
-        mustBe('its first argument', 'a Durable Object namespace binding (env.RATE_LIMITER)', namespace),
-      );
-    assertKnownFields(options, FIELDS, 'DurableObjectStore');
-    const prefix = options.prefix ?? DURABLE_OBJECT_STORE_DEFAULTS.prefix;
-    if (typeof prefix !== 'string' || prefix.length === 0 || prefix.length > 200)
-      refuse('ERR_OPTION', 'DurableObjectStore', mustBe('prefix', 'a string of 1 to 200 characters', prefix));
-    if (options.clock !== undefined && typeof options.clock !== 'function')
-      refuse(
-        'ERR_OPTION',
-        'DurableObjectStore',
-        mustBe('clock', 'a function returning epoch ms', options.clock),
-      );
+    const { prefix, clock, limitsLeaseMs: leaseMs, leasing } = readStoreOptions(namespace, options);
     this.#namespace = namespace;
     this.#prefix = prefix;
-    this.#clock = options.clock;
+    this.#clock = clock;
+    this.#limitsLeaseMs = leaseMs ?? 0;
+    this.#limits =
+      leaseMs === undefined
+        ? undefined
+        : new LimitLease(
+            leaseMs,
+            async () =>
+              (await this.#call(this.#settingsName(), { call: 'lease-limits', ...this.#asHolder() })).answer,
+            () => this.now(),
+            // A rule whose limit changed: its blocks end (their units were counted on the old limit),
+            // and the limiters' deny caches forget its keys.
+            (rule) => {
+              this.#leases?.forget(rule, '');
+              for (const listener of this.#listeners) listener('reset', rule, '');
+            },
+          );
+    if (leaseMs !== undefined) {
+      this.limits = (rules) => this.#ruleLimits(rules);
+      this.onChange = async (listener) => {
+        this.#listeners.add(listener);
+      };
+    }
+    this.#leases =
+      leasing &&
+      new Leases(
+        {
+          evaluate: (ops, mode) => this.#decide(ops, mode),
+          refund: (refunds) => this.refund(refunds),
+          now: () => this.now(),
+        },
+        leasing,
+        // No change feed: resets and overrides made elsewhere end no block here (docs/edge.md).
+        () => undefined,
+      );
+    const leases = this.#leases;
+    if (leases !== undefined)
+      this.evaluateSync = (ops, mode) =>
+        this.#limits !== undefined && this.#limits.fresh() === undefined
+          ? undefined
+          : leases.answer(ops, mode);
   }
 
   /** The Worker's clock (or the injected one): calendar periods are computed on it; objects decide on theirs. */
@@ -90,6 +125,24 @@ export class DurableObjectStore implements Store {
    * consumed is refunded and the ones after decide without consuming (their lockouts still lock).
    */
   async evaluate(ops: readonly StoreOp[], mode: EvalMode): Promise<EvalResult> {
+    if (this.#leases === undefined) return this.#decide(ops, mode);
+    // Units of a block are admitted only on a fresh lease of the rule-wide limits (a change ends them).
+    await this.#limits?.current();
+    return this.#leases.evaluate(ops, mode);
+  }
+
+  /** One decision; an object that found the lease on the rule-wide limits ended: once more, on a new one. */
+  async #decide(ops: readonly StoreOp[], mode: EvalMode): Promise<EvalResult> {
+    try {
+      return await this.#evaluate(ops, mode, await this.#limits?.current());
+    } catch (error) {
+      if (!(error instanceof StaleLimits)) throw error;
+      this.#limits?.drop();
+      return this.#evaluate(ops, mode, await this.#limits?.current());
+    }
+  }
+
+  async #evaluate(ops: readonly StoreOp[], mode: EvalMode, limits?: RuleLimits): Promise<EvalResult> {
     const groups = byIdentity(ops.map((op) => op.key));
     const results: OpResult[] = new Array(ops.length);
     let nowMs = 0;
@@ -100,6 +153,7 @@ export class DurableObjectStore implements Store {
         mode,
         ops: sent,
         quiet,
+        limits,
       });
       nowMs ||= reply.nowMs;
       group.forEach((i, k) => {
@@ -114,12 +168,12 @@ export class DurableObjectStore implements Store {
           await decide(group, false);
         } catch (error) {
           // What the objects before consumed goes back before the fault reaches the failure policy.
-          await Promise.allSettled(groups.slice(0, g).map((done) => this.#undo(ops, done, results)));
+          await Promise.allSettled(groups.slice(0, g).map((done) => this.#undo(ops, done, results, limits)));
           throw error;
         }
         if (!group.some((i) => denies(ops[i] as StoreOp, results[i] as OpResult))) continue;
         await Promise.all([
-          ...groups.slice(0, g).map((done) => this.#undo(ops, done, results)),
+          ...groups.slice(0, g).map((done) => this.#undo(ops, done, results, limits)),
           ...groups.slice(g + 1).map((later) => decide(later, true)),
         ]);
         break;
@@ -131,9 +185,11 @@ export class DurableObjectStore implements Store {
 
   /** Gives reservations back (releases slots): one request per object, at once. */
   async refund(refunds: readonly Refund[]): Promise<boolean[]> {
+    const limits = await this.#limits?.current();
     const answers = await this.#perIdentity<'refund'>(refunds, (group) => ({
       call: 'refund',
       refunds: group.map(({ op, receipt }) => ({ op, receipt })),
+      limits,
     }));
     return answers.map((answer) => answer.held);
   }
@@ -151,15 +207,45 @@ export class DurableObjectStore implements Store {
 
   /** One request to the identity's object; a lock it cleared is taken off the rule's lock index (one more). */
   async reset(rule: StoreRule, key: string, options?: { keepLock?: boolean }): Promise<boolean> {
+    this.#leases?.forget(rule.name, key);
     const keepLock = options?.keepLock === true;
     const { answer } = await this.#call(this.#name(key), { call: 'reset', rule, key, keepLock });
     if (answer) await this.#call(this.#locks(rule.name), { call: 'unlist-lock', rule: rule.name, key });
     return answer;
   }
 
-  async override(rule: StoreRule, key: string, limit: number | null, forMs?: number): Promise<void> {
-    const call = { call: 'override', rule, key, limit, forMs: forMs ?? null } as const;
-    await this.#call(this.#name(key), call);
+  /**
+   * One key's limit: one request to its object. `key` null, the rule-wide limit: one request to the
+   * limits object, which schedules it once every other Worker's lease on the limits has ended; resolves
+   * when it is in force (this Worker's decisions carry it from then on).
+   */
+  async override(rule: StoreRule, key: string | null, limit: number | null, forMs?: number): Promise<void> {
+    this.#leases?.forget(rule.name, key ?? '');
+    if (key !== null) {
+      const call = { call: 'override', rule, key, limit, forMs: forMs ?? null } as const;
+      await this.#call(this.#name(key), call);
+      return;
+    }
+    const lease = this.#limits;
+    if (lease === undefined) throw new Error('DurableObjectStore: rule-wide limits are off (ruleLimits)');
+    const sentAt = this.now();
+    const { nowMs, answer } = await this.#call(this.#settingsName(), {
+      call: 'set-limit',
+      ...this.#asHolder(),
+      rule: rule.name,
+      limit,
+      forMs: forMs ?? null,
+    });
+    lease.take(answer.limits, sentAt);
+    const waitMs = answer.fromMs - nowMs;
+    // An injected clock does not run by itself: its tests move it.
+    if (waitMs > 0 && this.#clock === undefined) await new Promise((resolve) => setTimeout(resolve, waitMs));
+  }
+
+  /** The rule-wide limits in force among `rules`: one request to the limits object. */
+  async #ruleLimits(rules: readonly StoreRule[]): Promise<RuleLimit[]> {
+    const call = { call: 'rule-limits', rules: rules.map((r) => r.name) } as const;
+    return (await this.#call(this.#settingsName(), call)).answer;
   }
 
   /** The rule's lock index: one object per rule, told of each lock as it is placed. */
@@ -167,8 +253,10 @@ export class DurableObjectStore implements Store {
     return (await this.#call(this.#locks(rule.name), { call: 'locked', rule: rule.name, limit })).answer;
   }
 
-  /** Nothing to end: the store holds no timer or connection of its own. */
-  async close(): Promise<void> {}
+  /** Gives the unused units of blocks back; the store holds no other timer or connection. */
+  async close(): Promise<void> {
+    await this.#leases?.close();
+  }
 
   #name(key: string): string {
     return `${this.#prefix}:${key}`;
@@ -180,6 +268,15 @@ export class DurableObjectStore implements Store {
 
   #locks(rule: string): string {
     return `${this.#prefix}#locks:${rule}`;
+  }
+
+  #settingsName(): string {
+    return `${this.#prefix}#limits`;
+  }
+
+  #asHolder(): { holder: string; leaseMs: number } {
+    this.#holder ??= crypto.randomUUID();
+    return { holder: this.#holder, leaseMs: this.#limitsLeaseMs };
   }
 
   /** One call to the named object: its reply, or a fault naming the object and the cause. */
@@ -204,6 +301,7 @@ export class DurableObjectStore implements Store {
     if (typeof reply !== 'object' || reply === null)
       throw new Error(`DurableObjectStore: object ${describe(name)} answered ${describe(reply)}`);
     if ('error' in reply) throw new Error(`DurableObjectStore: ${reply.error}`);
+    if ('stale' in reply) throw new StaleLimits(`object ${describe(name)}: the limits' lease has ended`);
     if (typeof reply.nowMs !== 'number' || reply.answer === undefined)
       throw new Error(
         `DurableObjectStore: object ${describe(name)} answered no decision (is it a RateLimitObject?)`,
@@ -230,7 +328,12 @@ export class DurableObjectStore implements Store {
   }
 
   /** Refunds what an admitted group consumed and reports its state as it is now (receipt 0). */
-  async #undo(ops: readonly StoreOp[], group: Group, results: OpResult[]): Promise<void> {
+  async #undo(
+    ops: readonly StoreOp[],
+    group: Group,
+    results: OpResult[],
+    limits?: RuleLimits,
+  ): Promise<void> {
     const consumed = group.filter((i) => {
       const result = results[i] as OpResult;
       return result.allowed && !result.locked && (ops[i] as StoreOp).cost > 0;
@@ -243,6 +346,7 @@ export class DurableObjectStore implements Store {
     const { answer } = await this.#call(this.#identity(ops[consumed[0] as number] as StoreOp), {
       call: 'refund',
       refunds,
+      limits,
     });
     consumed.forEach((i, k) => {
       const { remaining, resetMs, count } = answer[k] as Answers['refund'][number];

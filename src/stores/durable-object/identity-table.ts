@@ -6,6 +6,7 @@ import type { LockInfo } from '../../types.js';
 import { lockDurationMs } from '../memory/memory-store.js';
 import type { EvalMode, HeldSlot, OpResult, StoreOp, StoreRule } from '../store.js';
 import type { Receipted, RefundAnswer } from './protocol.js';
+import { type RuleLimits, ruleLimitAt } from './rule-settings.js';
 
 /** A rule's state for one key, as stored (one storage row). */
 export interface Entry {
@@ -69,15 +70,29 @@ export class IdentityTable {
     return undefined;
   }
 
-  /** The op as decided: the override in force for its key wins over its limit. */
-  #decided(op: StoreOp, nowMs: number): StoreOp {
+  /**
+   * The op as decided: the override in force for its key wins over its limit, then the rule-wide limit
+   * in force now in the schedule the Worker sent (`limits`), then the op's own.
+   */
+  #decided(op: StoreOp, nowMs: number, limits: RuleLimits | undefined): StoreOp {
     const override = this.#timed('o', op.rule.name, op.key, nowMs);
-    return override === undefined ? op : { ...op, limit: override.value };
+    if (override !== undefined) return { ...op, limit: override.value };
+    const ruleWide = limits && ruleLimitAt(limits.rules[op.rule.name], nowMs);
+    return ruleWide === undefined ? op : { ...op, limit: ruleWide.limit as number };
   }
 
-  /** MemoryStore.evaluateSync's two phases; `quiet`: as `check`, with nothing consumed. */
-  evaluate(ops: readonly StoreOp[], mode: EvalMode, quiet: boolean, nowMs: number): OpResult[] {
-    const decided = ops.map((op) => this.#decided(op, nowMs));
+  /**
+   * MemoryStore.evaluateSync's two phases; `quiet`: as `check`, with nothing consumed. `limits`: the
+   * rule-wide limits the Worker sent.
+   */
+  evaluate(
+    ops: readonly StoreOp[],
+    mode: EvalMode,
+    quiet: boolean,
+    nowMs: number,
+    limits?: RuleLimits,
+  ): OpResult[] {
+    const decided = ops.map((op) => this.#decided(op, nowMs, limits));
     const entries = decided.map((op) => this.#entry(op.rule.name, op.key, nowMs));
     let denied = quiet;
     // Phase 1: decide every op, writing nothing.
@@ -134,9 +149,9 @@ export class IdentityTable {
     return lockedResult(durationMs, level, untilMs, write);
   }
 
-  refund(refunds: readonly Receipted[], nowMs: number): RefundAnswer[] {
+  refund(refunds: readonly Receipted[], nowMs: number, limits?: RuleLimits): RefundAnswer[] {
     return refunds.map(({ op: given, receipt }) => {
-      const op = this.#decided(given, nowMs);
+      const op = this.#decided(given, nowMs, limits);
       const entry = this.#entry(op.rule.name, op.key, nowMs);
       const algorithm = algorithms[op.rule.type];
       const held = algorithm.kind.holdsSlots ? stillHeld(entry?.state, op, nowMs, receipt) : true;

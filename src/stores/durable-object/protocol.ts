@@ -2,21 +2,40 @@
 // field by field, so a malformed message is refused whole (nothing decided, nothing written).
 import { algorithms, windowKind } from '../../algorithms/index.js';
 import { describe } from '../../errors.js';
-import type { LockInfo } from '../../types.js';
+import type { LockInfo, RuleLimit } from '../../types.js';
 import type { EvalMode, HeldSlot, OpResult, StoreOp, StoreRule } from '../store.js';
+import type { Change, RuleLimits } from './rule-settings.js';
 
-/** One call to an object. Identity objects take all but the lock index's three; a lock index takes those. */
+/**
+ * One call to an object. Identity objects take all but the lock index's three and the limits object's
+ * three; a lock index takes its three, the limits object (`<prefix>#limits`) its own.
+ */
 export type Call =
-  /** `quiet`: decided as `check`, consuming nothing (another object of the request denied). */
-  | { call: 'evaluate'; mode: EvalMode; ops: StoreOp[]; quiet: boolean }
-  | { call: 'refund'; refunds: Receipted[] }
+  /**
+   * `quiet`: decided as `check`, consuming nothing (another object of the request denied). `limits`: the
+   * rule-wide limits the Worker holds a lease on (absent: none asked for).
+   */
+  | { call: 'evaluate'; mode: EvalMode; ops: StoreOp[]; quiet: boolean; limits?: RuleLimits | undefined }
+  | { call: 'refund'; refunds: Receipted[]; limits?: RuleLimits | undefined }
   | { call: 'renew'; slots: Receipted[] }
   | { call: 'holders'; rule: StoreRule; key: string; limit: number }
   | { call: 'reset'; rule: StoreRule; key: string; keepLock: boolean }
   | { call: 'override'; rule: StoreRule; key: string; limit: number | null; forMs: number | null }
   | { call: 'list-lock'; rule: string; key: string; untilMs: number; level: number }
   | { call: 'unlist-lock'; rule: string; key: string }
-  | { call: 'locked'; rule: string; limit: number };
+  | { call: 'locked'; rule: string; limit: number }
+  /** The limits object: a lease on every rule's schedule for the Worker `holder`, `leaseMs` long. */
+  | { call: 'lease-limits'; holder: string; leaseMs: number }
+  /** Schedules a rule-wide limit (null: none; `forMs` null: no end), and leases the schedules again. */
+  | {
+      call: 'set-limit';
+      holder: string;
+      leaseMs: number;
+      rule: string;
+      limit: number | null;
+      forMs: number | null;
+    }
+  | { call: 'rule-limits'; rules: string[] };
 
 export interface Receipted {
   op: StoreOp;
@@ -48,12 +67,20 @@ export interface Answers {
   'list-lock': null;
   'unlist-lock': null;
   locked: LockInfo[];
+  'lease-limits': RuleLimits;
+  /** When the change is in force (the limits object's clock), and the schedules leased again. */
+  'set-limit': { fromMs: number; limits: RuleLimits };
+  'rule-limits': RuleLimit[];
 }
 
-/** The object's reply: its time, and the answer (status 200), or why the message was refused (status 400). */
+/**
+ * The object's reply: its time, and the answer (status 200), or why the message was refused (status 400),
+ * or (status 409) that the lease on the rule-wide limits it was sent with has ended: nothing decided.
+ */
 export type Reply<C extends Call['call'] = Call['call']> =
   | { nowMs: number; answer: Answers[C] }
-  | { error: string };
+  | { error: string }
+  | { nowMs: number; stale: true };
 
 /** A message the object refuses: its status is 400, and nothing of it was decided. */
 export class ProtocolError extends Error {
@@ -153,6 +180,43 @@ function readReceipted(value: unknown, field: string): Receipted[] {
   });
 }
 
+/** Rules of one message's rule-wide limits, at most; changes of one rule's schedule, at most. */
+const MAX_RULES = 1000;
+const MAX_CHANGES = 100;
+
+function readRuleLimits(value: unknown, field: string): RuleLimits | undefined {
+  if (value === undefined) return undefined;
+  const limits = record(value, field);
+  const rules = record(limits.rules, `${field}.rules`);
+  const names = Object.keys(rules);
+  if (names.length > MAX_RULES) fail(`${field}.rules`, `at most ${MAX_RULES} rules`, names.length);
+  const read: Record<string, Change[]> = {};
+  for (const name of names) {
+    const schedule = list(rules[name], `${field}.rules[${describe(name)}]`);
+    if (schedule.length > MAX_CHANGES) fail(`${field}.rules`, `at most ${MAX_CHANGES} changes a rule`, name);
+    read[name] = schedule.map((item, i) => {
+      const at = `${field}.rules[${describe(name)}][${i}]`;
+      const change = record(item, at);
+      return {
+        fromMs: time(change.fromMs, `${at}.fromMs`),
+        limit: change.limit === null ? null : integer(change.limit, `${at}.limit`, 1),
+        untilMs: change.untilMs === null ? null : time(change.untilMs, `${at}.untilMs`),
+      };
+    });
+  }
+  return { leaseUntil: time(limits.leaseUntil, `${field}.leaseUntil`), rules: read };
+}
+
+/** A Worker's id and its lease's length (ms, 1 to 10 minutes). */
+function holderOf(call: Record<string, unknown>): { holder: string; leaseMs: number } {
+  const holder = text(call.holder, 'call.holder');
+  if (holder.length === 0 || holder.length > 100)
+    fail('call.holder', 'a string of 1 to 100 characters', holder);
+  const leaseMs = integer(call.leaseMs, 'call.leaseMs', 1);
+  if (leaseMs > 600_000) fail('call.leaseMs', 'at most 600000', leaseMs);
+  return { holder, leaseMs };
+}
+
 /** A message as sent by DurableObjectStore, every field checked; a ProtocolError names the first one wrong. */
 export function readMessage(value: unknown): Message {
   const message = record(value, 'message');
@@ -164,10 +228,26 @@ export function readMessage(value: unknown): Message {
       const mode = call.mode as EvalMode;
       if (!MODES.includes(mode)) fail('call.mode', "'check', 'peek' or 'record'", mode);
       const ops = list(call.ops, 'call.ops').map((op, i) => readOp(op, `call.ops[${i}]`));
-      return { t, call: { call: name, mode, ops, quiet: call.quiet === true } };
+      const limits = readRuleLimits(call.limits, 'call.limits');
+      const read = { call: name, mode, ops, quiet: call.quiet === true } as const;
+      return { t, call: limits === undefined ? read : { ...read, limits } };
     }
-    case 'refund':
-      return { t, call: { call: name, refunds: readReceipted(call.refunds, 'call.refunds') } };
+    case 'refund': {
+      const limits = readRuleLimits(call.limits, 'call.limits');
+      const read = { call: name, refunds: readReceipted(call.refunds, 'call.refunds') } as const;
+      return { t, call: limits === undefined ? read : { ...read, limits } };
+    }
+    case 'lease-limits':
+      return { t, call: { call: name, ...holderOf(call) } };
+    case 'set-limit': {
+      const limit = call.limit === null ? null : integer(call.limit, 'call.limit', 1);
+      const forMs = call.forMs === null ? null : integer(call.forMs, 'call.forMs', 1);
+      return { t, call: { call: name, ...holderOf(call), rule: text(call.rule, 'call.rule'), limit, forMs } };
+    }
+    case 'rule-limits': {
+      const rules = list(call.rules, 'call.rules').map((rule, i) => text(rule, `call.rules[${i}]`));
+      return { t, call: { call: name, rules } };
+    }
     case 'renew':
       return { t, call: { call: name, slots: readReceipted(call.slots, 'call.slots') } };
     case 'holders':

@@ -3,6 +3,7 @@
 import type { DurableObjectStateLike } from './cloudflare-types.js';
 import { expiryOf, IdentityTable } from './identity-table.js';
 import { type Answers, type Call, ProtocolError, readMessage } from './protocol.js';
+import { RuleSettings } from './rule-settings.js';
 
 /**
  * The Durable Object that holds the counts. Its state lives in memory while the object runs, read from the
@@ -24,6 +25,8 @@ export class RateLimitObject {
   /** The Worker's bindings. */
   protected readonly env: unknown;
   readonly #table = new IdentityTable();
+  /** The rule-wide limits, in the object `<prefix>#limits` only (rule-settings.ts). */
+  readonly #settings = new RuleSettings();
   /** Last time handed out on the object's own clock: it never runs backwards. */
   #lastNow = 0;
   /** When the alarm is set for, as far as this object knows; null: none. */
@@ -35,7 +38,8 @@ export class RateLimitObject {
     this.ctx = ctx;
     this.env = env;
     void ctx.blockConcurrencyWhile(async () => {
-      for (const [name, row] of await ctx.storage.list()) this.#table.rows.set(name, row as never);
+      for (const [name, row] of await ctx.storage.list())
+        if (!this.#settings.load(name, row)) this.#table.rows.set(name, row as never);
       this.#alarmAt = await ctx.storage.getAlarm();
     });
   }
@@ -52,6 +56,10 @@ export class RateLimitObject {
     }
     if (t !== null) this.#injected = true;
     const nowMs = t ?? this.#now();
+    // A decision on a lease of the rule-wide limits that has ended may lack a change in force: refused.
+    const limits = call.call === 'evaluate' ? call.limits : undefined;
+    if (limits !== undefined && nowMs >= limits.leaseUntil)
+      return Response.json({ nowMs, stale: true }, { status: 409 });
     const answer = this.#answer(call, nowMs);
     await this.#write();
     return Response.json({ nowMs, answer });
@@ -62,7 +70,7 @@ export class RateLimitObject {
     this.#alarmAt = null;
     if (this.#injected) return;
     const soonest = this.#table.sweep(this.#now());
-    if (this.#table.rows.size === 0) {
+    if (this.#table.rows.size === 0 && this.#settings.empty) {
       this.#table.changed.clear();
       await this.ctx.storage.deleteAll();
       return;
@@ -81,9 +89,9 @@ export class RateLimitObject {
     const table = this.#table;
     switch (call.call) {
       case 'evaluate':
-        return table.evaluate(call.ops, call.mode, call.quiet, nowMs);
+        return table.evaluate(call.ops, call.mode, call.quiet, nowMs, call.limits);
       case 'refund':
-        return table.refund(call.refunds, nowMs);
+        return table.refund(call.refunds, nowMs, call.limits);
       case 'renew':
         return table.renew(call.slots, nowMs);
       case 'holders':
@@ -103,16 +111,34 @@ export class RateLimitObject {
         return null;
       case 'locked':
         return table.locked(call.rule, call.limit, nowMs);
+      case 'lease-limits':
+        return this.#settings.lease(call.holder, call.leaseMs, nowMs);
+      case 'set-limit': {
+        const { holder, leaseMs, rule, limit, forMs } = call;
+        const fromMs = this.#settings.set(holder, rule, limit, forMs, nowMs);
+        return { fromMs, limits: this.#settings.lease(holder, leaseMs, nowMs) };
+      }
+      case 'rule-limits':
+        return this.#settings.inForce(call.rules, nowMs);
     }
   }
 
   /** Writes the rows the last call changed (one `put` and one `delete` at most), and moves the alarm sooner if due. */
   async #write(): Promise<void> {
     const { rows, changed } = this.#table;
-    if (changed.size === 0) return;
+    const settings = this.#settings.changed;
+    if (changed.size === 0 && settings.size === 0) return;
     const puts: Record<string, unknown> = {};
     let written = 0;
     const deletes: string[] = [];
+    for (const [name, row] of settings) {
+      if (row === undefined) deletes.push(name);
+      else {
+        puts[name] = row;
+        written++;
+      }
+    }
+    settings.clear();
     let soonest = Number.POSITIVE_INFINITY;
     for (const name of changed) {
       const row = rows.get(name);

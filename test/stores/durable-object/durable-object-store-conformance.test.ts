@@ -1,4 +1,4 @@
-// The conformance suite, unchanged, on DurableObjectStore: the store runs here, its objects (RateLimitObject,
+// The conformance suite, unchanged (rule-wide limits included), on DurableObjectStore: the store runs here, its objects (RateLimitObject,
 // from the built package) on workerd, each message handed to the object it names by a small Worker.
 // nodejs_compat is on until the core imports no `node:` module (the Worker bundles the whole package).
 import { randomBytes } from 'node:crypto';
@@ -11,6 +11,7 @@ import { ensureBuilt } from '../../support/pack.js';
 import { type RunningWorker, startWorker } from '../../support/workerd.js';
 import { identitySuite } from '../conformance/identities.js';
 import { overrideSuite } from '../conformance/overrides.js';
+import { ruleLimitSuite } from '../conformance/rule-limits.js';
 import { conformanceSuite, type StoreUnderTest } from '../conformance/suite.js';
 
 const entry = join(import.meta.dirname, '../../runtimes/apps/durable-worker.ts');
@@ -40,9 +41,14 @@ describe('DurableObjectStore (objects on workerd)', function () {
   const target: StoreUnderTest = {
     name: 'DurableObjectStore',
     makeStore: (clock) =>
-      new DurableObjectStore(namespace, { prefix: `rkt${randomBytes(5).toString('hex')}`, clock }),
+      new DurableObjectStore(namespace, {
+        prefix: `rkt${randomBytes(5).toString('hex')}`,
+        clock,
+        ruleLimits: true,
+      }),
   };
   conformanceSuite(target);
   overrideSuite(target);
   identitySuite(target);
+  ruleLimitSuite(target);
 });

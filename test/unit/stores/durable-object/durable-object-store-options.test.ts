@@ -42,6 +42,33 @@ describe('DurableObjectStore options', () => {
     );
   });
 
+  it('refuses bad ruleLimits and leasing, naming the field; without ruleLimits the store has no limits', () => {
+    for (const [ruleLimits, message] of [
+      ['yes', /ruleLimits must be a boolean or \{ leaseMs \}/],
+      [{ leaseMs: 5 }, /ruleLimits.leaseMs must be an integer from 10 to 600000/],
+      [{ leaseMs: 1.5 }, /ruleLimits.leaseMs must be an integer/],
+      [{ lease: 100 }, /unknown field 'lease'/],
+    ] as const)
+      expect(
+        refusal(() => new DurableObjectStore(namespace, { ruleLimits: ruleLimits as never })).message,
+      ).to.match(message);
+    expect(refusal(() => new DurableObjectStore(namespace, { leasing: { maxBlock: 1 } })).message).to.match(
+      /leasing.maxBlock must be an integer from 2/,
+    );
+    const plain = new DurableObjectStore(namespace);
+    expect([plain.limits, plain.onChange, plain.evaluateSync]).to.deep.equal([
+      undefined,
+      undefined,
+      undefined,
+    ]);
+    const full = new DurableObjectStore(namespace, { ruleLimits: true, leasing: true });
+    expect([typeof full.limits, typeof full.onChange, typeof full.evaluateSync]).to.deep.equal([
+      'function',
+      'function',
+      'function',
+    ]);
+  });
+
   it('is a shared store on the Worker clock, or the injected one, never running backwards', () => {
     let now = 1000;
     const store = new DurableObjectStore(namespace, { clock: () => now });
