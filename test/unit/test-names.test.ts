@@ -96,6 +96,8 @@ const TESTED_ELSEWHERE: Readonly<Record<string, string>> = {
   // Stores: the contract's data, and the parts of each store under its own tests.
   'src/stores/store-ops.ts':
     'types and window-type names: `test/unit/algorithms/registry-lists.test.ts`, `test/stores/conformance/suite.ts`',
+  'src/stores/memory/key-table.ts':
+    'the keys held, bounded: `test/stores/memory/memory-store.test.ts` (maxKeys, locks never evicted, the sweep), `test/unit/stores/memory/eviction.test.ts`',
   'src/stores/memory/overrides.ts':
     '`test/stores/conformance/overrides.ts` (run by `test/stores/memory/memory-store.test.ts`), `test/unit/rules/rule-index-limits.test.ts`',
   'src/stores/postgres/clock.ts':
