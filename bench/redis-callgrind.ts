@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
-import { CheckCall } from '../src/stores/redis/calls.js';
+import { CheckCall } from '../src/stores/redis/check-call.js';
 import { connectionOf } from '../src/stores/redis/client.js';
 import { RedisStore } from '../src/stores/redis/redis-store.js';
 import { loadScripts, runScript } from '../src/stores/redis/scripts.js';

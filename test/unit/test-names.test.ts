@@ -117,8 +117,10 @@ const TESTED_ELSEWHERE: Readonly<Record<string, string>> = {
   'src/stores/redis/frees.ts':
     'freed slots announced: `test/unit/stores/redis/calls.test.ts`, `test/processes/acquire-processes.test.ts`',
   'src/stores/redis/holders.ts': "a key's holders: `test/concurrency/key-admin-status.test.ts`",
+  'src/stores/redis/check-call.ts':
+    'the check call, its key layout and escaped identities: `test/stores/redis/redis-store.test.ts`, `test/stores/redis/identity-record.test.ts`, `test/stores/redis/replies.test.ts`, `test/adapters/hostile-input.test.ts`',
   'src/stores/redis/keys.ts':
-    'key layout and hash tags: `test/stores/redis/redis-store.test.ts`, `test/stores/redis/identity-record.test.ts`',
+    'slots and hash tags: `test/stores/redis/cluster-groups.test.ts`, `test/stores/redis/lock-index.test.ts`, `test/stores/redis/redis-store.test.ts`',
   'src/stores/redis/overrides.ts':
     '`test/processes/override-processes.test.ts`, `test/stores/redis/redis-store-conformance.test.ts`',
   'src/stores/redis/resets.ts':

@@ -3,9 +3,10 @@
 import type { EvalMode, EvalResult, OpResult, Refund, StoreOp } from '../store.js';
 import type { Batcher } from './batches.js';
 import { REFUND_FIELDS, refundCall, renewCall } from './calls.js';
+import type { KeySpace } from './check-call.js';
+import { escapeIdentity } from './check-call.js';
 import type { RedisConnection } from './connection/connection.js';
-import type { KeySpace } from './keys.js';
-import { escapeIdentity, tagSlot } from './keys.js';
+import { tagSlot } from './keys.js';
 import { decidedAt, type ScriptTime } from './op-text.js';
 import { integers } from './replies.js';
 import { type RedisScript, runScript } from './scripts.js';

@@ -3,8 +3,9 @@
 import type { StoreRule } from '../store-ops.js';
 import { resetCall } from './calls.js';
 import { RedisChannel } from './channel.js';
+import type { KeySpace } from './check-call.js';
 import type { RedisConnection } from './connection/connection.js';
-import { type KeySpace, resetChannel } from './keys.js';
+import { resetChannel } from './keys.js';
 import type { ScriptTime } from './op-text.js';
 import { integers } from './replies.js';
 import { type RedisScript, runScriptThen } from './scripts.js';

@@ -6,7 +6,7 @@ import { expect } from 'chai';
 import type { Redis } from 'ioredis';
 import { type CompiledRule, compileRules } from '../../../src/rules/compile.js';
 import { MemoryStore } from '../../../src/stores/memory/memory-store.js';
-import { CheckCall } from '../../../src/stores/redis/calls.js';
+import { CheckCall } from '../../../src/stores/redis/check-call.js';
 import { connectionOf } from '../../../src/stores/redis/client.js';
 import { decodeCheckReply, Flag, FRESH, LEVEL_UNIT } from '../../../src/stores/redis/replies.js';
 import { loadScripts, runScript } from '../../../src/stores/redis/scripts.js';
