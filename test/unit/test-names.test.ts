@@ -125,8 +125,6 @@ const TESTED_ELSEWHERE: Readonly<Record<string, string>> = {
     '`test/processes/override-processes.test.ts`, `test/stores/redis/redis-store-conformance.test.ts`',
   'src/stores/redis/resets.ts':
     '`test/stores/redis/redis-store.test.ts` (a reset announced), `test/limiter/decider-deny-cache.test.ts`',
-  'src/stores/redis/scripts.ts':
-    'NOSCRIPT and the library: `test/stores/redis/redis-store.test.ts`, `test/stores/redis/function-library.test.ts`',
   'src/stores/redis/slot-map.ts': 'a stale slot map: `test/stores/redis/cluster-groups.test.ts`',
   'src/stores/redis/connection/connection.ts':
     '`test/stores/redis/connection/ioredis.test.ts`, `test/stores/redis/client.test.ts`',

@@ -6,10 +6,10 @@ import { REFUND_FIELDS, refundCall, renewCall } from './calls.js';
 import type { KeySpace } from './check-call.js';
 import { escapeIdentity } from './check-call.js';
 import type { RedisConnection } from './connection/connection.js';
+import type { RedisScript } from './function-library.js';
 import { tagSlot } from './keys.js';
 import { decidedAt, type ScriptTime } from './op-text.js';
-import { integers } from './replies.js';
-import { type RedisScript, runScript } from './scripts.js';
+import { integers, runScript } from './replies.js';
 
 /** The indexes of the ops of one request whose keys share a slot: one script call. */
 type Group = number[];

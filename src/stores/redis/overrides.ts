@@ -5,10 +5,11 @@ import type { RuleLimit } from '../../types.js';
 import { overrideCall } from './calls.js';
 import { type KeySpace, OverrideReads, ruleLimitsKey } from './check-call.js';
 import type { RedisConnection } from './connection/connection.js';
+import type { RedisScript } from './function-library.js';
 import { overriddenRulesKey, ruleLimitsVersionKey, SLOTS } from './keys.js';
 import { escapeRuleName, luaNumber, type ScriptTime, timeArgument } from './op-text.js';
+import { runScriptThen } from './replies.js';
 import type { Resets } from './resets.js';
-import { type RedisScript, runScriptThen } from './scripts.js';
 
 /**
  * Sets overrides, and knows which rules' overrides the scripts must read: the rules listed at

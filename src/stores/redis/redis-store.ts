@@ -24,12 +24,12 @@ import { connectionOf, type RedisClient } from './client.js';
 import { SlotGroups } from './cluster-groups.js';
 import type { RedisConnection } from './connection/connection.js';
 import { Frees } from './frees.js';
+import { loadScripts } from './function-library.js';
 import { readHolders } from './holders.js';
 import { readLocks } from './lock-index.js';
 import { isGrouped, RedisClock, type ScriptTime } from './op-text.js';
 import { Overrides } from './overrides.js';
 import { Resets } from './resets.js';
-import { loadScripts } from './scripts.js';
 
 export interface RedisStoreOptions {
   /**
