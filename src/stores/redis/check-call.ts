@@ -2,7 +2,7 @@
 // `<prefix>:{<identity>}:<rule>`, the keys beside it, its identity's record), which rules' overrides it
 // reads, and the KEYS and ARGV of a batch of requests (CheckCall). The key names are escaped so that user
 // material can neither move a key to another slot nor make two keys collide; lua/check.lua's header
-// describes the same names. Slots, lock indexes and channels are keys.ts's.
+// describes the same names. Slots, hash tags and channels are keys.ts's.
 import { digest } from '../../digest.js';
 import type { EvalMode, StoreOp, StoreRule } from '../store.js';
 import { slotTag, tagSlot } from './keys.js';

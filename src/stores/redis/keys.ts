@@ -89,7 +89,7 @@ function buildTags(): string[] {
 
 /**
  * The rules that have had an override, each listed once (SADD), so that a process learning of them
- * (redis-overrides.ts) knows which rules' overrides its scripts must read. Not read by any script:
+ * (overrides.ts) knows which rules' overrides its scripts must read. Not read by any script:
  * any slot will do.
  */
 export function overriddenRulesKey(prefix: string): string {
