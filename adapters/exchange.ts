@@ -148,7 +148,7 @@ export async function exchange<Req>(setup: Setup<Req>, http: HttpExchange, reque
     else http.unmatched(info, setup.wiring);
     return 'next';
   }
-  if (!setup.forwarded.done) setup.forwarded.check(info, decision, http);
+  setup.forwarded.check(info, decision, http);
   http.keep(decision);
   // Paced (slowDown): the wait this request earns, undefined when its key may hold no more waits (refused).
   const waitMs = pacing === undefined || decision.allowed ? 0 : pacing.plan(decision);
@@ -316,8 +316,6 @@ export function forwardedHeader(headers: RequestInfo['headers']): string | undef
 }
 
 export interface ForwardedCheck {
-  /** True once the process has warned: adapters stop looking at headers and settings. */
-  readonly done: boolean;
   /**
    * After a decision: warns (once per process) when the request carries `X-Forwarded-For` or
    * `Forwarded`, one of the rules that decided it keys on `'ip'`, and `framework.untrusted()` (asked
@@ -334,14 +332,12 @@ export interface ForwardedCheck {
 export function createForwardedCheck(limiter: Limiter): ForwardedCheck {
   const ipRules = new Set(limiter.ruleFacts.filter((rule) => rule.keysOnIp).map((rule) => rule.name));
   return {
-    get done() {
-      return ipRules.size === 0 || warnUntrusted.done;
-    },
     check(info, decision, framework) {
-      if (ipRules.size === 0 || warnUntrusted.done) return;
-      // The header first: most requests carry none, and reading it is all they cost.
+      if (ipRules.size === 0) return;
+      // The header first: most requests carry none, and reading it is all they cost; then whether the
+      // process has warned already (then headers and settings are looked at no more).
       const header = forwardedHeader(info.headers);
-      if (header === undefined) return;
+      if (header === undefined || warnUntrusted.done) return;
       const rule = decision.rules.find((r) => ipRules.has(r.rule));
       if (rule === undefined) return;
       const setting = framework.untrusted();

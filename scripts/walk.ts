@@ -129,6 +129,7 @@ export async function measureWalk(): Promise<Walk> {
   const { createLimiter, RedisStore } = await import('../src/index.js');
   const { rateLimit } = await import('../adapters/express.js');
   const { LUA_TEXTS } = await import('../src/stores/redis/lua-texts.js');
+  const { DEADLINE_TICK_MS } = await import('../src/limiter/deadlines.js');
 
   const redis = await startRedis();
   const client = redis.client();
@@ -206,6 +207,10 @@ export async function measureWalk(): Promise<Walk> {
       await turns(5);
       quiet = inFlight === 0 ? quiet + 1 : 0;
     }
+    // And past a few ticks of the store calls' deadline ticker, which stops once no call is pending: the
+    // request starts it again, as one reaching an idle server does (without this wait it ran or not by chance).
+    await new Promise((resolve) => setTimeout(resolve, 5 * DEADLINE_TICK_MS));
+    await turns(5);
     const released = new Promise<void>((resolve) => {
       refunded = resolve;
     });

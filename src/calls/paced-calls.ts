@@ -14,7 +14,7 @@ import {
   resolveWrap,
   type WrapOptions,
 } from './options.js';
-import { assertWaitable, costNeverFits, TurnQueues } from './turn-queues.js';
+import { TurnQueues } from './turn-queues.js';
 
 /** What paced calls need from the limiter (it imports them; they never import it). */
 export interface PacedParts {
@@ -163,4 +163,39 @@ function costFrom<A extends unknown[]>(cost: (...args: A) => number, args: A): n
       { cause: error },
     );
   }
+}
+
+/**
+ * Refuses rules with a lockout: a try that is denied would lock the key, so waiting for a turn would
+ * turn into waiting out a lock.
+ */
+export function assertWaitable(rules: readonly CompiledRule[], where: string): void {
+  for (const rule of rules) {
+    if (rule.store.lockout === undefined) continue;
+    refuse(
+      'ERR_OPTION',
+      where,
+      `rule "${rule.name}" has a lockout, and a denied try would lock the key: waiting for a turn takes rules without one`,
+    );
+  }
+}
+
+/** A cost above what a denying rule holds at once (its limit, or its burst) is never admitted: say so at once. */
+export function costNeverFits(
+  rules: readonly CompiledRule[],
+  decision: Decision,
+  cost: number,
+): Error | undefined {
+  for (const r of decision.rules) {
+    if (r.allowed || r.locked || r.dryRun) continue;
+    const store = rules.find((rule) => rule.name === r.rule)?.store;
+    const most = store !== undefined && store.burst > 0 ? store.burst : r.limit;
+    if (cost > most) {
+      return new RateLimitRequestError(
+        'ERR_COST',
+        `rule "${r.rule}": a cost of ${cost} never fits, it admits at most ${most} at once; nothing was consumed`,
+      );
+    }
+  }
+  return undefined;
 }

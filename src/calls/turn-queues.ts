@@ -1,9 +1,7 @@
 // Waiting for a turn (`limiter.acquire`, `wrap` with `maxWait`): per key, first come first served within
 // a process; every try is a real decision of the store, so across processes nothing is ever admitted
 // that `check` would not admit. A wait on a concurrency rule ends when a slot of its key frees (`freed`).
-import { refuse } from '../config/refuse.js';
 import { RateLimitExceededError, RateLimitRequestError } from '../errors.js';
-import type { CompiledRule } from '../rules/compile.js';
 import type { Decision } from '../types.js';
 
 /** One try: the rules decided together on the key at this cost (a `check`). */
@@ -303,41 +301,6 @@ export class TurnQueues {
     finish(q, w, () => w.reject(w.signal?.reason));
     if (head) q.wake?.();
   }
-}
-
-/**
- * Refuses rules with a lockout: a try that is denied would lock the key, so waiting for a turn would
- * turn into waiting out a lock.
- */
-export function assertWaitable(rules: readonly CompiledRule[], where: string): void {
-  for (const rule of rules) {
-    if (rule.store.lockout === undefined) continue;
-    refuse(
-      'ERR_OPTION',
-      where,
-      `rule "${rule.name}" has a lockout, and a denied try would lock the key: waiting for a turn takes rules without one`,
-    );
-  }
-}
-
-/** A cost above what a denying rule holds at once (its limit, or its burst) is never admitted: say so at once. */
-export function costNeverFits(
-  rules: readonly CompiledRule[],
-  decision: Decision,
-  cost: number,
-): Error | undefined {
-  for (const r of decision.rules) {
-    if (r.allowed || r.locked || r.dryRun) continue;
-    const store = rules.find((rule) => rule.name === r.rule)?.store;
-    const most = store !== undefined && store.burst > 0 ? store.burst : r.limit;
-    if (cost > most) {
-      return new RateLimitRequestError(
-        'ERR_COST',
-        `rule "${r.rule}": a cost of ${cost} never fits, it admits at most ${most} at once; nothing was consumed`,
-      );
-    }
-  }
-  return undefined;
 }
 
 function closedError(): Error {

@@ -1,9 +1,10 @@
-// Key extraction: turns a rule's key form into a function from a request to an identity string.
+// Key extraction: turns a rule's key form into a function from a request to an identity string (the 'ip'
+// form's own, per request, in ip.ts).
 
 import { RateLimitRequestError } from '../errors.js';
 import type { KeyExtractor, KeySpec, RequestInfo } from '../types.js';
-import { quoted, UNPARSED_BODY_WARNING, UNRESOLVED_IP_WARNING, warnOnce } from '../warnings.js';
-import { ipKey } from './ip.js';
+import { UNPARSED_BODY_WARNING, warnOnce } from '../warnings.js';
+import { ipIdentity, ipReader } from './ip.js';
 import {
   identityOf,
   MAX_KEY_LENGTH,
@@ -14,8 +15,6 @@ import {
   ReservedKey,
   UNPARSED_BODY,
   UNPARSED_BODY_KEY,
-  UNRESOLVED_IP,
-  UNRESOLVED_IP_KEY,
 } from './material.js';
 
 export {
@@ -51,15 +50,7 @@ export interface KeyOptions {
  * form reads a key.
  */
 export function createExtractor(spec: KeySpec, options: KeyOptions): Extractor {
-  if (spec === 'ip') {
-    // An address's key (ipKey: ASCII, at most 44 characters, never a leading '#') is its own identity,
-    // as userKey would find it: the usual rule's key goes through no more checks.
-    const address = ipExtractor(options);
-    return (req) => {
-      const key = address(req);
-      return typeof key === 'string' ? key : (key as ReservedKey).identity;
-    };
-  }
+  if (spec === 'ip') return ipIdentity(options.ipv6Subnet, ruleLabel(options.rule));
   const read = createReader(spec, options);
   return (req) => {
     const material = read(req);
@@ -109,7 +100,7 @@ function single(spec: string | KeyExtractor, options: KeyOptions): Reader {
 }
 
 function field(spec: string, options: KeyOptions): Reader {
-  if (spec === 'ip') return ipExtractor(options);
+  if (spec === 'ip') return ipReader(options.ipv6Subnet, ruleLabel(options.rule));
   const text = material(options.normalize, spec, options.rule);
   if (spec === 'user') {
     return (req) => {
@@ -199,25 +190,6 @@ function refusedValue(
     `${ruleLabel(rule)}${what} ${kind}, where a key must be a string, a number or a boolean; nothing was consumed`,
     field === undefined ? {} : { field },
   );
-}
-
-/** `'ip'`: the canonical address, or `UNRESOLVED_IP` (with a one-time warning) when there is none. */
-function ipExtractor(options: KeyOptions): Reader {
-  const warn = warnOnce(UNRESOLVED_IP_WARNING);
-  const subnet = options.ipv6Subnet;
-  return (req) => {
-    const raw = req.ip;
-    const key = ipKey(raw, subnet);
-    if (key !== undefined) return key;
-    const why =
-      raw === undefined || raw === ''
-        ? 'a request has no client address (the client reset the connection before it was read, or the server listens on a Unix socket)'
-        : `the client address ${quoted(raw)} is not an IP address (an entry a trusted proxy wrote into X-Forwarded-For)`;
-    warn(
-      `${ruleLabel(options.rule)}${why}; such requests share the key '${UNRESOLVED_IP_KEY}', so the rule still limits them, together`,
-    );
-    return UNRESOLVED_IP;
-  };
 }
 
 /**

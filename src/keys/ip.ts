@@ -1,5 +1,43 @@
-// Client IP keys: canonical IPv4, IPv4-mapped IPv6 as IPv4, other IPv6 by prefix (/56 by default). Parsing by ipaddr.js.
+// The 'ip' key form: a request's client address as its key (canonical IPv4, IPv4-mapped IPv6 as IPv4,
+// other IPv6 by prefix, /56 by default), or the unresolved-IP key. Parsing by ipaddr.js.
 import ipaddr from 'ipaddr.js';
+import type { RequestInfo } from '../types.js';
+import { quoted, UNRESOLVED_IP_WARNING, warnOnce } from '../warnings.js';
+import { type ReservedKey, UNRESOLVED_IP, UNRESOLVED_IP_KEY } from './material.js';
+
+/**
+ * `'ip'`: the canonical address, or `UNRESOLVED_IP` (with a one-time warning) when there is none.
+ * `label`: the rule, for the warning (`rule "api": `).
+ */
+export function ipReader(ipv6Subnet: number, label: string): (req: RequestInfo) => string | ReservedKey {
+  const warn = warnOnce(UNRESOLVED_IP_WARNING);
+  return (req) => {
+    const raw = req.ip;
+    const key = ipKey(raw, ipv6Subnet);
+    if (key !== undefined) return key;
+    const why =
+      raw === undefined || raw === ''
+        ? 'a request has no client address (the client reset the connection before it was read, or the server listens on a Unix socket)'
+        : `the client address ${quoted(raw)} is not an IP address (an entry a trusted proxy wrote into X-Forwarded-For)`;
+    warn(
+      `${label}${why}; such requests share the key '${UNRESOLVED_IP_KEY}', so the rule still limits them, together`,
+    );
+    return UNRESOLVED_IP;
+  };
+}
+
+/**
+ * A rule keyed on `'ip'` alone: the identity of each request. An address's key (ipKey: ASCII, at most 44
+ * characters, never a leading '#') is its own identity, as userKey would find it: the usual rule's key
+ * goes through no more checks.
+ */
+export function ipIdentity(ipv6Subnet: number, label: string): (req: RequestInfo) => string {
+  const address = ipReader(ipv6Subnet, label);
+  return (req) => {
+    const key = address(req);
+    return typeof key === 'string' ? key : key.identity;
+  };
+}
 
 /**
  * The key for a client address, or undefined when it is not an IP address. Strips brackets, an IPv4

@@ -371,4 +371,11 @@ export class DenyCache {
   clear(): void {
     this.#entries.clear();
   }
+
+  /** A key reset in the store (`key` empty: a rule-wide limit changed; both empty: changes may be missed). */
+  forgetReset(rule: string, key: string): void {
+    if (rule === '') this.clear();
+    else if (key === '') this.deleteRule(rule);
+    else this.delete(rule, key);
+  }
 }

@@ -15,7 +15,19 @@ import type { EventEmitter } from './event-emitter.js';
 import type { LimiterEvents, UnlockEvent } from './events.js';
 import type { FailurePolicy } from './failure-policy.js';
 import type { Observers } from './observers.js';
-import type { OpBuilder, RuleOp } from './op-builder.js';
+import type { OpBuilder, OverrideProbe, RuleOp } from './op-builder.js';
+
+/**
+ * For direct calls on a rule with a limit function (see OpBuilder): the override in force for each op's
+ * key, read from the store (a peek, as `status`), or undefined for a store without overrides.
+ */
+export function overrideProbe(policy: () => FailurePolicy, store: Store): OverrideProbe | undefined {
+  if (store.override === undefined) return undefined;
+  return async (ops: RuleOp[]) => {
+    const { results } = await operatorCall(policy(), store, 'status', () => store.evaluate(ops, 'peek'));
+    return results.map((r) => (r.overridden ? r.limit : undefined));
+  };
+}
 
 /** The limiter's parts an operator call goes through. */
 export interface KeyAdminParts {

@@ -1,7 +1,7 @@
 // The limiter: matches rules to a request, asks the store for one all-or-nothing decision, reports outcomes.
 // A façade over its parts: options (limiter/options.ts), request to ops (limiter/op-builder.ts), one decision's
-// path (limiter/decider.ts), the failure policy and store health (limiter/failure-policy.ts, limiter/store-health.ts),
-// reservations (limiter/reservations.ts), the deny cache (limiter/deny-cache.ts), operator calls on keys (limiter/key-admin.ts),
+// path and the deny cache (limiter/decider.ts), the failure policy and store health (limiter/failure-policy.ts),
+// reservations (limiter/reservations.ts), operator calls on keys (limiter/key-admin.ts),
 // acquire and wrap (calls/paced-calls.ts), events and the debug log (limiter/events.ts), observers (limiter/observers.ts).
 import type { AcquireOptions, OverrideOptions, WrapOptions } from '../calls/options.js';
 import { PacedCalls } from '../calls/paced-calls.js';
@@ -25,7 +25,7 @@ import { type DebugLog, emitStoreError, type LimiterEvents } from './events.js';
 import type { StoreHealth } from './failure-policy.js';
 import { FailurePolicy } from './failure-policy.js';
 import { Holdings } from './holdings.js';
-import { KeyAdmin, operatorCall } from './key-admin.js';
+import { KeyAdmin, overrideProbe } from './key-admin.js';
 import { type LimiterObserver, Observers } from './observers.js';
 import { OpBuilder, type RuleOp } from './op-builder.js';
 import { type LimiterOptions, resolveLimiterOptions } from './options.js';
@@ -60,17 +60,11 @@ export class Limiter extends EventEmitter<LimiterEvents> {
     const resolved = resolveLimiterOptions(options);
     const store = resolved.store;
     this.#store = store;
-    // Direct calls on a rule with a limit function ask the store for an override first (see OpBuilder).
-    const probe =
-      store.override === undefined
-        ? undefined
-        : async (ops: RuleOp[]) => {
-            const { results } = await operatorCall(this.#policy, store, 'status', () =>
-              store.evaluate(ops, 'peek'),
-            );
-            return results.map((r) => (r.overridden ? r.limit : undefined));
-          };
-    this.#ops = new OpBuilder(resolved.rules, () => store.now(), probe);
+    this.#ops = new OpBuilder(
+      resolved.rules,
+      () => store.now(),
+      overrideProbe(() => this.#policy, store),
+    );
     this.#definitions = Object.freeze([...options.rules]);
     this.#facts = Object.freeze(resolved.rules.map((r) => r.facts));
     this.#needsOutcomes = resolved.rules.some((r) => r.facts.countsOutcomes);
@@ -87,12 +81,7 @@ export class Limiter extends EventEmitter<LimiterEvents> {
     // What other processes changed: a reset key's denial is forgotten (an empty rule: the store may have
     // missed changes, its subscriber reconnected: forget all), and freed slots wake the waiters.
     const changed = (change: StoreChange, rule: string, key: string) => {
-      const cache = this.#denyCache;
-      if (change === 'reset' && cache !== undefined) {
-        if (rule === '') cache.clear();
-        else if (key === '') cache.deleteRule(rule);
-        else cache.delete(rule, key);
-      }
+      if (change === 'reset') this.#denyCache?.forgetReset(rule, key);
       freed(rule, key);
     };
     if (this.#denyCache !== undefined)

@@ -10,7 +10,7 @@ import type { Walk } from '../../scripts/walk.js';
 const ROOT = resolve(import.meta.dirname, '../..');
 
 /** Files to the headers at most: what the walk is now. The goal (issue 44) is 20; lower this as it falls. */
-const MOST_FILES_TO_HEADERS = 32;
+const MOST_FILES_TO_HEADERS = 27;
 
 /** The drawing: the numbered files, and the code spans of the release paragraph before its count. */
 function drawn(): { toHeaders: string[]; release: string[] } {

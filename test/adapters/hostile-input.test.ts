@@ -21,7 +21,8 @@ import {
   type Store,
   UNPARSED_BODY_KEY,
 } from '../../src/index.js';
-import { escapeIdentity, opKeys, tagSlot } from '../../src/stores/redis/keys.js';
+import { escapeIdentity, opKeys } from '../../src/stores/redis/check-call.js';
+import { tagSlot } from '../../src/stores/redis/keys.js';
 import { getRedis, useCluster } from '../support/redis.js';
 import { PATIENT } from '../support/settle.js';
 

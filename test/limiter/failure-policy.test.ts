@@ -14,7 +14,8 @@ import {
   type StoreOp,
 } from '../../src/index.js';
 import { type CompiledRule, compileRules } from '../../src/rules/compile.js';
-import { escapeIdentity, tagSlot } from '../../src/stores/redis/keys.js';
+import { escapeIdentity } from '../../src/stores/redis/check-call.js';
+import { tagSlot } from '../../src/stores/redis/keys.js';
 import {
   RECOMMENDED_CLUSTER_OPTIONS,
   RECOMMENDED_REDIS_OPTIONS,

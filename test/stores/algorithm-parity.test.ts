@@ -5,7 +5,7 @@ import { expect } from 'chai';
 import fc from 'fast-check';
 import type { Redis } from 'ioredis';
 import { WINDOW_TYPES, windowKind } from '../../src/algorithms/index.js';
-import { assembleScript } from '../../src/stores/redis/scripts.js';
+import { assembleScript } from '../../src/stores/redis/function-library.js';
 import { type RedisServer, startRedis } from '../support/redis.js';
 import { type Case, cases, counting, type Step, type StepOutcome, stepTs } from './parity-cases.js';
 

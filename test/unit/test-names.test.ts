@@ -96,6 +96,8 @@ const TESTED_ELSEWHERE: Readonly<Record<string, string>> = {
   // Stores: the contract's data, and the parts of each store under its own tests.
   'src/stores/store-ops.ts':
     'types and window-type names: `test/unit/algorithms/registry-lists.test.ts`, `test/stores/conformance/suite.ts`',
+  'src/stores/memory/key-table.ts':
+    'the keys held, bounded: `test/stores/memory/memory-store.test.ts` (maxKeys, locks never evicted, the sweep), `test/unit/stores/memory/eviction.test.ts`',
   'src/stores/memory/overrides.ts':
     '`test/stores/conformance/overrides.ts` (run by `test/stores/memory/memory-store.test.ts`), `test/unit/rules/rule-index-limits.test.ts`',
   'src/stores/postgres/clock.ts':
@@ -115,14 +117,14 @@ const TESTED_ELSEWHERE: Readonly<Record<string, string>> = {
   'src/stores/redis/frees.ts':
     'freed slots announced: `test/unit/stores/redis/calls.test.ts`, `test/processes/acquire-processes.test.ts`',
   'src/stores/redis/holders.ts': "a key's holders: `test/concurrency/key-admin-status.test.ts`",
+  'src/stores/redis/check-call.ts':
+    'the check call, its key layout and escaped identities: `test/stores/redis/redis-store.test.ts`, `test/stores/redis/identity-record.test.ts`, `test/stores/redis/replies.test.ts`, `test/adapters/hostile-input.test.ts`',
   'src/stores/redis/keys.ts':
-    'key layout and hash tags: `test/stores/redis/redis-store.test.ts`, `test/stores/redis/identity-record.test.ts`',
+    'slots and hash tags: `test/stores/redis/cluster-groups.test.ts`, `test/stores/redis/lock-index.test.ts`, `test/stores/redis/redis-store.test.ts`',
   'src/stores/redis/overrides.ts':
     '`test/processes/override-processes.test.ts`, `test/stores/redis/redis-store-conformance.test.ts`',
   'src/stores/redis/resets.ts':
     '`test/stores/redis/redis-store.test.ts` (a reset announced), `test/limiter/decider-deny-cache.test.ts`',
-  'src/stores/redis/scripts.ts':
-    'NOSCRIPT and the library: `test/stores/redis/redis-store.test.ts`, `test/stores/redis/function-library.test.ts`',
   'src/stores/redis/slot-map.ts': 'a stale slot map: `test/stores/redis/cluster-groups.test.ts`',
   'src/stores/redis/connection/connection.ts':
     '`test/stores/redis/connection/ioredis.test.ts`, `test/stores/redis/client.test.ts`',

@@ -7,7 +7,6 @@ import { refuse } from '../../config/refuse.js';
 import { MEMORY_STORE_DEFAULTS } from '../../defaults.js';
 import { unrefTimer } from '../../timers.js';
 import type { LockInfo, RuleLimit } from '../../types.js';
-import { MEMORY_STORE_FULL_WARNING, warnOnce } from '../../warnings.js';
 import type {
   EvalMode,
   EvalResult,
@@ -19,7 +18,8 @@ import type {
   StoreOp,
   StoreRule,
 } from '../store.js';
-import { type Entry, EvictionQueues } from './eviction.js';
+import type { Entry } from './eviction.js';
+import { KeyTable } from './key-table.js';
 import { OverrideTable } from './overrides.js';
 
 export interface MemoryStoreOptions {
@@ -53,12 +53,7 @@ const MEMORY_STORE_FIELDS = fieldsOf<MemoryStoreOptions>({
 
 export class MemoryStore implements Store {
   readonly local = true;
-  /** Rule name, then identity: no joined string to build and hash on every lookup. */
-  readonly #byRule = new Map<string, Map<string, Entry>>();
-  /** Every entry, in the order it would be evicted. */
-  readonly #queues = new EvictionQueues();
-  readonly #locks = new Set<Entry>();
-  readonly #maxKeys: number;
+  readonly #keys: KeyTable;
   readonly #clock: () => number;
   readonly #sweepIntervalMs: number;
   /** The sweep timer, started by the first call rather than at construction (Workers forbid timers at import). */
@@ -68,7 +63,6 @@ export class MemoryStore implements Store {
   #lastNow = 0;
   /** `onChange` listeners: limiters sharing this store whose calls wait for a slot. */
   readonly #changeListeners = new Set<StoreChangeListener>();
-  readonly #warnFull = warnOnce(MEMORY_STORE_FULL_WARNING);
   /** The entries of the evaluation under way, reused: evaluateSync never re-enters. */
   readonly #scratch: Array<Entry | undefined> = [];
   /** The ops of the evaluation under way as decided (with the override in force), reused likewise. */
@@ -81,14 +75,14 @@ export class MemoryStore implements Store {
     if (!Number.isSafeInteger(maxKeys) || maxKeys < 1) {
       refuse('ERR_OPTION', 'MemoryStore', `maxKeys must be a positive integer, got ${maxKeys}`);
     }
-    this.#maxKeys = maxKeys;
+    this.#keys = new KeyTable(maxKeys, (entry) => this.#scratch.includes(entry));
     this.#clock = options.clock ?? Date.now;
     this.#sweepIntervalMs = options.sweepIntervalMs ?? MEMORY_STORE_DEFAULTS.sweepIntervalMs;
   }
 
   /** Keys held now (for tests and metrics). */
   get size(): number {
-    return this.#queues.size;
+    return this.#keys.size;
   }
 
   now(): number {
@@ -115,7 +109,7 @@ export class MemoryStore implements Store {
     for (let i = 0; i < n; i++) {
       const op = this.#overrides.apply(ops[i] as StoreOp, nowMs);
       decided[i] = op;
-      entries[i] = this.#find(op.rule.name, op.key, nowMs);
+      entries[i] = this.#keys.find(op.rule.name, op.key, nowMs);
     }
     const results: OpResult[] = [];
     let denied = false;
@@ -153,7 +147,7 @@ export class MemoryStore implements Store {
         let entry = entries[i];
         const again = entry !== undefined;
         if (entry === undefined) {
-          entry = this.#create(op.rule.name, op.key, nowMs);
+          entry = this.#keys.create(op.rule.name, op.key, nowMs);
           entries[i] = entry;
         }
         const algorithm = algorithms[op.rule.type];
@@ -161,7 +155,7 @@ export class MemoryStore implements Store {
         entry.stateExpiresAt = algorithm.expiresAt(entry.state, op);
         entry.count = result.count;
         entry.exhausted = result.remaining === 0;
-        this.#queues.place(entry, nowMs, again);
+        this.#keys.place(entry, nowMs, again);
       } else if (result.allowed) {
         // Admitted by its own rule but not consumed (another rule denied): report the state as it is.
         const now = algorithms[op.rule.type].evaluate(entries[i]?.state, withoutCost(op), nowMs, false);
@@ -191,7 +185,7 @@ export class MemoryStore implements Store {
       const entry = entries[i];
       entries[i] = undefined;
       decided[i] = undefined;
-      if (entry !== undefined) this.#dropIfEmpty(entry);
+      if (entry !== undefined) this.#keys.dropIfEmpty(entry);
     }
   }
 
@@ -213,14 +207,14 @@ export class MemoryStore implements Store {
     results[i] = lockedResult(durationMs, level, untilMs, write);
     if (!write) return;
     let entry = existing;
-    if (entry === undefined) entry = this.#create(op.rule.name, op.key, nowMs);
+    if (entry === undefined) entry = this.#keys.create(op.rule.name, op.key, nowMs);
     entry.state = undefined;
     entry.stateExpiresAt = 0;
     entry.count = 0;
     entry.exhausted = false;
     entry.lock = { untilMs, level, forgetAtMs: untilMs + lockout.forgetAfterMs };
-    this.#queues.place(entry, nowMs);
-    this.#locks.add(entry);
+    this.#keys.place(entry, nowMs);
+    this.#keys.locked(entry);
   }
 
   async refund(refunds: readonly Refund[]): Promise<boolean[]> {
@@ -230,7 +224,7 @@ export class MemoryStore implements Store {
       const refund = refunds[i] as Refund;
       const op = this.#overrides.apply(refund.op, nowMs);
       const receipt = refund.receipt;
-      const entry = this.#get(op.rule.name, op.key, nowMs);
+      const entry = this.#keys.get(op.rule.name, op.key, nowMs);
       if (algorithms[op.rule.type].kind.holdsSlots)
         held[i] = stillHeld(entry?.state as HolderState | undefined, op, nowMs, receipt);
       if (entry?.state === undefined) continue;
@@ -243,7 +237,7 @@ export class MemoryStore implements Store {
         entry.count = now.count;
         entry.exhausted = now.remaining === 0;
       }
-      if (!this.#dropIfEmpty(entry)) this.#queues.place(entry, nowMs);
+      if (!this.#keys.dropIfEmpty(entry)) this.#keys.place(entry, nowMs);
       if (algorithms[op.rule.type].kind.holdsSlots) this.#freed(op.rule.name, op.key);
     }
     return held;
@@ -265,7 +259,7 @@ export class MemoryStore implements Store {
   async renew(slots: readonly Refund[]): Promise<boolean[]> {
     const nowMs = this.now();
     return slots.map(({ op, receipt }) => {
-      const entry = this.#get(op.rule.name, op.key, nowMs);
+      const entry = this.#keys.get(op.rule.name, op.key, nowMs);
       const state = entry?.state as HolderState | undefined;
       if (entry === undefined || state === undefined) return false;
       const held = renewSlots(state, op, nowMs, receipt);
@@ -275,7 +269,7 @@ export class MemoryStore implements Store {
   }
 
   async holders(rule: StoreRule, key: string, limit: number): Promise<HeldSlot[]> {
-    const state = this.#byRule.get(rule.name)?.get(key)?.state as HolderState | undefined;
+    const state = this.#keys.raw(rule.name, key)?.state as HolderState | undefined;
     if (!algorithms[rule.type].kind.holdsSlots || state === undefined) return [];
     const nowMs = this.now();
     const held: HeldSlot[] = [];
@@ -293,17 +287,17 @@ export class MemoryStore implements Store {
 
   /** The counted state of a key goes; its lock and level stay. */
   #clearCount(rule: StoreRule, key: string): void {
-    const entry = this.#byRule.get(rule.name)?.get(key);
+    const entry = this.#keys.raw(rule.name, key);
     if (entry === undefined) return;
     entry.state = undefined;
     entry.stateExpiresAt = 0;
     entry.count = 0;
     entry.exhausted = false;
-    if (!this.#dropIfEmpty(entry)) this.#queues.place(entry, this.now());
+    if (!this.#keys.dropIfEmpty(entry)) this.#keys.place(entry, this.now());
   }
 
   #reset(rule: StoreRule, key: string): boolean {
-    const entry = this.#byRule.get(rule.name)?.get(key);
+    const entry = this.#keys.raw(rule.name, key);
     if (entry === undefined) return false;
     const wasLocked = entry.lock !== undefined && this.now() < entry.lock.untilMs;
     if (algorithms[rule.type].kind.holdsSlots && entry.state !== undefined) {
@@ -312,7 +306,7 @@ export class MemoryStore implements Store {
       entry.count = 0;
       entry.exhausted = false;
       this.#freed(rule.name, key);
-    } else this.#remove(entry);
+    } else this.#keys.remove(entry);
     return wasLocked;
   }
 
@@ -332,30 +326,14 @@ export class MemoryStore implements Store {
   }
 
   async locked(rule: StoreRule, limit: number): Promise<LockInfo[]> {
-    const nowMs = this.now();
-    const out: LockInfo[] = [];
-    for (const entry of this.#locks) {
-      const lock = entry.lock;
-      if (entry.rule !== rule.name || lock === undefined || lock.untilMs <= nowMs) continue;
-      out.push({
-        rule: entry.rule,
-        key: entry.key,
-        remainingMs: lock.untilMs - nowMs,
-        lockedUntil: lock.untilMs,
-        level: lock.level,
-      });
-    }
-    out.sort((a, b) => a.lockedUntil - b.lockedUntil);
-    return out.slice(0, limit);
+    return this.#keys.listLocked(rule.name, limit, this.now());
   }
 
   async close(): Promise<void> {
     this.#closed = true;
     clearInterval(this.#timer);
-    this.#byRule.clear();
+    this.#keys.clear();
     this.#overrides.clear();
-    this.#queues.clear();
-    this.#locks.clear();
     this.#changeListeners.clear();
   }
 
@@ -363,99 +341,7 @@ export class MemoryStore implements Store {
   sweep(): void {
     const nowMs = this.now();
     this.#overrides.sweep(nowMs);
-    this.#queues.park();
-    // Survivors are filed again: a lock that ended or a count that expired no longer holds its entry back.
-    for (const entry of this.#queues.values())
-      if (!this.#expire(entry, nowMs)) this.#queues.place(entry, nowMs);
-  }
-
-  #get(rule: string, key: string, nowMs: number): Entry | undefined {
-    const entry = this.#byRule.get(rule)?.get(key);
-    return entry === undefined || this.#expire(entry, nowMs) ? undefined : entry;
-  }
-
-  /**
-   * The entry of an evaluation, its expired parts forgotten. Kept even when nothing is left of it, as
-   * the evaluation will likely write it again (a full token bucket): #release drops it if not.
-   */
-  #find(rule: string, key: string, nowMs: number): Entry | undefined {
-    const entry = this.#byRule.get(rule)?.get(key);
-    if (entry !== undefined) this.#forget(entry, nowMs);
-    return entry;
-  }
-
-  /** Forgets what has expired in an entry; true when nothing is left of it. */
-  #expire(entry: Entry, nowMs: number): boolean {
-    this.#forget(entry, nowMs);
-    return this.#dropIfEmpty(entry);
-  }
-
-  #forget(entry: Entry, nowMs: number): void {
-    if (entry.state !== undefined && entry.stateExpiresAt <= nowMs) {
-      entry.state = undefined;
-      entry.stateExpiresAt = 0;
-    }
-    if (entry.lock !== undefined && entry.lock.forgetAtMs <= nowMs) {
-      entry.lock = undefined;
-      this.#locks.delete(entry);
-    }
-  }
-
-  #dropIfEmpty(entry: Entry): boolean {
-    if (entry.state !== undefined || entry.lock !== undefined) return false;
-    this.#remove(entry);
-    return true;
-  }
-
-  #remove(entry: Entry): void {
-    this.#byRule.get(entry.rule)?.delete(entry.key);
-    this.#queues.delete(entry);
-    this.#locks.delete(entry);
-  }
-
-  #create(rule: string, key: string, nowMs: number): Entry {
-    const entry: Entry = {
-      rule,
-      key,
-      state: undefined,
-      stateExpiresAt: 0,
-      lock: undefined,
-      count: 0,
-      exhausted: false,
-      queue: -1,
-      recent: false,
-    };
-    if (this.#queues.size >= this.#maxKeys) this.#evict(nowMs);
-    let keys = this.#byRule.get(rule);
-    if (keys === undefined) {
-      keys = new Map();
-      this.#byRule.set(rule, keys);
-    }
-    keys.set(key, entry);
-    // Filed at once (as a count of 0), so the keys of one evaluation never push the store past maxKeys.
-    this.#queues.place(entry, nowMs, false);
-    return entry;
-  }
-
-  /**
-   * Makes room for one key (see EvictionQueues for the order), and for more when the store had grown
-   * past maxKeys while it held only keys that deny. A key that denies is never evicted, so a flood of new
-   * keys cannot hand back an attacker's spent count, lock or escalation level; the store is never
-   * cleared wholesale.
-   */
-  #evict(nowMs: number): void {
-    const expire = (entry: Entry) => this.#expire(entry, nowMs);
-    const busy = (entry: Entry) => this.#scratch.includes(entry);
-    while (this.#queues.size >= this.#maxKeys) {
-      const victim = this.#queues.victim(nowMs, expire, busy);
-      if (victim === undefined) {
-        this.#warnFull(
-          `the MemoryStore holds more than maxKeys (${this.#maxKeys}) keys: every key it could evict still denies (a lock, an escalation level or an exhausted count), and those are never evicted. Raise maxKeys, or use a RedisStore`,
-        );
-        return;
-      }
-      if (victim !== null) this.#remove(victim);
-    }
+    this.#keys.sweep(nowMs);
   }
 }
 

@@ -1,12 +1,12 @@
 // Batching: the requests of one event-loop phase that one node can decide go out as one call of lua/check.lua.
 
 import type { EvalMode, EvalResult, StoreOp } from '../store.js';
-import { CheckCall } from './calls.js';
+import type { KeySpace } from './check-call.js';
+import { CheckCall } from './check-call.js';
 import type { RedisConnection } from './connection/connection.js';
-import type { KeySpace } from './keys.js';
+import type { RedisScript } from './function-library.js';
 import { decidedAt, hasLockout, type ScriptTime } from './op-text.js';
-import { decodeCheckReply } from './replies.js';
-import { type RedisScript, runScript } from './scripts.js';
+import { decodeCheckReply, runScript } from './replies.js';
 import { SlotMap } from './slot-map.js';
 
 /** What settles a caller's promise, kept until the reply comes: the first of `resolve` or `reject` wins. */

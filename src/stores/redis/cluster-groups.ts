@@ -3,12 +3,13 @@
 import type { EvalMode, EvalResult, OpResult, Refund, StoreOp } from '../store.js';
 import type { Batcher } from './batches.js';
 import { REFUND_FIELDS, refundCall, renewCall } from './calls.js';
+import type { KeySpace } from './check-call.js';
+import { escapeIdentity } from './check-call.js';
 import type { RedisConnection } from './connection/connection.js';
-import type { KeySpace } from './keys.js';
-import { escapeIdentity, tagSlot } from './keys.js';
+import type { RedisScript } from './function-library.js';
+import { tagSlot } from './keys.js';
 import { decidedAt, type ScriptTime } from './op-text.js';
-import { integers } from './replies.js';
-import { type RedisScript, runScript } from './scripts.js';
+import { integers, runScript } from './replies.js';
 
 /** The indexes of the ops of one request whose keys share a slot: one script call. */
 type Group = number[];

@@ -8,7 +8,7 @@ import { freeChannel } from './keys.js';
  * Announcements of freed slots, on a channel of their own (`<prefix>:free`): only processes with a call
  * waiting for a slot subscribe, so a release costs one PUBLISH that nobody hears while nobody waits. The
  * release script publishes it (lua/refund.lua, after the slots are free): one per call, `[rule, key, rule,
- * key, ...]` as JSON (redis-calls.ts refundCall).
+ * key, ...]` as JSON (calls.ts refundCall).
  */
 export class Frees {
   readonly #channel: RedisChannel;

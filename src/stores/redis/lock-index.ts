@@ -1,13 +1,8 @@
 // `locked(rule)`: the keys of a rule locked now, read from the lock indexes lua/decide.lua writes with each lock.
 import type { LockInfo } from '../../types.js';
+import { isLockIndexKey, type KeySpace, lockIndexKey, lockIndexPattern } from './check-call.js';
 import type { RedisConnection, RedisNode } from './connection/connection.js';
-import {
-  isLockIndexKey,
-  type KeySpace,
-  lockIndexKey,
-  lockIndexPattern,
-  parseLockIndexMember,
-} from './keys.js';
+import { parseLockIndexMember } from './keys.js';
 import { luaNumber } from './op-text.js';
 
 /** Keys SCAN looks at per call: a call costs Redis about a millisecond. */

@@ -2,10 +2,33 @@
 // offset this process keeps, or an injected one), and each op as one text (readOp in lua/protocol.lua),
 // made once per rule and reused while a rule's requests look alike.
 
+import { windowKind } from '../../algorithms/index.js';
+import { digest } from '../../digest.js';
 import { unrefTimer } from '../../timers.js';
 import type { StoreOp, StoreRule } from '../store.js';
 import type { RedisConnection } from './connection/connection.js';
-import { escapeRuleName, isGrouped } from './keys.js';
+
+/** Identities and rule names up to this long, of safe characters, are used as they are (readable in redis-cli). */
+export const MAX_PLAIN_LENGTH = 64;
+/** Rule names also exclude `:` so that no rule's count key is another rule's lock key (`<rule>:l`). */
+const PLAIN_RULE = /^[\w.\-~]+$/;
+
+/** A rule name as used in keys: rule names are validated at compile time, this guards direct store use. */
+export function escapeRuleName(name: string): string {
+  return name.length <= MAX_PLAIN_LENGTH && PLAIN_RULE.test(name) ? name : digest(name);
+}
+
+/**
+ * What a rule's name must be for its state to go in a record, where it is the state's label and travels
+ * in the op's text: a limiter's rule names always are (rules/compile.ts); a StoreRule made by hand
+ * with another name keeps a key of its own.
+ */
+const RECORD_NAME = /^[\w.~-]{1,64}$/;
+
+/** Whether a rule's state is in its identity's record (identityKey) rather than a key of its own. */
+export function isGrouped(rule: StoreRule): boolean {
+  return rule.grouped === true && windowKind(rule.type).groupable && RECORD_NAME.test(rule.name);
+}
 
 /** The `now` argument asking a script for the server's own clock (TIME); SERVER_TIME in lua/protocol.lua. */
 export const SERVER_TIME = 'server';
@@ -160,7 +183,7 @@ function textOf(rule: StoreRule): RuleText {
       size: `,${luaNumber(rule.sizeMs)},${luaNumber(rule.buckets)},`,
       tails: [tail(0), tail(1), tail(2), tail(3)],
       field: isGrouped(rule) ? `,${rule.name}` : '',
-      // A grouped rule's name is its escaped name (keys.ts RECORD_NAME): one field serves both.
+      // A grouped rule's name is its escaped name (RECORD_NAME): one field serves both.
       ruleField: `,${escapeRuleName(rule.name)}`,
     };
     ruleTexts.set(rule, text);

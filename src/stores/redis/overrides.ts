@@ -3,19 +3,13 @@
 
 import type { RuleLimit } from '../../types.js';
 import { overrideCall } from './calls.js';
+import { type KeySpace, OverrideReads, ruleLimitsKey } from './check-call.js';
 import type { RedisConnection } from './connection/connection.js';
-import {
-  escapeRuleName,
-  type KeySpace,
-  type OverrideReads,
-  overriddenRulesKey,
-  ruleLimitsKey,
-  ruleLimitsVersionKey,
-  SLOTS,
-} from './keys.js';
-import { luaNumber, type ScriptTime, timeArgument } from './op-text.js';
+import type { RedisScript } from './function-library.js';
+import { overriddenRulesKey, ruleLimitsVersionKey, SLOTS } from './keys.js';
+import { escapeRuleName, luaNumber, type ScriptTime, timeArgument } from './op-text.js';
+import { runScriptThen } from './replies.js';
 import type { Resets } from './resets.js';
-import { type RedisScript, runScriptThen } from './scripts.js';
 
 /**
  * Sets overrides, and knows which rules' overrides the scripts must read: the rules listed at
@@ -28,15 +22,13 @@ import { type RedisScript, runScriptThen } from './scripts.js';
  * news to the other processes before its reply to this one (off a Cluster; a Cluster passes it between
  * nodes on its own bus).
  */
-export class Overrides implements OverrideReads {
+export class Overrides {
   readonly #connection: RedisConnection;
   readonly #script: RedisScript;
   readonly #space: KeySpace;
   readonly #resets: Resets;
-  readonly #rules = new Set<string>();
-  /** Rules (escaped names, keys.ts escapeRuleName) that have had a rule-wide limit. */
-  readonly #limited = new Set<string>();
-  #known = false;
+  /** Which rules' overrides the scripts read: what this learns, kept up to date. */
+  readonly reads = new OverrideReads(() => this.#learn());
   #listening = false;
   #loading: Promise<void> | undefined;
   /** Counts reconnections of the subscriber: a load begun before one cannot vouch for what was missed. */
@@ -50,28 +42,18 @@ export class Overrides implements OverrideReads {
   }
 
   /**
-   * Whether the rule-wide limit of `rule` must be read by the scripts: once a rule has had one (the
-   * rule-limits hash lists it, or a process announced it), and for every rule until this is known.
+   * Starts learning which rules' overrides the scripts must read, where announcements can be heard: not
+   * over Redis over HTTP, where another process's first override of a rule would go unnoticed, so every
+   * rule's are read.
    */
-  readsRuleLimit(rule: string): boolean {
-    if (this.#known) return this.#limited.size !== 0 && this.#limited.has(escapeRuleName(rule));
-    return this.reads(rule);
-  }
-
-  /**
-   * Whether the overrides of `rule` must be read by the scripts: always where announcements cannot be
-   * heard (Redis over HTTP), for another process's first override of a rule would go unnoticed.
-   */
-  reads(rule: string): boolean {
-    if (this.#known) return this.#rules.has(rule);
-    if (!this.#resets.hears) return true;
+  #learn(): void {
+    if (!this.#resets.hears) return;
     // A load that fails (Redis unreachable) is tried again by a later decision; meanwhile all are read.
     this.#loading ??= this.#load()
       .catch(() => {})
       .finally(() => {
         this.#loading = undefined;
       });
-    return true;
   }
 
   /** Sets (or, `limit` null, clears) the override of `rule` for `key`, and tells every process. */
@@ -83,7 +65,7 @@ export class Overrides implements OverrideReads {
     time: ScriptTime,
   ): Promise<void> {
     if (limit !== null) {
-      this.#rules.add(rule);
+      this.reads.rules.add(rule);
       const listed = overriddenRulesKey(this.#space.prefix);
       await this.#connection.send('SADD', [listed, rule], listed);
     }
@@ -108,7 +90,7 @@ export class Overrides implements OverrideReads {
     time: ScriptTime,
   ): Promise<void> {
     const field = escapeRuleName(rule);
-    this.#limited.add(field);
+    this.reads.limited.add(field);
     const args = [
       timeArgument(time),
       limit === null ? '' : luaNumber(limit),
@@ -181,7 +163,7 @@ export class Overrides implements OverrideReads {
 
   /** Forgets what it knew (the store closes its subscription). */
   close(): void {
-    this.#known = false;
+    this.reads.known = false;
     this.#listening = false;
     this.#generation++;
   }
@@ -192,10 +174,10 @@ export class Overrides implements OverrideReads {
       this.#listening = true;
       this.#resets.listen((rule, key, override) => {
         if (rule === '') {
-          this.#known = false;
+          this.reads.known = false;
           this.#generation++;
-        } else if (override && key === '') this.#limited.add(escapeRuleName(rule));
-        else if (override) this.#rules.add(rule);
+        } else if (override && key === '') this.reads.limited.add(escapeRuleName(rule));
+        else if (override) this.reads.rules.add(rule);
       });
     }
     await this.#resets.heard();
@@ -205,9 +187,10 @@ export class Overrides implements OverrideReads {
       this.#connection.send('SMEMBERS', [listed], listed),
       this.#connection.send('HKEYS', [limits], limits),
     ]);
-    if (Array.isArray(rules)) for (const rule of rules) if (typeof rule === 'string') this.#rules.add(rule);
+    if (Array.isArray(rules))
+      for (const rule of rules) if (typeof rule === 'string') this.reads.rules.add(rule);
     if (Array.isArray(limited))
-      for (const rule of limited) if (typeof rule === 'string') this.#limited.add(rule);
-    if (generation === this.#generation) this.#known = true;
+      for (const rule of limited) if (typeof rule === 'string') this.reads.limited.add(rule);
+    if (generation === this.#generation) this.reads.known = true;
   }
 }

@@ -19,17 +19,17 @@ import type {
   StoreRule,
 } from '../store.js';
 import { Batcher, nextTurn, type Settler } from './batches.js';
+import { type KeySpace, opKeys } from './check-call.js';
 import { connectionOf, type RedisClient } from './client.js';
 import { SlotGroups } from './cluster-groups.js';
 import type { RedisConnection } from './connection/connection.js';
 import { Frees } from './frees.js';
+import { loadScripts } from './function-library.js';
 import { readHolders } from './holders.js';
-import { isGrouped, type KeySpace, opKeys } from './keys.js';
 import { readLocks } from './lock-index.js';
-import { RedisClock, type ScriptTime } from './op-text.js';
+import { isGrouped, RedisClock, type ScriptTime } from './op-text.js';
 import { Overrides } from './overrides.js';
 import { Resets } from './resets.js';
-import { loadScripts } from './scripts.js';
 
 export interface RedisStoreOptions {
   /**
@@ -159,7 +159,7 @@ export class RedisStore implements Store {
     this.#frees = new Frees(connection, prefix);
     this.#overrides = new Overrides(connection, scripts.override, space, this.#resets);
     // The scripts' keys: the override keys of the rules that have had an override.
-    this.#space = { ...space, overrides: this.#overrides };
+    this.#space = { ...space, overrides: this.#overrides.reads };
     this.#clock = new RedisClock(
       connection,
       options.clock,

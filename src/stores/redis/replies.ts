@@ -1,9 +1,20 @@
-// Script replies read back: lua/check.lua's reply decoded request by request (its format is written
-// once, in lua/protocol.lua's header), and the checks of the other scripts' integer replies.
+// Script calls run and their replies read back: a call sent as FCALL (or EVALSHA where the server has no
+// functions), the library or script loaded when the server lacks it (function-library.ts); lua/check.lua's
+// reply decoded request by request (its format is written once, in lua/protocol.lua's header), and the
+// checks of the other scripts' integer replies.
 
 import { SLOT_IDS_PER_MS } from '../../algorithms/concurrency.js';
-import { algorithms, windowKind } from '../../algorithms/index.js';
+import { algorithms } from '../../algorithms/index.js';
+import { FUNCTION_CONFLICT_WARNING, warnOnce } from '../../warnings.js';
 import type { OpResult, StoreOp } from '../store.js';
+import type { RedisConnection } from './connection/connection.js';
+import {
+  FunctionConflict,
+  loadLibrary,
+  NO_FUNCTIONS,
+  type RedisLibrary,
+  type RedisScript,
+} from './function-library.js';
 import { type ScriptTime, SERVER_TIME } from './op-text.js';
 
 /** The bits of a check reply head (lua/protocol.lua: the same names and values). */
@@ -122,7 +133,7 @@ function decodeResults(
       if (
         receipt !== 0 &&
         typeof receipt === 'number' &&
-        windowKind((ops[k] as StoreOp).rule.type).holdsSlots &&
+        algorithms[(ops[k] as StoreOp).rule.type].kind.holdsSlots &&
         Number.isInteger(nowMs)
       )
         receipt += nowMs * SLOT_IDS_PER_MS;
@@ -162,4 +173,158 @@ function decodeResults(
     };
   }
   return at;
+}
+
+/** What a server without the library, or a script cache without the script, answers. */
+const NOT_LOADED = /^(NOSCRIPT|ERR Function not found)/;
+
+/**
+ * Per connection: whether its servers run our functions (until one says it does not, or holds our names
+ * for another library), whether the library was loaded or found to be ours, and a load under way.
+ */
+interface FunctionState {
+  functions: boolean;
+  checked: boolean;
+  loading: Promise<void> | undefined;
+  readonly warn: (message: string) => void;
+}
+
+const states = new WeakMap<RedisConnection, FunctionState>();
+
+function stateOf(connection: RedisConnection): FunctionState {
+  let state = states.get(connection);
+  if (state === undefined) {
+    // A connection that never loads the library (over HTTP) runs every script by EVALSHA from the start.
+    const functions = connection.functions !== false;
+    state = {
+      functions,
+      checked: !functions,
+      loading: undefined,
+      warn: warnOnce(FUNCTION_CONFLICT_WARNING),
+    };
+    states.set(connection, state);
+  }
+  return state;
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : '';
+}
+
+/**
+ * Loads the library on every master, or finds ours there, before any function of it is called (on first
+ * use, and when a server answers that it has none). Where functions are refused, or another library
+ * holds our names, the connection runs its scripts by SHA from then on: another tenant's code is never
+ * called. Shared by the calls that need it at the same time.
+ */
+function ensureLibrary(
+  connection: RedisConnection,
+  state: FunctionState,
+  library: RedisLibrary,
+): Promise<void> {
+  state.loading ??= loadLibrary(connection, library).then(
+    () => {
+      state.loading = undefined;
+      state.checked = true;
+    },
+    (error: unknown) => {
+      state.loading = undefined;
+      if (error instanceof FunctionConflict) {
+        state.warn(
+          `a Redis function library that is not ratekeeper's holds its names (${error.conflict}): ` +
+            'ratekeeper never calls it, and runs its own scripts by EVALSHA instead. Delete that library ' +
+            '(FUNCTION DELETE), or give each tenant its own ACL user without the FUNCTION command.',
+        );
+      } else if (!NO_FUNCTIONS.test(messageOf(error))) {
+        throw error;
+      }
+      state.functions = false;
+      state.checked = true;
+    },
+  );
+  return state.loading;
+}
+
+/**
+ * Runs a script: FCALL of its function, the library loaded (or found there with our code) before the
+ * connection's first call, and again when the server answers that it has none (a new server, a restart,
+ * a failover to a node that never had it, FUNCTION FLUSH); where functions are refused or another
+ * library holds our names, EVALSHA from then on, and EVAL (which also caches the script again) only on
+ * NOSCRIPT. One round trip in the usual case. On a Cluster every key must share a slot: the first one routes the call.
+ */
+export function runScript(
+  connection: RedisConnection,
+  script: RedisScript,
+  keys: readonly string[],
+  args: readonly string[],
+): Promise<unknown> {
+  return runScriptThen(connection, script, keys, args, undefined);
+}
+
+/**
+ * runScript, with `next()` sent right behind the script call, so that Redis runs it right after the
+ * script, and again after the script had to be loaded (the first one then ran before it). Resolves
+ * with the script's reply once both have answered.
+ */
+export async function runScriptThen(
+  connection: RedisConnection,
+  script: RedisScript,
+  keys: readonly string[],
+  args: readonly string[],
+  next: (() => Promise<unknown>) | undefined,
+): Promise<unknown> {
+  const state = stateOf(connection);
+  if (!state.checked) await ensureLibrary(connection, state, script.library);
+  const functions = state.functions;
+  const argv = [functions ? script.fn : script.sha, String(keys.length)];
+  for (let i = 0; i < keys.length; i++) argv.push(keys[i] as string);
+  for (let i = 0; i < args.length; i++) argv.push(args[i] as string);
+  const call = connection.send(functions ? 'FCALL' : 'EVALSHA', argv, keys[0]);
+  const followed = next?.();
+  try {
+    const reply = await call;
+    // Awaiting undefined would still cost a turn of the microtask queue per call.
+    if (followed !== undefined) await followed;
+    return reply;
+  } catch (error) {
+    const message = messageOf(error);
+    const refused = functions && NO_FUNCTIONS.test(message);
+    if (!NOT_LOADED.test(message) && !refused) {
+      // The call failed (a timeout, a lost connection): the command behind it may fail the same way,
+      // and nothing awaits it any more.
+      followed?.catch(() => {});
+      throw error;
+    }
+    await followed;
+    const reply = await runLoaded(connection, state, script, argv, functions && !refused, keys[0]);
+    await next?.();
+    return reply;
+  }
+}
+
+/**
+ * The call again, after the first found its code missing: FCALL once the library is loaded, or, where
+ * the server refuses functions or holds our names for another library, EVAL (which caches the script
+ * for the EVALSHA calls that follow).
+ */
+async function runLoaded(
+  connection: RedisConnection,
+  state: FunctionState,
+  script: RedisScript,
+  argv: readonly string[],
+  functions: boolean,
+  routingKey: string | undefined,
+): Promise<unknown> {
+  if (functions) await ensureLibrary(connection, state, script.library);
+  if (functions && state.functions) {
+    try {
+      return await connection.send('FCALL', argv, routingKey);
+    } catch (error) {
+      if (!NO_FUNCTIONS.test(messageOf(error))) throw error;
+    }
+  }
+  state.functions = false;
+  const again = argv.slice();
+  again[0] = script.source;
+  return connection.send('EVAL', again, routingKey);
 }

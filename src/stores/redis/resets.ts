@@ -3,11 +3,12 @@
 import type { StoreRule } from '../store-ops.js';
 import { resetCall } from './calls.js';
 import { RedisChannel } from './channel.js';
+import type { KeySpace } from './check-call.js';
 import type { RedisConnection } from './connection/connection.js';
-import { type KeySpace, resetChannel } from './keys.js';
+import type { RedisScript } from './function-library.js';
+import { resetChannel } from './keys.js';
 import type { ScriptTime } from './op-text.js';
-import { integers } from './replies.js';
-import { type RedisScript, runScriptThen } from './scripts.js';
+import { integers, runScriptThen } from './replies.js';
 
 /**
  * Called with the rule and key reset, or whose override changed (`override` true; an empty key: the

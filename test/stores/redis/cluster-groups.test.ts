@@ -3,7 +3,8 @@
 // stale map still counts each request once.
 import { randomBytes } from 'node:crypto';
 import { expect } from 'chai';
-import { escapeIdentity, tagSlot } from '../../../src/stores/redis/keys.js';
+import { escapeIdentity } from '../../../src/stores/redis/check-call.js';
+import { tagSlot } from '../../../src/stores/redis/keys.js';
 import { RedisStore } from '../../../src/stores/redis/redis-store.js';
 import type { StoreOp, StoreRule } from '../../../src/stores/store.js';
 import {

@@ -3,7 +3,7 @@
 import { randomBytes } from 'node:crypto';
 import { expect } from 'chai';
 import { createLimiter, RedisStore, type Rule } from '../../../src/index.js';
-import { loadScripts } from '../../../src/stores/redis/scripts.js';
+import { loadScripts } from '../../../src/stores/redis/function-library.js';
 import { FUNCTION_CONFLICT_WARNING } from '../../../src/warnings.js';
 import { type AnyClient, type ClientKind, IOREDIS_6, NODE_REDIS_6 } from '../../support/clients.js';
 import { type RedisServer, startRedis, useCluster, withConnection } from '../../support/redis.js';

@@ -2,7 +2,7 @@
 // '%.0f' (whole numbers below 2^53) or '%.17g' (the rest) prints, in the Lua redis-server runs.
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
-import { assembleScript } from '../../../src/stores/redis/scripts.js';
+import { assembleScript } from '../../../src/stores/redis/function-library.js';
 import { getRedis } from '../../support/redis.js';
 
 /** Per number in ARGV: num's text, then the reference printf's. */

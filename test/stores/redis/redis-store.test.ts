@@ -7,13 +7,8 @@ import { expect } from 'chai';
 import type { Redis } from 'ioredis';
 import { type CompiledRule, compileRules } from '../../../src/rules/compile.js';
 import { MemoryStore } from '../../../src/stores/memory/memory-store.js';
-import {
-  escapeIdentity,
-  identityKey,
-  opKeys,
-  resetChannel,
-  tagSlot,
-} from '../../../src/stores/redis/keys.js';
+import { escapeIdentity, identityKey, opKeys } from '../../../src/stores/redis/check-call.js';
+import { resetChannel, tagSlot } from '../../../src/stores/redis/keys.js';
 import { RedisStore } from '../../../src/stores/redis/redis-store.js';
 import type { EvalMode, Store, StoreOp } from '../../../src/stores/store.js';
 import type { LockInfo, Rule } from '../../../src/types.js';

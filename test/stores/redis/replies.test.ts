@@ -6,10 +6,10 @@ import { expect } from 'chai';
 import type { Redis } from 'ioredis';
 import { type CompiledRule, compileRules } from '../../../src/rules/compile.js';
 import { MemoryStore } from '../../../src/stores/memory/memory-store.js';
-import { CheckCall } from '../../../src/stores/redis/calls.js';
+import { CheckCall } from '../../../src/stores/redis/check-call.js';
 import { connectionOf } from '../../../src/stores/redis/client.js';
-import { decodeCheckReply, Flag, FRESH, LEVEL_UNIT } from '../../../src/stores/redis/replies.js';
-import { loadScripts, runScript } from '../../../src/stores/redis/scripts.js';
+import { loadScripts } from '../../../src/stores/redis/function-library.js';
+import { decodeCheckReply, Flag, FRESH, LEVEL_UNIT, runScript } from '../../../src/stores/redis/replies.js';
 import type { OpResult, StoreOp } from '../../../src/stores/store.js';
 import { getRedis } from '../../support/redis.js';
 

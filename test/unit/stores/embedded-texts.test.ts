@@ -5,8 +5,8 @@ import { join } from 'node:path';
 import { expect } from 'chai';
 import { EMBED_COMMAND, EMBEDDED, renderTexts, stripLuaComments } from '../../../scripts/embed-texts.js';
 import { SQL_TEXTS } from '../../../src/stores/postgres/sql-texts.js';
+import { assembleScript, loadScripts } from '../../../src/stores/redis/function-library.js';
 import { LUA_TEXTS } from '../../../src/stores/redis/lua-texts.js';
-import { assembleScript, loadScripts } from '../../../src/stores/redis/scripts.js';
 
 const ROOT = join(import.meta.dirname, '..', '..', '..');
 
