@@ -41,6 +41,7 @@
 local protocol, algorithms = require('protocol'), require('algorithms')
 local decide, plain, grouped = require('decide'), require('decide-plain'), require('decide-grouped')
 local clockMs, readShape, putResult, putFresh = protocol.clockMs, protocol.readShape, protocol.putResult, protocol.putFresh
+local FRESH = protocol.FRESH
 local SERVER_TIME = protocol.SERVER_TIME
 local freshAdmits, readOrCreate, algOf, drop = algorithms.freshAdmits, algorithms.readOrCreate, algorithms.algOf, algorithms.drop
 local decidePlain, createsAll, createAll, distinctKeys = plain.decidePlain, plain.createsAll, plain.createAll, plain.distinctKeys
@@ -51,18 +52,26 @@ local results, created, held, NONE = plain.results, plain.created, plain.held, p
 local SET_NX_GET = algorithms.SET_NX_GET
 -- ARGV[1] of a call whose requests have several shapes.
 local SHAPES = 'shapes'
+-- overrides.lua limitShape, once a call reads a rule-wide limit (a call without one never builds it).
+local limitShape
 
 -- Made by the first request that reads an override: a call without one pays nothing for them.
 -- `decided`: the request's copy of its shape's ops (an override changes it); overrides[i]: the
 -- override that decided op i, or false.
 local decided, overrideKeys, overrides
 
--- Appends the results of a request's n ops decided at requestNowMs: a created op's is its fresh state's.
+-- Appends the results of a request's n ops decided at requestNowMs: a created op's is its fresh state's
+-- (FRESH written here for an op at its own limit: a call per op costs more than the rest of its result).
 local function putResults(ops, n, reads, requestNowMs, reply, b)
   for i = 1, n do
     local op = ops[i]
     if created[i] then
-      b = putFresh(reply, b, op, op.alg or algOf(op), requestNowMs)
+      if op.ruleWide then
+        b = putFresh(reply, b, op)
+      else
+        b = b + 1
+        reply[b] = FRESH
+      end
     else
       b = putResult(reply, b, results[i], (reads and overrides[i]) or op.ruleWide or false, op.limit, requestNowMs, op.type == 'concurrency')
     end
@@ -140,6 +149,8 @@ end
 -- once when empty (its result the fresh state's), the others decided in full with what was read.
 local function decideSingles(shape, op, alg, now, KEYS, keyAt, last, ARGV, at, reply, b)
   local encodes, value, ttl = SET_NX_GET and alg.encode, op.freshValue, op.freshTtl
+  -- The fresh result of every key it creates: FRESH, or (at a rule-wide limit) putFresh's.
+  local wide = op.ruleWide
   while keyAt <= last do
     -- false: the key was empty and now holds the op's fresh state; else what decidePlain reads in
     -- decide-plain.lua's `held`.
@@ -158,7 +169,12 @@ local function decideSingles(shape, op, alg, now, KEYS, keyAt, last, ARGV, at, r
     end
     if found == false then
       keyAt = keyAt + 1
-      b = putFresh(reply, b, op, alg, now)
+      if wide then
+        b = putFresh(reply, b, op)
+      else
+        b = b + 1
+        reply[b] = FRESH
+      end
     else
       held[1] = found
       keyAt, at, b = decideRequest(shape, now, KEYS, keyAt, ARGV, at, reply, b)
@@ -186,7 +202,8 @@ return function(KEYS, ARGV, firstKey, firstArg, keyCount)
     at = at + 2
     -- The rule-wide limits in force, read once for the call (the last key: not a request's).
     if shape.ruleLimits then
-      shape = require('overrides').limitShape(shape, KEYS[last], now)
+      limitShape = limitShape or require('overrides').limitShape
+      shape = limitShape(shape, KEYS[last], now)
       last = last - 1
     end
     if shape.plain and shape.n == 1 then
@@ -219,7 +236,8 @@ return function(KEYS, ARGV, firstKey, firstArg, keyCount)
         serverMs = clockMs(SERVER_TIME)
         reply[1] = serverMs
       end
-      shapes[j] = require('overrides').limitShape(shapes[j], KEYS[firstKey + keyCount - 1], nows[j] or serverMs)
+      limitShape = limitShape or require('overrides').limitShape
+      shapes[j] = limitShape(shapes[j], KEYS[firstKey + keyCount - 1], nows[j] or serverMs)
     end
   end
   local b, keyAt = 1, firstKey

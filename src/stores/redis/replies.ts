@@ -24,6 +24,8 @@ export const Flag = {
 export const LEVEL_UNIT = 128;
 /** A head alone in place of a result: the op's key was empty and it counted at its own limit (FRESH in lua/protocol.lua). */
 export const FRESH = -1;
+/** The same at its rule-wide limit, which follows (FRESH_RULE_WIDE in lua/protocol.lua). */
+export const FRESH_RULE_WIDE = -2;
 
 /** The integers of a script reply (integer replies arrive as numbers). */
 export function integers(reply: unknown, expected: number, script: string): number[] {
@@ -81,11 +83,14 @@ export function decodeCheckReply(
 /**
  * The result of an op answered FRESH: its algorithm's verdict on an empty state at `nowMs`, as the
  * script reached it. Computed here, not sent: it is fully the op's and the time's, and the reply's size
- * is the script's main cost per decision.
+ * is the script's main cost per decision. `ruleWide`: the rule-wide limit it was decided at
+ * (FRESH_RULE_WIDE), which replaces the op's limit (and a burst that follows it) as the script's did.
  */
-function freshResult(op: StoreOp, nowMs: number): OpResult {
-  const v = algorithms[op.rule.type].evaluate(undefined, op, nowMs, false);
-  v.limit = op.limit;
+function freshResult(op: StoreOp, nowMs: number, ruleWide?: number): OpResult {
+  const decided = ruleWide === undefined ? op : { ...op, limit: ruleWide };
+  const v = algorithms[op.rule.type].evaluate(undefined, decided, nowMs, false);
+  v.limit = decided.limit;
+  v.overridden = ruleWide !== undefined;
   return v;
 }
 
@@ -106,6 +111,12 @@ function decodeResults(
     at++;
     if (head === FRESH) {
       results[k] = freshResult(ops[k] as StoreOp, nowMs);
+      continue;
+    }
+    if (head === FRESH_RULE_WIDE) {
+      const limit = reply[at++];
+      if (typeof limit !== 'number') return -1;
+      results[k] = freshResult(ops[k] as StoreOp, nowMs, limit);
       continue;
     }
     // A remainder rather than &: it stays exact past 2^31.
