@@ -41,7 +41,7 @@
 local protocol, algorithms = require('protocol'), require('algorithms')
 local decide, plain, grouped = require('decide'), require('decide-plain'), require('decide-grouped')
 local clockMs, readShape, putResult, putFresh = protocol.clockMs, protocol.readShape, protocol.putResult, protocol.putFresh
-local FRESH = protocol.FRESH
+local FRESH, FRESH_RULE_WIDE = protocol.FRESH, protocol.FRESH_RULE_WIDE
 local SERVER_TIME = protocol.SERVER_TIME
 local freshAdmits, readOrCreate, algOf, drop = algorithms.freshAdmits, algorithms.readOrCreate, algorithms.algOf, algorithms.drop
 local decidePlain, createsAll, createAll, distinctKeys = plain.decidePlain, plain.createsAll, plain.createAll, plain.distinctKeys
@@ -59,25 +59,6 @@ local limitShape
 -- `decided`: the request's copy of its shape's ops (an override changes it); overrides[i]: the
 -- override that decided op i, or false.
 local decided, overrideKeys, overrides
-
--- Appends the results of a request's n ops decided at requestNowMs: a created op's is its fresh state's
--- (FRESH written here for an op at its own limit: a call per op costs more than the rest of its result).
-local function putResults(ops, n, reads, requestNowMs, reply, b)
-  for i = 1, n do
-    local op = ops[i]
-    if created[i] then
-      if op.ruleWide then
-        b = putFresh(reply, b, op)
-      else
-        b = b + 1
-        reply[b] = FRESH
-      end
-    else
-      b = putResult(reply, b, results[i], (reads and overrides[i]) or op.ruleWide or false, op.limit, requestNowMs, op.type == 'concurrency')
-    end
-  end
-  return b
-end
 
 -- Decides one request of `shape` at requestNowMs: its keys from KEYS[keyAt], its lockout identities
 -- from ARGV[at]; its results appended to the reply at b. Returns the next keyAt, at and b.
@@ -142,15 +123,31 @@ local function decideRequest(shape, requestNowMs, KEYS, keyAt, ARGV, at, reply, 
     reply[b] = tostring(err)
     return keyAt, at, b
   end
-  return keyAt, at, putResults(ops, n, reads, requestNowMs, reply, b)
+  -- The results; a created op's is its fresh state's (protocol.lua putFresh), FRESH written here when no
+  -- op reads a rule-wide limit (a call per op costs as much as its reply).
+  local ruleLimits = shape.ruleLimits
+  for i = 1, n do
+    if not created[i] then
+      local op = ops[i]
+      b = putResult(reply, b, results[i], (reads and overrides[i]) or op.ruleWide or false, op.limit, requestNowMs, op.type == 'concurrency')
+    elseif ruleLimits then
+      b = putFresh(reply, b, ops[i])
+    else
+      b = b + 1
+      reply[b] = FRESH
+    end
+  end
+  return keyAt, at, b
 end
 
 -- One op per request, no lock, no override, its fresh state admitting at now: each key created at
 -- once when empty (its result the fresh state's), the others decided in full with what was read.
 local function decideSingles(shape, op, alg, now, KEYS, keyAt, last, ARGV, at, reply, b)
   local encodes, value, ttl = SET_NX_GET and alg.encode, op.freshValue, op.freshTtl
-  -- The fresh result of every key it creates: FRESH, or (at a rule-wide limit) putFresh's.
-  local wide = op.ruleWide
+  -- The fresh result of every key it creates, putFresh's written here (a call per key costs as much
+  -- as the reply): FRESH, or at a rule-wide limit FRESH_RULE_WIDE and that limit.
+  local head, wideLimit = FRESH, false
+  if op.ruleWide then head, wideLimit = FRESH_RULE_WIDE, op.ruleWide.limit end
   while keyAt <= last do
     -- false: the key was empty and now holds the op's fresh state; else what decidePlain reads in
     -- decide-plain.lua's `held`.
@@ -168,12 +165,11 @@ local function decideSingles(shape, op, alg, now, KEYS, keyAt, last, ARGV, at, r
       end
     end
     if found == false then
-      keyAt = keyAt + 1
-      if wide then
-        b = putFresh(reply, b, op)
-      else
+      keyAt, b = keyAt + 1, b + 1
+      reply[b] = head
+      if wideLimit then
         b = b + 1
-        reply[b] = FRESH
+        reply[b] = wideLimit
       end
     else
       held[1] = found

@@ -11,8 +11,7 @@
 -- Returns     { apply, limitShape, overrideValue, readOverride, withOverride }: an override is { limit
 --             (units), untilMs (epoch ms; 0: until cleared) }; overrideValue gives a key's text
 
-local protocol = require('protocol')
-local num, memo = protocol.num, protocol.memo
+local num = require('protocol').num
 
 -- An override key's value: "<limit>:<untilMs>" (untilMs epoch ms; 0: until cleared).
 local function overrideValue(limit, untilMs)
@@ -55,14 +54,20 @@ local function apply(n, reads, ops, overrideKeys, found, nowMs)
   end
 end
 
--- A rule-limits field's value -> { limit, untilMs } as readOverride reads it without the time (limit 0:
--- cleared), the same table for the same text while kept: limitShape compares them by identity.
-local parsedLimit = memo(function(v)
-  local limit, untilMs = string.match(v, '^([^:]+):([^:]+)')
-  return { limit = tonumber(limit), untilMs = tonumber(untilMs) }
-end)
+-- Rule-limits field values read so far -> { limit, untilMs } as readOverride reads them without the
+-- time (limit 0: cleared): the same table for the same text while kept, so limitShape compares them by
+-- identity. Emptied when full (a value per setLimit).
+local parsedLimits, parsedCount = {}, 0
 
--- limitShape's scratch: per op that reads its rule-wide limit, the one in force (parsedLimit's) or false.
+local function parseLimit(v)
+  local limit, untilMs = string.match(v, '^([^:]+):([^:]+)')
+  local parsed = { limit = tonumber(limit), untilMs = tonumber(untilMs) }
+  if parsedCount >= 100 then parsedLimits, parsedCount = {}, 0 end
+  parsedLimits[v], parsedCount = parsed, parsedCount + 1
+  return parsed
+end
+
+-- limitShape's scratch: per op that reads its rule-wide limit, the one in force (parsedLimits') or false.
 local inForce = {}
 
 -- A request shape whose ops that read their rule-wide limit (shape.ruleLimits) are decided at the one in
@@ -78,7 +83,7 @@ local function limitShape(shape, limitsKey, nowMs)
     local v = redis.call('HGET', limitsKey, shapeOps[ruleLimits[k]].ruleName)
     local wide = false
     if v then
-      wide = parsedLimit(v)
+      wide = parsedLimits[v] or parseLimit(v)
       if wide.limit == 0 or (wide.untilMs ~= 0 and wide.untilMs <= nowMs) then wide = false else any = true end
     end
     inForce[k] = wide

@@ -7,7 +7,7 @@
 -- KEYS        none: a module (require('protocol')), not a script
 -- ARGV        none of its own: readOp and readOps read the drivers' ARGV as laid out below
 -- Returns     { SERVER_TIME, clockMs, isServerMs, memo, readOp, readOps, readShape, lockValue,
---             readLockValue, lockIndexMember, putResult, putFresh, FRESH, num, ttlMs }: clockMs in epoch ms; putResult
+--             readLockValue, lockIndexMember, putResult, putFresh, FRESH, FRESH_RULE_WIDE, num, ttlMs }: clockMs in epoch ms; putResult
 --             and putFresh return the reply position after what they wrote; num(x) is text; ttlMs(atMs, nowMs)
 --             is ms (relative, at least 1; atMs and nowMs epoch ms)
 --
@@ -326,7 +326,7 @@ local FRESH, FRESH_RULE_WIDE = -1, -2
 -- Appends the result of an op that found its key empty and counted: its algorithm's verdict on an
 -- empty state, which the client computes from the op and the time. An op at its own limit is answered
 -- FRESH alone, one at a rule-wide limit (op.ruleWide, overrides.lua limitShape) FRESH_RULE_WIDE and
--- that limit, which the client does not know. check.lua writes FRESH itself where it can.
+-- that limit, which the client does not know. check.lua writes both itself in its loop of single ops.
 local function putFresh(reply, b, op)
   local wide = op.ruleWide
   if not wide then
@@ -341,6 +341,7 @@ return {
   putResult = putResult,
   putFresh = putFresh,
   FRESH = FRESH,
+  FRESH_RULE_WIDE = FRESH_RULE_WIDE,
   SERVER_TIME = SERVER_TIME,
   clockMs = clockMs,
   isServerMs = isServerMs,
