@@ -41,7 +41,7 @@
 local protocol, algorithms = require('protocol'), require('algorithms')
 local decide, plain, grouped = require('decide'), require('decide-plain'), require('decide-grouped')
 local clockMs, readShape, putResult, putFresh = protocol.clockMs, protocol.readShape, protocol.putResult, protocol.putFresh
-local FRESH, FRESH_RULE_WIDE = protocol.FRESH, protocol.FRESH_RULE_WIDE
+local FRESH = protocol.FRESH
 local SERVER_TIME = protocol.SERVER_TIME
 local freshAdmits, readOrCreate, algOf, drop = algorithms.freshAdmits, algorithms.readOrCreate, algorithms.algOf, algorithms.drop
 local decidePlain, createsAll, createAll, distinctKeys = plain.decidePlain, plain.createsAll, plain.createAll, plain.distinctKeys
@@ -145,9 +145,9 @@ end
 local function decideSingles(shape, op, alg, now, KEYS, keyAt, last, ARGV, at, reply, b)
   local encodes, value, ttl = SET_NX_GET and alg.encode, op.freshValue, op.freshTtl
   -- The fresh result of every key it creates, putFresh's written here (a call per key costs as much
-  -- as the reply): FRESH, or at a rule-wide limit FRESH_RULE_WIDE and that limit.
-  local head, wideLimit = FRESH, false
-  if op.ruleWide then head, wideLimit = FRESH_RULE_WIDE, op.ruleWide.limit end
+  -- as the reply): FRESH, or at a rule-wide limit FRESH less that limit.
+  local head = FRESH
+  if op.ruleWide then head = FRESH - op.ruleWide.limit end
   while keyAt <= last do
     -- false: the key was empty and now holds the op's fresh state; else what decidePlain reads in
     -- decide-plain.lua's `held`.
@@ -167,10 +167,6 @@ local function decideSingles(shape, op, alg, now, KEYS, keyAt, last, ARGV, at, r
     if found == false then
       keyAt, b = keyAt + 1, b + 1
       reply[b] = head
-      if wideLimit then
-        b = b + 1
-        reply[b] = wideLimit
-      end
     else
       held[1] = found
       keyAt, at, b = decideRequest(shape, now, KEYS, keyAt, ARGV, at, reply, b)

@@ -7,7 +7,7 @@
 -- KEYS        none: a module (require('protocol')), not a script
 -- ARGV        none of its own: readOp and readOps read the drivers' ARGV as laid out below
 -- Returns     { SERVER_TIME, clockMs, isServerMs, memo, readOp, readOps, readShape, lockValue,
---             readLockValue, lockIndexMember, putResult, putFresh, FRESH, FRESH_RULE_WIDE, num, ttlMs }: clockMs in epoch ms; putResult
+--             readLockValue, lockIndexMember, putResult, putFresh, FRESH, num, ttlMs }: clockMs in epoch ms; putResult
 --             and putFresh return the reply position after what they wrote; num(x) is text; ttlMs(atMs, nowMs)
 --             is ms (relative, at least 1; atMs and nowMs epoch ms)
 --
@@ -28,9 +28,9 @@
 -- An op that found its key empty, counted and was decided at its own limit (no override, no rule-wide
 -- limit) has FRESH (-1) alone in place of its result: its result is its algorithm's verdict on an empty
 -- state at the request's time, which the client computes from the op it sent (the reply's size is the
--- script's main cost per decision). One decided so at its rule-wide limit has FRESH_RULE_WIDE (-2) and
--- that limit: its result is the same verdict with the op's limit (and a burst that follows it) set to
--- that limit, overridden.
+-- script's main cost per decision). One decided so at its rule-wide limit L (a whole number, at least 1)
+-- has FRESH - L alone (below FRESH): its result is the same verdict with the op's limit (and a burst
+-- that follows it) set to L, overridden.
 -- A request whose evaluation raised an error has, in place of its results, the error's message (a
 -- string). A figure is left out only where the client computes it exactly from integers it read.
 
@@ -320,28 +320,23 @@ local function putResult(reply, b, r, override, limit, requestNowMs, slotIds)
   return b
 end
 
--- The heads of a fresh result (putFresh): below 0, which no result's head is.
-local FRESH, FRESH_RULE_WIDE = -1, -2
+-- The head of a fresh result (putFresh): below 0, which no result's head is.
+local FRESH = -1
 
 -- Appends the result of an op that found its key empty and counted: its algorithm's verdict on an
 -- empty state, which the client computes from the op and the time. An op at its own limit is answered
--- FRESH alone, one at a rule-wide limit (op.ruleWide, overrides.lua limitShape) FRESH_RULE_WIDE and
--- that limit, which the client does not know. check.lua writes both itself in its loop of single ops.
+-- FRESH, one at a rule-wide limit (op.ruleWide, overrides.lua limitShape) FRESH less that limit, which
+-- the client does not know. check.lua writes it itself in its loops.
 local function putFresh(reply, b, op)
   local wide = op.ruleWide
-  if not wide then
-    reply[b + 1] = FRESH
-    return b + 1
-  end
-  reply[b + 1], reply[b + 2] = FRESH_RULE_WIDE, wide.limit
-  return b + 2
+  if wide then reply[b + 1] = FRESH - wide.limit else reply[b + 1] = FRESH end
+  return b + 1
 end
 
 return {
   putResult = putResult,
   putFresh = putFresh,
   FRESH = FRESH,
-  FRESH_RULE_WIDE = FRESH_RULE_WIDE,
   SERVER_TIME = SERVER_TIME,
   clockMs = clockMs,
   isServerMs = isServerMs,

@@ -22,10 +22,11 @@ export const Flag = {
 } as const;
 /** The level counts in multiples of this, above the flags (LEVEL_UNIT in lua/protocol.lua). */
 export const LEVEL_UNIT = 128;
-/** A head alone in place of a result: the op's key was empty and it counted at its own limit (FRESH in lua/protocol.lua). */
+/**
+ * A head alone in place of a result: the op's key was empty and it counted at its own limit; below it,
+ * FRESH less the rule-wide limit it counted at (FRESH in lua/protocol.lua).
+ */
 export const FRESH = -1;
-/** The same at its rule-wide limit, which follows (FRESH_RULE_WIDE in lua/protocol.lua). */
-export const FRESH_RULE_WIDE = -2;
 
 /** The integers of a script reply (integer replies arrive as numbers). */
 export function integers(reply: unknown, expected: number, script: string): number[] {
@@ -83,8 +84,8 @@ export function decodeCheckReply(
 /**
  * The result of an op answered FRESH: its algorithm's verdict on an empty state at `nowMs`, as the
  * script reached it. Computed here, not sent: it is fully the op's and the time's, and the reply's size
- * is the script's main cost per decision. `ruleWide`: the rule-wide limit it was decided at
- * (FRESH_RULE_WIDE), which replaces the op's limit (and a burst that follows it) as the script's did.
+ * is the script's main cost per decision. `ruleWide`: the rule-wide limit it was decided at (its head
+ * was FRESH less it), which replaces the op's limit (and a burst that follows it) as the script's did.
  */
 function freshResult(op: StoreOp, nowMs: number, ruleWide?: number): OpResult {
   const decided = ruleWide === undefined ? op : { ...op, limit: ruleWide };
@@ -109,14 +110,8 @@ function decodeResults(
     const head = reply[at];
     if (typeof head !== 'number') return -1;
     at++;
-    if (head === FRESH) {
-      results[k] = freshResult(ops[k] as StoreOp, nowMs);
-      continue;
-    }
-    if (head === FRESH_RULE_WIDE) {
-      const limit = reply[at++];
-      if (typeof limit !== 'number') return -1;
-      results[k] = freshResult(ops[k] as StoreOp, nowMs, limit);
+    if (head < 0) {
+      results[k] = freshResult(ops[k] as StoreOp, nowMs, head === FRESH ? undefined : FRESH - head);
       continue;
     }
     // A remainder rather than &: it stays exact past 2^31.

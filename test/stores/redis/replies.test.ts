@@ -10,7 +10,7 @@ import { MemoryStore } from '../../../src/stores/memory/memory-store.js';
 import { CheckCall } from '../../../src/stores/redis/calls.js';
 import { connectionOf } from '../../../src/stores/redis/client.js';
 import { type KeySpace, ruleLimitsKey } from '../../../src/stores/redis/keys.js';
-import { decodeCheckReply, Flag, FRESH, FRESH_RULE_WIDE, LEVEL_UNIT } from '../../../src/stores/redis/replies.js';
+import { decodeCheckReply, Flag, FRESH, LEVEL_UNIT } from '../../../src/stores/redis/replies.js';
 import { loadScripts, runScript } from '../../../src/stores/redis/scripts.js';
 import type { OpResult, StoreOp } from '../../../src/stores/store.js';
 import { getRedis } from '../../support/redis.js';
@@ -112,7 +112,7 @@ describe('Redis check script: the reply leaves out derived figures', () => {
     }
   });
 
-  it('answers a fresh key at a rule-wide limit FRESH_RULE_WIDE and that limit, and the client computes the result at it for every type', async () => {
+  it('answers a fresh key at a rule-wide limit FRESH less that limit, and the client computes the result at it for every type', async () => {
     const prefix = `rkr${randomBytes(4).toString('hex')}`;
     const typed = compileRules(
       [
@@ -135,7 +135,7 @@ describe('Redis check script: the reply leaves out derived figures', () => {
       await memory.override(rule.store, null, 7);
       const o = op(rule, 'frank');
       const { reply, result } = await call(prefix, o, NOW, space);
-      expect(reply, rule.name).to.deep.equal([0, FRESH_RULE_WIDE, 7]);
+      expect(reply, rule.name).to.deep.equal([0, FRESH - 7]);
       const expected = memory.evaluateSync([o], 'check').results[0] as OpResult;
       expect([expected.limit, expected.overridden], rule.name).to.deep.equal([7, true]);
       expect(result, rule.name).to.deep.equal(expected);
