@@ -2,14 +2,18 @@
 // `npm run bench -- redis-cost` runs it (with the MONITOR counts of cost.ts); alone:
 //   npx tsx bench/redis-callgrind.ts [name-regex]   (CALLGRIND_DECISIONS=2000; CALLGRIND_KEEP=1 keeps the dumps,
 //   one per case, for callgrind_annotate; REDIS_SERVER_BIN=<path> measures another redis-server;
-//   CALLGRIND_FLOORS=e1,c runs only those floors)
+//   CALLGRIND_FLOORS=e1,c runs only those floors). Comparing trees (`npm run bench:redis-callgrind`):
+//   CALLGRIND_SAVE=<file> keeps this run's rows as JSON; CALLGRIND_BEFORE=<label>=<file>[,...] puts earlier
+//   runs' rows beside this one's (Ir per decision and the change); CALLGRIND_BLOCK=<file> writes the tables
+//   as the bench:redis-callgrind block of bench/RESULTS.md (or BENCH_OUT), under the Markdown in <file>
+//   (what changed, the method).
 // Each case runs its decisions in rounds of `inFlight` requests made at once (ratekeeper's store batches
 // them: one script call per 32), between a zeroing and a dump of callgrind's counters; instructions of
 // redis-server divided by decisions. Fresh distinct keys, a fixed window of 1,000,000 per 60 s unless
 // named. Needs valgrind.
 
 import { execFile, spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -24,7 +28,8 @@ import { stopChild, track } from '../test/support/processes.js';
 import { redisServerBinary } from '../test/support/redis/redis-process.js';
 import { freePort } from '../test/support/redis.js';
 import { expressRedis, flexibleRedis } from './peers.js';
-import { num, ratio, type Section, type Table, textTable } from './report.js';
+import { markdownTable, num, ratio, type Section, type Table, textTable } from './report.js';
+import { RESULTS_PATH, writeBlock } from './results-file.js';
 
 const run = promisify(execFile);
 
@@ -87,6 +92,12 @@ redis.register_function('rkbench_floor_hashed', function(KEYS, ARGV)${FLOOR_HASH
 `;
 
 const LIMIT = 1_000_000;
+/**
+ * A calendar op's period end: one for the whole run, a day from its start, as a day's period is the
+ * same for every request of the day (one computed from each request's clock made a new op text, parsed
+ * by the script, every ms: more of them the slower the machine).
+ */
+const PERIOD_END_MS = Date.now() + 86_400_000;
 const WINDOW_MS = 60_000;
 
 /** One measured subject. */
@@ -144,15 +155,14 @@ function storeCase(
     inFlight,
     decide(fresh) {
       const key = keyOf(fresh);
-      const nowMs = store.now();
       const ops: StoreOp[] = rules.map((rule) => ({
         rule,
         key,
         cost: 1,
         limit: LIMIT,
         ...(rule.type === 'calendar' && {
-          periodEndMs: nowMs + 86_400_000,
-          nextPeriodEndMs: nowMs + 172_800_000,
+          periodEndMs: PERIOD_END_MS,
+          nextPeriodEndMs: PERIOD_END_MS + 86_400_000,
         }),
       }));
       return store.evaluate(ops, 'check');
@@ -160,16 +170,15 @@ function storeCase(
   };
 }
 
-function storeOp(store: RedisStore, rule: StoreRule, key: string, cost = 1): StoreOp {
-  const nowMs = store.now();
+function storeOp(rule: StoreRule, key: string, cost = 1): StoreOp {
   return {
     rule,
     key,
     cost,
     limit: LIMIT,
     ...(rule.type === 'calendar' && {
-      periodEndMs: nowMs + 86_400_000,
-      nextPeriodEndMs: nowMs + 172_800_000,
+      periodEndMs: PERIOD_END_MS,
+      nextPeriodEndMs: PERIOD_END_MS + 86_400_000,
     }),
   };
 }
@@ -196,7 +205,7 @@ function afterCase(
     name,
     inFlight,
     async prepare(key) {
-      const op = storeOp(store, rule, key, estimate);
+      const op = storeOp(rule, key, estimate);
       const { results } = await store.evaluate([op], 'check');
       const result = results[0];
       if (result?.allowed !== true) throw new Error(`${id}: the decision before the step was denied`);
@@ -715,9 +724,56 @@ function callgrindSection(rows: CallgrindRow[], version: string, decisions: numb
   };
 }
 
+/**
+ * This run's rows beside earlier runs' (CALLGRIND_BEFORE, each `label=file` of a CALLGRIND_SAVE): Ir per
+ * decision (the whole process) of each, and this run's change against each, per row of this run.
+ */
+function comparisonTable(
+  rows: readonly CallgrindRow[],
+  before: ReadonlyArray<[string, CallgrindRow[]]>,
+): Table {
+  const change = (now: number, then: number | undefined) =>
+    then === undefined ? '-' : `${now >= then ? '+' : ''}${(((now - then) / then) * 100).toFixed(1)}%`;
+  return {
+    title: 'redis-server instructions per decision, this run against earlier ones',
+    columns: [
+      'subject',
+      ...before.map(([label]) => label),
+      'this run',
+      ...before.map(([label]) => `vs ${label}`),
+      'this run, in script commands',
+    ],
+    rows: rows.map((row) => {
+      const then = before.map(([, earlier]) => earlier.find((r) => r.name === row.name)?.all);
+      return [
+        row.name,
+        ...then.map((v) => num(v)),
+        num(row.all),
+        ...then.map((v) => change(row.all, v)),
+        num(row.scripts),
+      ];
+    }),
+  };
+}
+
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const filter = process.argv[2] ? new RegExp(process.argv[2], 'i') : undefined;
-  const { section } = await runRedisCallgrind((line) => console.log(line), filter ? { filter } : {});
-  for (const table of section.tables) console.log(textTable(table));
+  const { section, rows } = await runRedisCallgrind((line) => console.log(line), filter ? { filter } : {});
+  const save = process.env.CALLGRIND_SAVE;
+  if (save) writeFileSync(save, `${JSON.stringify(rows, null, 2)}\n`);
+  const before = (process.env.CALLGRIND_BEFORE ?? '')
+    .split(',')
+    .filter((part) => part !== '')
+    .map((part): [string, CallgrindRow[]] => {
+      const at = part.indexOf('=');
+      return [part.slice(0, at), JSON.parse(readFileSync(part.slice(at + 1), 'utf8')) as CallgrindRow[]];
+    });
+  const tables = before.length === 0 ? section.tables : [comparisonTable(rows, before), ...section.tables];
+  for (const table of tables) console.log(textTable(table));
+  const block = process.env.CALLGRIND_BLOCK;
+  if (block) {
+    const body = [`## ${section.title}`, readFileSync(block, 'utf8').trim(), ...tables.map(markdownTable)];
+    await writeBlock('bench:redis-callgrind', body.join('\n\n'), process.env.BENCH_OUT ?? RESULTS_PATH);
+  }
   process.exit(0);
 }
