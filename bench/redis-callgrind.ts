@@ -6,7 +6,8 @@
 //   CALLGRIND_SAVE=<file> keeps this run's rows as JSON; CALLGRIND_BEFORE=<label>=<file>[,...] puts earlier
 //   runs' rows beside this one's (Ir per decision and the change); CALLGRIND_BLOCK=<file> writes the tables
 //   as the bench:redis-callgrind block of bench/RESULTS.md (or BENCH_OUT), under the Markdown in <file>
-//   (what changed, the method).
+//   (what changed, the method); CALLGRIND_ROWS=<file> (with CALLGRIND_VERSION, CALLGRIND_DECISIONS) takes a
+//   saved run's rows instead of measuring.
 // Each case runs its decisions in rounds of `inFlight` requests made at once (ratekeeper's store batches
 // them: one script call per 32), between a zeroing and a dump of callgrind's counters; instructions of
 // redis-server divided by decisions. Fresh distinct keys, a fixed window of 1,000,000 per 60 s unless
@@ -756,9 +757,21 @@ function comparisonTable(
   };
 }
 
+/** The section of a run whose rows were saved (CALLGRIND_SAVE), for the server and decisions named. */
+function keptRun(file: string): { section: Section; rows: CallgrindRow[] } {
+  const rows = JSON.parse(readFileSync(file, 'utf8')) as CallgrindRow[];
+  const version = process.env.CALLGRIND_VERSION ?? 'unknown';
+  return { section: callgrindSection(rows, version, Number(process.env.CALLGRIND_DECISIONS ?? 2000)), rows };
+}
+
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const filter = process.argv[2] ? new RegExp(process.argv[2], 'i') : undefined;
-  const { section, rows } = await runRedisCallgrind((line) => console.log(line), filter ? { filter } : {});
+  // CALLGRIND_ROWS=<file>: the rows of an earlier run (CALLGRIND_SAVE) written again, nothing measured.
+  const kept = process.env.CALLGRIND_ROWS;
+  const { section, rows } =
+    kept === undefined
+      ? await runRedisCallgrind((line) => console.log(line), filter ? { filter } : {})
+      : keptRun(kept);
   const save = process.env.CALLGRIND_SAVE;
   if (save) writeFileSync(save, `${JSON.stringify(rows, null, 2)}\n`);
   const before = (process.env.CALLGRIND_BEFORE ?? '')
