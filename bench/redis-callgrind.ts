@@ -2,14 +2,19 @@
 // `npm run bench -- redis-cost` runs it (with the MONITOR counts of cost.ts); alone:
 //   npx tsx bench/redis-callgrind.ts [name-regex]   (CALLGRIND_DECISIONS=2000; CALLGRIND_KEEP=1 keeps the dumps,
 //   one per case, for callgrind_annotate; REDIS_SERVER_BIN=<path> measures another redis-server;
-//   CALLGRIND_FLOORS=e1,c runs only those floors)
+//   CALLGRIND_FLOORS=e1,c runs only those floors). Comparing trees (`npm run bench:redis-callgrind`):
+//   CALLGRIND_SAVE=<file> keeps this run's rows as JSON; CALLGRIND_BEFORE=<label>=<file>[,...] puts earlier
+//   runs' rows beside this one's (Ir per decision and the change); CALLGRIND_BLOCK=<file> writes the tables
+//   as the bench:redis-callgrind block of bench/RESULTS.md (or BENCH_OUT), under the Markdown in <file>
+//   (what changed, the method); CALLGRIND_ROWS=<file> (with CALLGRIND_VERSION, CALLGRIND_DECISIONS) takes a
+//   saved run's rows instead of measuring.
 // Each case runs its decisions in rounds of `inFlight` requests made at once (ratekeeper's store batches
 // them: one script call per 32), between a zeroing and a dump of callgrind's counters; instructions of
 // redis-server divided by decisions. Fresh distinct keys, a fixed window of 1,000,000 per 60 s unless
 // named. Needs valgrind.
 
 import { execFile, spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -25,7 +30,8 @@ import { stopChild, track } from '../test/support/processes.js';
 import { redisServerBinary } from '../test/support/redis/redis-process.js';
 import { freePort } from '../test/support/redis.js';
 import { expressRedis, flexibleRedis } from './peers.js';
-import { num, ratio, type Section, type Table, textTable } from './report.js';
+import { markdownTable, num, ratio, type Section, type Table, textTable } from './report.js';
+import { RESULTS_PATH, writeBlock } from './results-file.js';
 
 const run = promisify(execFile);
 
@@ -88,6 +94,12 @@ redis.register_function('rkbench_floor_hashed', function(KEYS, ARGV)${FLOOR_HASH
 `;
 
 const LIMIT = 1_000_000;
+/**
+ * A calendar op's period end: one for the whole run, a day from its start, as a day's period is the
+ * same for every request of the day (one computed from each request's clock made a new op text, parsed
+ * by the script, every ms: more of them the slower the machine).
+ */
+const PERIOD_END_MS = Date.now() + 86_400_000;
 const WINDOW_MS = 60_000;
 
 /** One measured subject. */
@@ -145,15 +157,14 @@ function storeCase(
     inFlight,
     decide(fresh) {
       const key = keyOf(fresh);
-      const nowMs = store.now();
       const ops: StoreOp[] = rules.map((rule) => ({
         rule,
         key,
         cost: 1,
         limit: LIMIT,
         ...(rule.type === 'calendar' && {
-          periodEndMs: nowMs + 86_400_000,
-          nextPeriodEndMs: nowMs + 172_800_000,
+          periodEndMs: PERIOD_END_MS,
+          nextPeriodEndMs: PERIOD_END_MS + 86_400_000,
         }),
       }));
       return store.evaluate(ops, 'check');
@@ -161,16 +172,15 @@ function storeCase(
   };
 }
 
-function storeOp(store: RedisStore, rule: StoreRule, key: string, cost = 1): StoreOp {
-  const nowMs = store.now();
+function storeOp(rule: StoreRule, key: string, cost = 1): StoreOp {
   return {
     rule,
     key,
     cost,
     limit: LIMIT,
     ...(rule.type === 'calendar' && {
-      periodEndMs: nowMs + 86_400_000,
-      nextPeriodEndMs: nowMs + 172_800_000,
+      periodEndMs: PERIOD_END_MS,
+      nextPeriodEndMs: PERIOD_END_MS + 86_400_000,
     }),
   };
 }
@@ -197,7 +207,7 @@ function afterCase(
     name,
     inFlight,
     async prepare(key) {
-      const op = storeOp(store, rule, key, estimate);
+      const op = storeOp(rule, key, estimate);
       const { results } = await store.evaluate([op], 'check');
       const result = results[0];
       if (result?.allowed !== true) throw new Error(`${id}: the decision before the step was denied`);
@@ -326,6 +336,12 @@ async function peerCase(
   };
 }
 
+/** The major version of a redis-server binary, from its `--version` line (0 when unreadable). */
+async function majorVersion(binary: string): Promise<number> {
+  const { stdout } = await run(binary, ['--version']);
+  return Number(/ v=(\d+)/.exec(stdout)?.[1] ?? 0);
+}
+
 /** The newest callgrind dump in `dir`. */
 function lastDump(dir: string): string {
   const files = readdirSync(dir)
@@ -339,6 +355,19 @@ function dumpInstructions(file: string): number {
   const totals = /^(?:totals|summary): (\d+)/m.exec(readFileSync(file, 'utf8'));
   if (totals === null) throw new Error('no totals in the callgrind dump');
   return Number(totals[1]);
+}
+
+/**
+ * Instructions of a dump spent in the server's cron (serverCron, inclusive): housekeeping that runs on
+ * wall time, so that a row that takes longer on a loaded machine meets more of it (up to 2,000 Ir per
+ * decision at 1 in flight under valgrind). Left out of the counts.
+ */
+async function cronInstructions(file: string): Promise<number> {
+  const { stdout } = await run('callgrind_annotate', ['--inclusive=yes', '--threshold=100', file], {
+    maxBuffer: 64 * 1024 * 1024,
+  });
+  const found = /^\s*([\d,]+) \([^)]*\)\s+\S*:serverCron /m.exec(stdout);
+  return found === null ? 0 : Number((found[1] as string).replaceAll(',', ''));
 }
 
 /**
@@ -368,14 +397,21 @@ async function startMeasured(): Promise<{
   const port = await freePort();
   const args = ['--tool=callgrind', `--callgrind-out-file=${join(dir, 'cg.out.%p')}`, redisServerBinary()];
   args.push('--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no');
-  // One cron tick a second: server housekeeping stays a rounding error in the counts.
+  // One cron tick a second.
   args.push('--hz', '1', '--dir', dir, '--loglevel', 'warning');
+  // What the server does on wall time is left out, so that a loaded machine does not move the counts:
+  // rehashing a growing key table happens in the commands that grow it, not partly in the cron, and
+  // keys that expire (a token bucket's or GCRA's fresh state lives about a ms) are not swept by the
+  // active expiry cycle (DEBUG SET-ACTIVE-EXPIRE 0 below, which Redis 7 allows when told).
+  args.push('--activerehashing', 'no');
+  if ((await majorVersion(redisServerBinary())) >= 7) args.push('--enable-debug-command', 'local');
   const child = track(spawn('valgrind', args, { stdio: 'ignore' }));
   const client = new Redis({ host: '127.0.0.1', port, maxRetriesPerRequest: 1, retryStrategy: () => 200 });
   client.on('error', () => {});
   for (let i = 0; i < 300 && client.status !== 'ready'; i++) await new Promise((r) => setTimeout(r, 100));
   if (client.status !== 'ready')
     throw new Error('redis-server under valgrind did not start (is valgrind installed?)');
+  await client.call('DEBUG', 'SET-ACTIVE-EXPIRE', '0');
   const info = await client.info('server');
   const version = /redis_version:(\S+)/.exec(info)?.[1] ?? 'unknown';
   return {
@@ -401,7 +437,7 @@ async function startMeasured(): Promise<{
         id: c.id,
         name: c.name,
         inFlight: c.inFlight,
-        all: per(dumpInstructions(dump)),
+        all: per(dumpInstructions(dump) - (await cronInstructions(dump))),
         scripts: per(await scriptInstructions(dump)),
       };
     },
@@ -666,7 +702,8 @@ function callgrindSection(rows: CallgrindRow[], version: string, decisions: numb
     ]),
     notes: [
       `${decisions} decisions per subject on fresh distinct keys, a fixed window of 1,000,000 per 60 s (other types as named); ` +
-        'instructions of the whole redis-server process between a zeroing and a dump of the counters, divided by decisions.',
+        'instructions of the whole redis-server process but its cron (serverCron), with no active expiry and no rehashing in the cron, ' +
+        'between a zeroing and a dump of the counters, divided by decisions.',
       'In flight: requests made at once; ratekeeper batches them, 32 per script call. Each subject starts on an empty ' +
         'keyspace (FLUSHALL). Two runs on this machine differ by up to about 3% per row (more for the 1-per-call rows).',
     ],
@@ -689,9 +726,68 @@ function callgrindSection(rows: CallgrindRow[], version: string, decisions: numb
   };
 }
 
+/**
+ * This run's rows beside earlier runs' (CALLGRIND_BEFORE, each `label=file` of a CALLGRIND_SAVE): Ir per
+ * decision (the whole process) of each, and this run's change against each, per row of this run.
+ */
+function comparisonTable(
+  rows: readonly CallgrindRow[],
+  before: ReadonlyArray<[string, CallgrindRow[]]>,
+): Table {
+  const change = (now: number, then: number | undefined) =>
+    then === undefined ? '-' : `${now >= then ? '+' : ''}${(((now - then) / then) * 100).toFixed(1)}%`;
+  return {
+    title: 'redis-server instructions per decision, this run against earlier ones',
+    columns: [
+      'subject',
+      ...before.map(([label]) => label),
+      'this run',
+      ...before.map(([label]) => `vs ${label}`),
+      'this run, in script commands',
+    ],
+    rows: rows.map((row) => {
+      const then = before.map(([, earlier]) => earlier.find((r) => r.name === row.name)?.all);
+      return [
+        row.name,
+        ...then.map((v) => num(v)),
+        num(row.all),
+        ...then.map((v) => change(row.all, v)),
+        num(row.scripts),
+      ];
+    }),
+  };
+}
+
+/** The section of a run whose rows were saved (CALLGRIND_SAVE), for the server and decisions named. */
+function keptRun(file: string): { section: Section; rows: CallgrindRow[] } {
+  const rows = JSON.parse(readFileSync(file, 'utf8')) as CallgrindRow[];
+  const version = process.env.CALLGRIND_VERSION ?? 'unknown';
+  return { section: callgrindSection(rows, version, Number(process.env.CALLGRIND_DECISIONS ?? 2000)), rows };
+}
+
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const filter = process.argv[2] ? new RegExp(process.argv[2], 'i') : undefined;
-  const { section } = await runRedisCallgrind((line) => console.log(line), filter ? { filter } : {});
-  for (const table of section.tables) console.log(textTable(table));
+  // CALLGRIND_ROWS=<file>: the rows of an earlier run (CALLGRIND_SAVE) written again, nothing measured.
+  const kept = process.env.CALLGRIND_ROWS;
+  const { section, rows } =
+    kept === undefined
+      ? await runRedisCallgrind((line) => console.log(line), filter ? { filter } : {})
+      : keptRun(kept);
+  const save = process.env.CALLGRIND_SAVE;
+  if (save) writeFileSync(save, `${JSON.stringify(rows, null, 2)}\n`);
+  const before = (process.env.CALLGRIND_BEFORE ?? '')
+    .split(',')
+    .filter((part) => part !== '')
+    .map((part): [string, CallgrindRow[]] => {
+      const at = part.indexOf('=');
+      return [part.slice(0, at), JSON.parse(readFileSync(part.slice(at + 1), 'utf8')) as CallgrindRow[]];
+    });
+  const tables = before.length === 0 ? section.tables : [comparisonTable(rows, before), ...section.tables];
+  for (const table of tables) console.log(textTable(table));
+  const block = process.env.CALLGRIND_BLOCK;
+  if (block) {
+    const body = [`## ${section.title}`, readFileSync(block, 'utf8').trim(), ...tables.map(markdownTable)];
+    await writeBlock('bench:redis-callgrind', body.join('\n\n'), process.env.BENCH_OUT ?? RESULTS_PATH);
+  }
   process.exit(0);
 }

@@ -125,7 +125,7 @@ local function withCost(op, cost)
   for k, v in pairs(op) do copy[k] = v end
   copy.cost, copy.costText = cost, tostring(cost)
   -- Not the original's fresh state (check.lua): that was for its cost.
-  copy.freshAtMs, copy.freshAllowed, copy.freshReplyAtMs = nil, nil, nil
+  copy.freshAtMs, copy.freshAllowed = nil, nil
   return copy
 end
 

@@ -41,6 +41,7 @@
 local protocol, algorithms = require('protocol'), require('algorithms')
 local decide, plain, grouped = require('decide'), require('decide-plain'), require('decide-grouped')
 local clockMs, readShape, putResult, putFresh = protocol.clockMs, protocol.readShape, protocol.putResult, protocol.putFresh
+local FRESH = protocol.FRESH
 local SERVER_TIME = protocol.SERVER_TIME
 local freshAdmits, readOrCreate, algOf, drop = algorithms.freshAdmits, algorithms.readOrCreate, algorithms.algOf, algorithms.drop
 local decidePlain, createsAll, createAll, distinctKeys = plain.decidePlain, plain.createsAll, plain.createAll, plain.distinctKeys
@@ -51,24 +52,13 @@ local results, created, held, NONE = plain.results, plain.created, plain.held, p
 local SET_NX_GET = algorithms.SET_NX_GET
 -- ARGV[1] of a call whose requests have several shapes.
 local SHAPES = 'shapes'
+-- overrides.lua limitShape, once a call reads a rule-wide limit (a call without one never builds it).
+local limitShape
 
 -- Made by the first request that reads an override: a call without one pays nothing for them.
 -- `decided`: the request's copy of its shape's ops (an override changes it); overrides[i]: the
 -- override that decided op i, or false.
 local decided, overrideKeys, overrides
-
--- Appends the results of a request's n ops decided at requestNowMs: a created op's is its fresh state's.
-local function putResults(ops, n, reads, requestNowMs, reply, b)
-  for i = 1, n do
-    local op = ops[i]
-    if created[i] then
-      b = putFresh(reply, b, op, op.alg or algOf(op), requestNowMs)
-    else
-      b = putResult(reply, b, results[i], (reads and overrides[i]) or op.ruleWide or false, op.limit, requestNowMs, op.type == 'concurrency')
-    end
-  end
-  return b
-end
 
 -- Decides one request of `shape` at requestNowMs: its keys from KEYS[keyAt], its lockout identities
 -- from ARGV[at]; its results appended to the reply at b. Returns the next keyAt, at and b.
@@ -133,13 +123,31 @@ local function decideRequest(shape, requestNowMs, KEYS, keyAt, ARGV, at, reply, 
     reply[b] = tostring(err)
     return keyAt, at, b
   end
-  return keyAt, at, putResults(ops, n, reads, requestNowMs, reply, b)
+  -- The results; a created op's is its fresh state's (protocol.lua putFresh), FRESH written here when no
+  -- op reads a rule-wide limit (a call per op costs as much as its reply).
+  local ruleLimits = shape.ruleLimits
+  for i = 1, n do
+    if not created[i] then
+      local op = ops[i]
+      b = putResult(reply, b, results[i], (reads and overrides[i]) or op.ruleWide or false, op.limit, requestNowMs, op.type == 'concurrency')
+    elseif ruleLimits then
+      b = putFresh(reply, b, ops[i])
+    else
+      b = b + 1
+      reply[b] = FRESH
+    end
+  end
+  return keyAt, at, b
 end
 
 -- One op per request, no lock, no override, its fresh state admitting at now: each key created at
 -- once when empty (its result the fresh state's), the others decided in full with what was read.
 local function decideSingles(shape, op, alg, now, KEYS, keyAt, last, ARGV, at, reply, b)
   local encodes, value, ttl = SET_NX_GET and alg.encode, op.freshValue, op.freshTtl
+  -- The fresh result of every key it creates, putFresh's written here (a call per key costs as much
+  -- as the reply): FRESH, or at a rule-wide limit FRESH less that limit.
+  local head = FRESH
+  if op.ruleWide then head = FRESH - op.ruleWide.limit end
   while keyAt <= last do
     -- false: the key was empty and now holds the op's fresh state; else what decidePlain reads in
     -- decide-plain.lua's `held`.
@@ -157,8 +165,8 @@ local function decideSingles(shape, op, alg, now, KEYS, keyAt, last, ARGV, at, r
       end
     end
     if found == false then
-      keyAt = keyAt + 1
-      b = putFresh(reply, b, op, alg, now)
+      keyAt, b = keyAt + 1, b + 1
+      reply[b] = head
     else
       held[1] = found
       keyAt, at, b = decideRequest(shape, now, KEYS, keyAt, ARGV, at, reply, b)
@@ -186,7 +194,8 @@ return function(KEYS, ARGV, firstKey, firstArg, keyCount)
     at = at + 2
     -- The rule-wide limits in force, read once for the call (the last key: not a request's).
     if shape.ruleLimits then
-      shape = require('overrides').limitShape(shape, KEYS[last], now)
+      limitShape = limitShape or require('overrides').limitShape
+      shape = limitShape(shape, KEYS[last], now)
       last = last - 1
     end
     if shape.plain and shape.n == 1 then
@@ -219,7 +228,8 @@ return function(KEYS, ARGV, firstKey, firstArg, keyCount)
         serverMs = clockMs(SERVER_TIME)
         reply[1] = serverMs
       end
-      shapes[j] = require('overrides').limitShape(shapes[j], KEYS[firstKey + keyCount - 1], nows[j] or serverMs)
+      limitShape = limitShape or require('overrides').limitShape
+      shapes[j] = limitShape(shapes[j], KEYS[firstKey + keyCount - 1], nows[j] or serverMs)
     end
   end
   local b, keyAt = 1, firstKey

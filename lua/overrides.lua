@@ -35,7 +35,7 @@ local function withOverride(op, limit)
   for k, v in pairs(op) do copy[k] = v end
   copy.limit = limit
   -- Not the original's fresh state (check.lua): that was for its limit.
-  copy.freshAtMs, copy.freshAllowed, copy.freshReplyAtMs = nil, nil, nil
+  copy.freshAtMs, copy.freshAllowed = nil, nil
   if op.burstFollows then copy.burst = limit end
   return copy
 end
@@ -54,40 +54,63 @@ local function apply(n, reads, ops, overrideKeys, found, nowMs)
   end
 end
 
+-- Rule-limits field values read so far -> { limit, untilMs } as readOverride reads them without the
+-- time (limit 0: cleared): the same table for the same text while kept, so limitShape compares them by
+-- identity. Emptied when full (a value per setLimit).
+local parsedLimits, parsedCount = {}, 0
+
+local function parseLimit(v)
+  local limit, untilMs = string.match(v, '^([^:]+):([^:]+)')
+  local parsed = { limit = tonumber(limit), untilMs = tonumber(untilMs) }
+  if parsedCount >= 100 then parsedLimits, parsedCount = {}, 0 end
+  parsedLimits[v], parsedCount = parsed, parsedCount + 1
+  return parsed
+end
+
+-- limitShape's scratch: per op that reads its rule-wide limit, the one in force (parsedLimits') or false.
+local inForce = {}
+
 -- A request shape whose ops that read their rule-wide limit (shape.ruleLimits) are decided at the one in
 -- force at nowMs in the hash `limitsKey` (field: the rule's name): the shape itself when none is, else
 -- a copy whose such ops carry it (op.ruleWide, the result's override). The copy is kept on the shape
--- for the next call that finds the same limits: read once per call, shared by its requests.
+-- with the limits it was made for (limitedBy) for the next call that finds the same: one HGET per op
+-- and call, no parse, no copy while the hash's values stay as they are.
 local function limitShape(shape, limitsKey, nowMs)
-  local found, sig = nil, ''
-  for _, i in ipairs(shape.ruleLimits) do
-    local wide = readOverride(redis.call('HGET', limitsKey, shape.ops[i].ruleName), nowMs)
+  local ruleLimits, shapeOps = shape.ruleLimits, shape.ops
+  local kept = shape.limitedBy
+  local m, any, same = #ruleLimits, false, kept ~= nil
+  for k = 1, m do
+    local v = redis.call('HGET', limitsKey, shapeOps[ruleLimits[k]].ruleName)
+    local wide = false
+    if v then
+      wide = parsedLimits[v] or parseLimit(v)
+      if wide.limit == 0 or (wide.untilMs ~= 0 and wide.untilMs <= nowMs) then wide = false else any = true end
+    end
+    inForce[k] = wide
+    if same and kept[k] ~= wide then same = false end
+  end
+  if not any then return shape end
+  if same then return shape.limitedCopy end
+  local copy, ops, by = {}, {}, {}
+  for key, value in pairs(shape) do copy[key] = value end
+  for i = 1, shape.n do ops[i] = shapeOps[i] end
+  for k = 1, m do
+    local i, wide = ruleLimits[k], inForce[k]
+    by[k] = wide
     if wide then
-      found = found or {}
-      found[i] = wide
-      sig = sig .. i .. '=' .. wide.limit .. ';'
+      ops[i] = withOverride(shapeOps[i], wide.limit)
+      ops[i].ruleWide = wide
     end
   end
-  if not found then return shape end
-  if shape.limitedSig == sig then return shape.limitedCopy end
-  local copy, ops = {}, {}
-  for k, v in pairs(shape) do copy[k] = v end
-  for i = 1, shape.n do
-    local op = shape.ops[i]
-    if found[i] then
-      op = withOverride(op, found[i].limit)
-      op.ruleWide = found[i]
-    end
-    ops[i] = op
-  end
-  copy.ops, copy.limitedSig, copy.limitedCopy = ops, nil, nil
-  -- decide-grouped.lua freshRecord writes its pieces and memo on the shape: the copy's own.
-  copy.recordAtMs = nil
+  copy.ops, copy.limitedBy, copy.limitedCopy = ops, nil, nil
+  -- What check.lua and decide-grouped.lua keep on a shape for a time (createsAll, freshRecord) was
+  -- made for the shape's limits: the copy makes its own.
+  copy.createsAtMs, copy.recordAtMs = nil, nil
   if shape.recordParts then
     copy.recordParts = {}
-    for k, v in pairs(shape.recordParts) do copy.recordParts[k] = v end
+    for key, value in pairs(shape.recordParts) do copy.recordParts[key] = value end
   end
-  shape.limitedSig, shape.limitedCopy = sig, copy
+  shape.limitedBy, shape.limitedCopy = by, copy
   return copy
 end
 

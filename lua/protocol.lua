@@ -7,7 +7,7 @@
 -- KEYS        none: a module (require('protocol')), not a script
 -- ARGV        none of its own: readOp and readOps read the drivers' ARGV as laid out below
 -- Returns     { SERVER_TIME, clockMs, isServerMs, memo, readOp, readOps, readShape, lockValue,
---             readLockValue, lockIndexMember, putResult, putFresh, num, ttlMs }: clockMs in epoch ms; putResult
+--             readLockValue, lockIndexMember, putResult, putFresh, FRESH, num, ttlMs }: clockMs in epoch ms; putResult
 --             and putFresh return the reply position after what they wrote; num(x) is text; ttlMs(atMs, nowMs)
 --             is ms (relative, at least 1; atMs and nowMs epoch ms)
 --
@@ -28,7 +28,9 @@
 -- An op that found its key empty, counted and was decided at its own limit (no override, no rule-wide
 -- limit) has FRESH (-1) alone in place of its result: its result is its algorithm's verdict on an empty
 -- state at the request's time, which the client computes from the op it sent (the reply's size is the
--- script's main cost per decision).
+-- script's main cost per decision). One decided so at its rule-wide limit L (a whole number, at least 1)
+-- has FRESH - L alone (below FRESH): its result is the same verdict with the op's limit (and a burst
+-- that follows it) set to L, overridden.
 -- A request whose evaluation raised an error has, in place of its results, the error's message (a
 -- string). A figure is left out only where the client computes it exactly from integers it read.
 
@@ -96,7 +98,7 @@ end
 -- name, or nil) as those say.
 -- Ops and request shapes are read from their text once and kept (memo): in a function library (FCALL)
 -- the next calls find them, so a decision parses nothing; a script (EVAL) keeps them for its call.
--- A kept op is shared by its uses: never modified, but for its fresh-state memos (algorithms.lua freshAdmits, putFresh).
+-- A kept op is shared by its uses: never modified, but for its fresh-state memos (algorithms.lua freshAdmits).
 local function parseOp(text)
   local f, k = {}, 0
   for field in string.gmatch(text, '[^,]+') do
@@ -321,31 +323,20 @@ end
 -- The head of a fresh result (putFresh): below 0, which no result's head is.
 local FRESH = -1
 
--- Appends the result of an op that found its key empty and counted at nowMs: its algorithm's verdict
--- on an empty state. An op at its own limit is answered FRESH alone: that verdict is the op's and the
--- time's, which the client has. An op at a rule-wide limit, which the client does not know, gets the
--- whole result, made once per op and time and kept on the op.
-local function putFresh(reply, b, op, alg, nowMs)
+-- Appends the result of an op that found its key empty and counted: its algorithm's verdict on an
+-- empty state, which the client computes from the op and the time. An op at its own limit is answered
+-- FRESH, one at a rule-wide limit (op.ruleWide, overrides.lua limitShape) FRESH less that limit, which
+-- the client does not know. check.lua writes it itself in its loops.
+local function putFresh(reply, b, op)
   local wide = op.ruleWide
-  if not wide then
-    reply[b + 1] = FRESH
-    return b + 1
-  end
-  local ints = op.freshReply
-  if op.freshReplyAtMs ~= nowMs then
-    local r = alg.evaluate(nil, op, nowMs, false)
-    r.level = 0
-    ints = {}
-    putResult(ints, 0, r, wide, op.limit, nowMs, op.type == 'concurrency')
-    op.freshReply, op.freshReplyAtMs = ints, nowMs
-  end
-  for k = 1, #ints do reply[b + k] = ints[k] end
-  return b + #ints
+  if wide then reply[b + 1] = FRESH - wide.limit else reply[b + 1] = FRESH end
+  return b + 1
 end
 
 return {
   putResult = putResult,
   putFresh = putFresh,
+  FRESH = FRESH,
   SERVER_TIME = SERVER_TIME,
   clockMs = clockMs,
   isServerMs = isServerMs,

@@ -33,7 +33,10 @@ export const Flag = {
 } as const;
 /** The level counts in multiples of this, above the flags (LEVEL_UNIT in lua/protocol.lua). */
 export const LEVEL_UNIT = 128;
-/** A head alone in place of a result: the op's key was empty and it counted at its own limit (FRESH in lua/protocol.lua). */
+/**
+ * A head alone in place of a result: the op's key was empty and it counted at its own limit; below it,
+ * FRESH less the rule-wide limit it counted at (FRESH in lua/protocol.lua).
+ */
 export const FRESH = -1;
 
 /** The integers of a script reply (integer replies arrive as numbers). */
@@ -92,11 +95,14 @@ export function decodeCheckReply(
 /**
  * The result of an op answered FRESH: its algorithm's verdict on an empty state at `nowMs`, as the
  * script reached it. Computed here, not sent: it is fully the op's and the time's, and the reply's size
- * is the script's main cost per decision.
+ * is the script's main cost per decision. `ruleWide`: the rule-wide limit it was decided at (its head
+ * was FRESH less it), which replaces the op's limit (and a burst that follows it) as the script's did.
  */
-function freshResult(op: StoreOp, nowMs: number): OpResult {
-  const v = algorithms[op.rule.type].evaluate(undefined, op, nowMs, false);
-  v.limit = op.limit;
+function freshResult(op: StoreOp, nowMs: number, ruleWide?: number): OpResult {
+  const decided = ruleWide === undefined ? op : { ...op, limit: ruleWide };
+  const v = algorithms[op.rule.type].evaluate(undefined, decided, nowMs, false);
+  v.limit = decided.limit;
+  v.overridden = ruleWide !== undefined;
   return v;
 }
 
@@ -115,8 +121,8 @@ function decodeResults(
     const head = reply[at];
     if (typeof head !== 'number') return -1;
     at++;
-    if (head === FRESH) {
-      results[k] = freshResult(ops[k] as StoreOp, nowMs);
+    if (head < 0) {
+      results[k] = freshResult(ops[k] as StoreOp, nowMs, head === FRESH ? undefined : FRESH - head);
       continue;
     }
     // A remainder rather than &: it stays exact past 2^31.

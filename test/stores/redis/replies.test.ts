@@ -4,14 +4,22 @@
 import { randomBytes } from 'node:crypto';
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
+import type { Rule } from '../../../src/index.js';
 import { type CompiledRule, compileRules } from '../../../src/rules/compile.js';
 import { MemoryStore } from '../../../src/stores/memory/memory-store.js';
-import { CheckCall } from '../../../src/stores/redis/check-call.js';
+import {
+  CheckCall,
+  type KeySpace,
+  OverrideReads,
+  ruleLimitsKey,
+} from '../../../src/stores/redis/check-call.js';
 import { connectionOf } from '../../../src/stores/redis/client.js';
 import { loadScripts } from '../../../src/stores/redis/function-library.js';
+import { escapeRuleName } from '../../../src/stores/redis/op-text.js';
 import { decodeCheckReply, Flag, FRESH, LEVEL_UNIT, runScript } from '../../../src/stores/redis/replies.js';
 import type { OpResult, StoreOp } from '../../../src/stores/store.js';
 import { getRedis } from '../../support/redis.js';
+import { WINDOWS } from '../conformance/suite.js';
 
 const NOW = Date.parse('2026-03-02T10:00:00Z');
 
@@ -42,13 +50,14 @@ describe('Redis check script: the reply leaves out derived figures', () => {
     prefix: string,
     o: StoreOp,
     nowMs: number,
+    space: KeySpace = { prefix, cluster: false },
   ): Promise<{ reply: number[]; result: OpResult }> {
     const check = new CheckCall();
-    check.add({ prefix, cluster: false }, [o], 'check', false, nowMs);
+    check.add(space, [o], 'check', false, nowMs);
     const reply = (await runScript(
       connectionOf(client),
       loadScripts().check,
-      check.keys,
+      check.allKeys(),
       check.args(),
     )) as number[];
     let result: OpResult | Error | undefined;
@@ -106,6 +115,36 @@ describe('Redis check script: the reply leaves out derived figures', () => {
       expect(result, rule.name).to.deep.equal(memory.evaluateSync([o], 'check').results[0]);
       await memory.close();
     }
+  });
+
+  it('answers a fresh key at a rule-wide limit FRESH less that limit, and the client computes the result at it for every type', async () => {
+    const prefix = `rkr${randomBytes(4).toString('hex')}`;
+    const typed = compileRules(
+      [
+        ...Object.entries(WINDOWS).map(([type, window]) => ({ name: type, key: 'user', limit: 3, window })),
+        { name: 'gcra-burst', key: 'user', limit: 3, window: { type: 'gcra', size: '10s', burst: 2 } },
+        { name: 'concurrency', key: 'user', limit: 3, window: { type: 'concurrency', lease: '1m' } },
+      ] as Rule[],
+      { ipv6Subnet: 64 },
+    );
+    // Every rule reads its rule-wide limit, as a store that learned of one does (OverrideReads).
+    const reads = new OverrideReads(() => undefined);
+    reads.known = true;
+    for (const rule of typed) reads.limited.add(escapeRuleName(rule.name));
+    const space: KeySpace = { prefix, cluster: false, overrides: reads };
+    const memory = new MemoryStore({ clock: () => NOW });
+    for (const rule of typed) {
+      // The rule-limits field as setLimit writes it on a standalone server: "<limit>:<untilMs>" (0: until cleared).
+      await client.hset(ruleLimitsKey(prefix, undefined), rule.name, '7:0');
+      await memory.override(rule.store, null, 7);
+      const o = op(rule, 'frank');
+      const { reply, result } = await call(prefix, o, NOW, space);
+      expect(reply, rule.name).to.deep.equal([0, FRESH - 7]);
+      const expected = memory.evaluateSync([o], 'check').results[0] as OpResult;
+      expect([expected.limit, expected.overridden], rule.name).to.deep.equal([7, true]);
+      expect(result, rule.name).to.deep.equal(expected);
+    }
+    await memory.close();
   });
 
   it('sends the receipt where it is no window end (a sliding log entry, a concurrency slot id) and still derives remaining', async () => {
