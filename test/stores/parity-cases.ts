@@ -80,7 +80,14 @@ export function cases(type: WindowType): fc.Arbitrary<Case> {
           }))
           .chain((periods) =>
             optional(
-              fc.tuple(units, fc.constantFrom(periods.periodEndMs, periods.nextPeriodEndMs, p.nowMs - size)),
+              fc.tuple(
+                units,
+                // Or a period of another length still in progress (a period chosen per client), or ended.
+                fc.oneof(
+                  fc.constantFrom(periods.periodEndMs, periods.nextPeriodEndMs, p.nowMs - size),
+                  around(2 * size),
+                ),
+              ),
               (v) => v,
             ).map((state) => ({ state, periods })),
           );

@@ -6,6 +6,7 @@ import {
   RateLimitRequestError,
   type RequestInfo,
   type WindowFunction,
+  type WindowSpec,
 } from '../../../src/index.js';
 import { useLimiters, userReq } from './limits.js';
 import type { StoreUnderTest } from './suite.js';
@@ -35,6 +36,15 @@ const HOSTILE: Array<[string, unknown]> = [
   ['null', null],
   ['a promise', Promise.resolve({ type: 'fixed', size: '1m' })],
   ['another field', { type: 'fixed', size: '1m', buckets: 3 }],
+];
+
+const HOSTILE_CALENDAR: Array<[string, unknown]> = [
+  ['a unit that is not one', { type: 'calendar', unit: 'fortnight' }],
+  ['a cron that does not parse', { type: 'calendar', cron: '61 * * * *' }],
+  ['an unknown time zone', { type: 'calendar', unit: 'day', timezone: 'Mars/Olympus' }],
+  ['a size', { type: 'calendar', unit: 'day', size: '1h' }],
+  ['neither unit nor cron', { type: 'calendar' }],
+  ['a fixed window', { type: 'fixed', size: '1d' }],
 ];
 
 export function windowFunctionSuite(target: StoreUnderTest): void {
@@ -103,6 +113,92 @@ export function windowFunctionSuite(target: StoreUnderTest): void {
       expect(await admitted(l, 'u')).to.equal(1);
     });
 
+    it('calendar: a client moved from days to hours counts its day to midnight, then hours', async () => {
+      const chosen = { unit: 'day' as 'day' | 'hour' };
+      const l = await limiter([
+        {
+          name: 'api',
+          key: 'user',
+          limit: 3,
+          window: (req) => ({ type: 'calendar', unit: req.user === undefined ? 'day' : chosen.unit }),
+        },
+      ]);
+      clock().set('2026-01-05T10:15:00Z');
+      expect(await admitted(l, 'u')).to.equal(3);
+      chosen.unit = 'hour';
+      clock().set('2026-01-05T11:15:00Z');
+      const denied = await l.check(userReq('u', 'free'));
+      // Still the day that started the count: 12 h 45 min to its end, not an hour's 45 min.
+      expect([denied.allowed, denied.retryAfterMs]).to.deep.equal([false, 45_900_000]);
+      clock().set('2026-01-06T00:00:00Z');
+      const next = await l.check(userReq('u', 'free'));
+      expect([next.allowed, next.resetMs, next.rules[0]?.windowSeconds]).to.deep.equal([
+        true,
+        3_600_000,
+        3600,
+      ]);
+      expect(await admitted(l, 'u')).to.equal(2);
+      clock().set('2026-01-06T01:00:00Z');
+      expect(await admitted(l, 'u')).to.equal(3);
+    });
+
+    it('calendar: a client moved from hours to days counts its hour to its end, then the rest of that day', async () => {
+      const chosen = { unit: 'hour' as 'day' | 'hour' };
+      const l = await limiter([
+        {
+          name: 'api',
+          key: 'user',
+          limit: 2,
+          window: (req) => ({ type: 'calendar', unit: req.user === undefined ? 'hour' : chosen.unit }),
+        },
+      ]);
+      clock().set('2026-01-05T10:15:00Z');
+      expect(await admitted(l, 'u')).to.equal(2);
+      chosen.unit = 'day';
+      const denied = await l.check(userReq('u', 'free'));
+      expect([denied.allowed, denied.retryAfterMs]).to.deep.equal([false, 2_700_000]);
+      clock().set('2026-01-05T11:00:00Z');
+      const fresh = await l.check(userReq('u', 'free'));
+      expect([fresh.allowed, fresh.resetMs, fresh.rules[0]?.windowSeconds]).to.deep.equal([
+        true,
+        46_800_000,
+        86400,
+      ]);
+      expect(await admitted(l, 'u')).to.equal(1);
+      clock().set('2026-01-05T12:00:00Z');
+      expect((await l.check(userReq('u', 'free'))).allowed).to.equal(false);
+    });
+
+    it('calendar: clients of one rule count in periods of their own (a day in their zone, a cron tick)', async () => {
+      const windows: Record<string, WindowSpec> = {
+        tokyo: { type: 'calendar', unit: 'day', timezone: 'Asia/Tokyo' },
+        cron: { type: 'calendar', cron: '*/15 * * * *' },
+      };
+      const l = await limiter([
+        {
+          name: 'api',
+          key: 'user',
+          limit: 1,
+          window: (req) =>
+            windows[(req.user as { id: string } | undefined)?.id ?? ''] ?? { type: 'calendar', unit: 'day' },
+        },
+      ]);
+      clock().set('2026-01-05T10:05:00Z');
+      const [utc, tokyo, cron] = [
+        await l.check(userReq('utc', 'free')),
+        await l.check(userReq('tokyo', 'free')),
+        await l.check(userReq('cron', 'free')),
+      ];
+      // Midnight UTC in 13 h 55 min; midnight in Tokyo (UTC+9) at 15:00 UTC; the cron's tick at 10:15.
+      expect([utc.resetMs, tokyo.resetMs, cron.resetMs]).to.deep.equal([50_100_000, 17_700_000, 600_000]);
+      expect([
+        utc.rules[0]?.windowSeconds,
+        tokyo.rules[0]?.windowSeconds,
+        cron.rules[0]?.windowSeconds,
+      ]).to.deep.equal([86400, 86400, 0]);
+      expect((await l.consume('api', 'direct')).resetMs).to.equal(50_100_000);
+    });
+
     it('an override and a rule-wide limit set the limit; the window is still the client’s own', async () => {
       const { fn } = switchable('fixed', '30s');
       const l = await limiter([{ name: 'api', key: 'user', limit: 1, window: fn }]);
@@ -134,6 +230,29 @@ export function windowFunctionSuite(target: StoreUnderTest): void {
         bad.on = false;
         expect((await l.status('other', 'u')).count).to.equal(0);
         expect((await l.status('chosen', 'u')).count).to.equal(0);
+      });
+    }
+
+    for (const [what, value] of HOSTILE_CALENDAR) {
+      it(`a calendar window function giving ${what} refuses the request with ERR_WINDOW; nothing is consumed`, async () => {
+        const bad = { on: false };
+        const l = await limiter([
+          {
+            name: 'chosen',
+            key: 'user',
+            limit: 5,
+            window: (() => (bad.on ? value : { type: 'calendar', unit: 'day' })) as WindowFunction,
+          },
+        ]);
+        expect((await l.check(userReq('u', 'free'))).allowed).to.equal(true);
+        bad.on = true;
+        const error = await l.check(userReq('u', 'free')).catch((e: unknown) => e);
+        expect(error).to.be.instanceOf(RateLimitRequestError).with.property('code', 'ERR_WINDOW');
+        expect((error as Error).message)
+          .to.contain('rule "chosen"')
+          .and.contain('nothing was consumed');
+        bad.on = false;
+        expect((await l.status('chosen', 'u')).count).to.equal(1);
       });
     }
 
@@ -171,7 +290,6 @@ export function windowFunctionSuite(target: StoreUnderTest): void {
     });
 
     for (const [type, window] of [
-      ['calendar', { type: 'calendar', unit: 'day' }],
       ['sliding', { type: 'sliding', size: '1m' }],
       ['sliding-log', { type: 'sliding-log', size: '1m' }],
       ['token-bucket', { type: 'token-bucket', size: '1m' }],
