@@ -81,6 +81,9 @@ DECLARE
   xs bigint[] := st.pairs;
   m integer := cardinality(xs) / 2;
 BEGIN
+  -- A sliding counter's receipt is a bucket of its op's size: one re-filed into another size since is not
+  -- found again (time_ms: the size its buckets count in; a log's is NULL).
+  IF st.time_ms <> op.size_ms THEN RETURN st; END IF;
   FOR j IN 1..m LOOP
     IF xs[2 * j - 1] = receipt THEN
       xs[2 * j] := xs[2 * j] - least(xs[2 * j], op.cost);
@@ -89,7 +92,7 @@ BEGIN
     END IF;
   END LOOP;
   IF coalesce(cardinality(xs), 0) = 0 THEN RETURN NULL; END IF;
-  RETURN ROW(NULL, NULL, xs)::@schema@.@state@;
+  RETURN ROW(NULL, st.time_ms, xs)::@schema@.@state@;
 END $$;
 
 CREATE OR REPLACE FUNCTION @schema@.@sliding_log_expires_at@(st @schema@.@state@, op @schema@.@op@)

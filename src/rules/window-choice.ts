@@ -2,7 +2,7 @@
 // function is (rules/rule-index.ts), into the store rule its ops carry (a calendar's: into the periods its
 // ops carry). The stores and the algorithms read the size (the period's end) of each op, so the choice
 // reaches the memory store, Lua and PL/pgSQL alike.
-import { windowTypeOf } from '../algorithms/index.js';
+import { windowKind, windowTypeOf } from '../algorithms/index.js';
 import { describe, RateLimitConfigError, RateLimitRequestError } from '../errors.js';
 import type { StoreRule } from '../stores/store-ops.js';
 import type { RequestInfo, WindowFunction } from '../types.js';
@@ -46,12 +46,17 @@ export function requestWindow(chosen: ChosenWindow, req: RequestInfo): WindowCho
   const { store } = chosen;
   try {
     const value = chosen.choose(req);
-    return store.type === 'calendar' ? calendarChoice(chosen, value) : sizeChoice(chosen, value);
+    return periodic(store) ? calendarChoice(chosen, value) : sizeChoice(chosen, value);
   } catch (error) {
     if (error instanceof RateLimitRequestError && error.code === 'ERR_WINDOW') throw error;
     // Thrown by the function, or by its answer as it was read (a getter, a proxy).
     throw refused(store, `window function threw: ${(error as Error)?.message ?? describe(error)}`, error);
   }
+}
+
+/** A window of wall-clock periods (calendar): chosen by its unit, cron and zone rather than a size. */
+function periodic(rule: StoreRule): boolean {
+  return windowKind(rule.type).fields.includes('unit');
 }
 
 function sizeChoice(chosen: ChosenWindow, value: unknown): WindowChoice {
@@ -156,7 +161,7 @@ export function assertChosenHolds(rule: StoreRule, limit: number): void {
 }
 
 function mustGive(rule: StoreRule, value: unknown): RateLimitRequestError {
-  const example = rule.type === 'calendar' ? "unit: 'hour'" : "size: '1h'";
+  const example = periodic(rule) ? "unit: 'hour'" : "size: '1h'";
   return refused(
     rule,
     `window function must give a window of the rule's type synchronously, such as { type: '${rule.type}', ${example} }, got ${describe(value)}`,

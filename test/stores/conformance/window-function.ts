@@ -19,7 +19,7 @@ async function admitted(l: { check(req: RequestInfo): Promise<{ allowed: boolean
 }
 
 /** A window function whose size the test changes between requests (an operator moving a client's plan). */
-function switchable(type: 'fixed' | 'gcra', first: string) {
+function switchable(type: 'fixed' | 'gcra' | 'sliding', first: string) {
   const state = { size: first };
   const fn: WindowFunction = (req) => ({ type, size: req.user === undefined ? '10s' : state.size });
   return { state, fn };
@@ -199,6 +199,38 @@ export function windowFunctionSuite(target: StoreUnderTest): void {
       expect((await l.consume('api', 'direct')).resetMs).to.equal(50_100_000);
     });
 
+    it('sliding: hits counted in a minute keep their minute when the size drops to 10 s; new hits count 10 s', async () => {
+      const { state, fn } = switchable('sliding', '60s');
+      const l = await limiter([{ name: 'api', key: 'user', limit: 3, window: fn }]);
+      // 10 buckets of 6 s: the three hits leave 66 s on (a minute and the bucket they fell in).
+      expect(await admitted(l, 'u')).to.equal(3);
+      state.size = '10s';
+      clock().advance(15_000);
+      const denied = await l.check(userReq('u', 'free'));
+      expect([denied.allowed, denied.retryAfterMs]).to.deep.equal([false, 51_000]);
+      clock().advance(51_000);
+      const next = await l.check(userReq('u', 'free'));
+      // Buckets of 1 s now: 10 s and the bucket it fell in.
+      expect([next.allowed, next.resetMs, next.rules[0]?.windowSeconds]).to.deep.equal([true, 11_000, 10]);
+      expect(await admitted(l, 'u')).to.equal(2);
+      clock().advance(11_000);
+      expect(await admitted(l, 'u')).to.equal(3);
+    });
+
+    it('sliding: hits counted in 10 s leave no earlier when the size grows to a minute, and at most one new bucket later', async () => {
+      const { state, fn } = switchable('sliding', '10s');
+      const l = await limiter([{ name: 'api', key: 'user', limit: 3, window: fn }]);
+      expect(await admitted(l, 'u')).to.equal(3);
+      state.size = '60s';
+      clock().advance(5_000);
+      // They would leave at 11 s; re-filed into buckets of 6 s, the first that ends after it ends at 12 s.
+      const denied = await l.check(userReq('u', 'free'));
+      expect([denied.allowed, denied.retryAfterMs]).to.deep.equal([false, 7_000]);
+      clock().advance(7_000);
+      const next = await l.check(userReq('u', 'free'));
+      expect([next.allowed, next.resetMs, next.rules[0]?.windowSeconds]).to.deep.equal([true, 66_000, 60]);
+    });
+
     it('an override and a rule-wide limit set the limit; the window is still the client’s own', async () => {
       const { fn } = switchable('fixed', '30s');
       const l = await limiter([{ name: 'api', key: 'user', limit: 1, window: fn }]);
@@ -290,7 +322,6 @@ export function windowFunctionSuite(target: StoreUnderTest): void {
     });
 
     for (const [type, window] of [
-      ['sliding', { type: 'sliding', size: '1m' }],
       ['sliding-log', { type: 'sliding-log', size: '1m' }],
       ['token-bucket', { type: 'token-bucket', size: '1m' }],
       ['concurrency', { type: 'concurrency', lease: '1m' }],
