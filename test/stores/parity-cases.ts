@@ -92,7 +92,17 @@ export function cases(type: WindowType): fc.Arbitrary<Case> {
             ).map((state) => ({ state, periods })),
           );
       } else if (type === 'sliding-log') {
-        shaped = plain(pairs(0, 8, around(2 * size), units));
+        // Entries logged in the op's size, in none (a state of an earlier release: 0), or in another (a size
+        // chosen per client).
+        shaped = plain(
+          fc
+            .tuple(fc.constantFrom(0, size, size), fc.integer({ min: 1, max: 90_000_000 }), fc.boolean())
+            .chain(([own, other, another]) =>
+              pairs(0, 8, around(2 * (another ? other : size)), units).map((list) =>
+                list.length === 0 ? [] : [another ? other : own, ...list],
+              ),
+            ),
+        );
       } else if (type === 'sliding') {
         // Buckets counted in the op's size, in none (a state of an earlier release: 0), or in another (a size
         // chosen per client), from two windows before now to one bucket ahead (a clock ahead).
@@ -138,7 +148,7 @@ export function cases(type: WindowType): fc.Arbitrary<Case> {
           const receipts =
             type === 'concurrency'
               ? [0, ...flat.filter((_, i) => i % 2 === 1), (flat[0] ?? 0) + 1]
-              : type === 'sliding'
+              : type === 'sliding' || type === 'sliding-log'
                 ? [0, ...flat.filter((_, i) => i % 2 === 1)]
                 : [0, ...flat.filter((_, i) => i % 2 === 0), ...flat.slice(1, 2)];
           return {
@@ -167,10 +177,13 @@ export function toState(type: WindowType, flat: Flat): unknown {
     return { seq: a, holders };
   }
   const list = [];
-  // Sliding: the size its buckets count in first (0: none).
-  const from = type === 'sliding' ? 1 : 0;
+  // Sliding and sliding-log: the size its buckets (entries) count in first (0: none).
+  const from = 1;
   for (let i = from; i < flat.length; i += 2) list.push([flat[i] as number, flat[i + 1] as number]);
-  if (type === 'sliding-log') return { entries: list.map(([ts, cost]) => ({ ts, cost })) };
+  if (type === 'sliding-log') {
+    const entries = list.map(([ts, cost]) => ({ ts, cost }));
+    return a === 0 ? { entries } : { entries, sizeMs: a };
+  }
   const buckets = list.map(([index, count]) => ({ index, count }));
   return a === 0 ? { buckets } : { buckets, sizeMs: a };
 }
@@ -194,7 +207,8 @@ export function toFlat(type: WindowType, state: unknown): Flat {
   if (type === 'token-bucket') return [s.scaled, s.ts];
   if (type === 'gcra') return [s.tatUs];
   if (type === 'concurrency') return [s.seq, ...[...s.holders].sort((a, b) => a[0] - b[0]).flat()];
-  if (type === 'sliding-log') return s.entries.flatMap((e) => [e.ts, e.cost]);
+  if (type === 'sliding-log')
+    return s.entries.length === 0 ? [] : [s.sizeMs ?? 0, ...s.entries.flatMap((e) => [e.ts, e.cost])];
   if (s.buckets.length === 0) return [];
   return [s.sizeMs ?? 0, ...s.buckets.flatMap((b) => [b.index, b.count])];
 }
@@ -253,17 +267,17 @@ export function stepTs(c: Case, step: Step): StepOutcome {
  */
 export function counting(c: Case, flat: Flat): Flat {
   if (c.type !== 'sliding-log' && c.type !== 'sliding') return flat;
-  // Sliding: in the size the buckets count in (the flat's first number; 0: the rule's).
-  const from = c.type === 'sliding' ? 1 : 0;
-  const width = ((c.type === 'sliding' && flat[0]) || c.rule.sizeMs) / c.rule.buckets;
+  // In the size the entries (buckets) count in: the flat's first number (0: the rule's).
+  const sizeMs = flat[0] || c.rule.sizeMs;
+  const width = sizeMs / c.rule.buckets;
   const counts = (first: number) =>
     c.type === 'sliding-log'
-      ? first + c.rule.sizeMs > c.nowMs
+      ? first + sizeMs > c.nowMs
       : first >= Math.floor(c.nowMs / width) - c.rule.buckets;
   const kept: Flat = [];
-  for (let i = from; i < flat.length; i += 2) {
+  for (let i = 1; i < flat.length; i += 2) {
     if (counts(flat[i] as number)) kept.push(flat[i] as number, flat[i + 1] as number);
   }
-  if (from === 1 && kept.length > 0) kept.unshift(flat[0] as number);
+  if (kept.length > 0) kept.unshift(flat[0] as number);
   return kept;
 }

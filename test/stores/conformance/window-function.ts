@@ -19,7 +19,7 @@ async function admitted(l: { check(req: RequestInfo): Promise<{ allowed: boolean
 }
 
 /** A window function whose size the test changes between requests (an operator moving a client's plan). */
-function switchable(type: 'fixed' | 'gcra' | 'sliding', first: string) {
+function switchable(type: 'fixed' | 'gcra' | 'sliding' | 'sliding-log', first: string) {
   const state = { size: first };
   const fn: WindowFunction = (req) => ({ type, size: req.user === undefined ? '10s' : state.size });
   return { state, fn };
@@ -231,6 +231,32 @@ export function windowFunctionSuite(target: StoreUnderTest): void {
       expect([next.allowed, next.resetMs, next.rules[0]?.windowSeconds]).to.deep.equal([true, 66_000, 60]);
     });
 
+    it('sliding log: each hit keeps the size it was logged in; new hits count the size chosen since', async () => {
+      const { state, fn } = switchable('sliding-log', '60s');
+      const l = await limiter([{ name: 'api', key: 'user', limit: 3, window: fn }]);
+      expect(await admitted(l, 'u')).to.equal(3);
+      state.size = '10s';
+      clock().advance(15_000);
+      const denied = await l.check(userReq('u', 'free'));
+      expect([denied.allowed, denied.retryAfterMs]).to.deep.equal([false, 45_000]);
+      clock().advance(45_000);
+      const next = await l.check(userReq('u', 'free'));
+      expect([next.allowed, next.resetMs, next.rules[0]?.windowSeconds]).to.deep.equal([true, 10_000, 10]);
+      expect(await admitted(l, 'u')).to.equal(2);
+      state.size = '60s';
+      clock().advance(5_000);
+      // Logged in 10 s, they leave 5 s on, not 55 s.
+      const again = await l.check(userReq('u', 'free'));
+      expect([again.allowed, again.retryAfterMs]).to.deep.equal([false, 5_000]);
+      clock().advance(5_000);
+      const longer = await l.check(userReq('u', 'free'));
+      expect([longer.allowed, longer.resetMs, longer.rules[0]?.windowSeconds]).to.deep.equal([
+        true,
+        60_000,
+        60,
+      ]);
+    });
+
     it('an override and a rule-wide limit set the limit; the window is still the client’s own', async () => {
       const { fn } = switchable('fixed', '30s');
       const l = await limiter([{ name: 'api', key: 'user', limit: 1, window: fn }]);
@@ -322,7 +348,6 @@ export function windowFunctionSuite(target: StoreUnderTest): void {
     });
 
     for (const [type, window] of [
-      ['sliding-log', { type: 'sliding-log', size: '1m' }],
       ['token-bucket', { type: 'token-bucket', size: '1m' }],
       ['concurrency', { type: 'concurrency', lease: '1m' }],
     ] as const) {
