@@ -131,9 +131,24 @@ export function cases(type: WindowType): fc.Arbitrary<Case> {
             }),
         );
       } else if (type === 'token-bucket') {
-        const capacity = (burst || written) * size;
+        // Tokens counted in the op's size, in none (a state of an earlier release: 0), or in another (a size
+        // chosen per client) that the limits hold exactly too.
+        const largestOther = Math.floor(2 ** 53 / (1000 * largest));
         shaped = plain(
-          optional(fc.tuple(fc.integer({ min: -capacity, max: capacity }), around(2 * size)), (v) => v),
+          fc
+            .tuple(
+              fc.constantFrom(0, size, size),
+              fc.integer({ min: 1, max: Math.min(2 * size, largestOther) }),
+              fc.boolean(),
+            )
+            .chain(([own, other, another]) => {
+              const stateSize = another ? other : own;
+              const capacity = (burst || written) * (stateSize || size);
+              return optional(
+                fc.tuple(fc.integer({ min: -capacity, max: capacity }), around(2 * size)),
+                (v) => [...v, stateSize],
+              );
+            }),
         );
       } else {
         // A TAT up to twice the capacity ahead (a debt), never past MAX_TAT_US (2^53 - 1).
@@ -169,7 +184,7 @@ export function toState(type: WindowType, flat: Flat): unknown {
   if (flat.length === 0) return undefined;
   const [a = 0, b = 0] = flat;
   if (type === 'fixed' || type === 'calendar') return { count: a, endMs: b };
-  if (type === 'token-bucket') return { scaled: a, ts: b };
+  if (type === 'token-bucket') return flat[2] ? { scaled: a, ts: b, sizeMs: flat[2] } : { scaled: a, ts: b };
   if (type === 'gcra') return { tatUs: a };
   if (type === 'concurrency') {
     const holders = new Map<number, number>();
@@ -204,7 +219,7 @@ export function toFlat(type: WindowType, state: unknown): Flat {
     sizeMs?: number;
   };
   if (type === 'fixed' || type === 'calendar') return [s.count, s.endMs];
-  if (type === 'token-bucket') return [s.scaled, s.ts];
+  if (type === 'token-bucket') return [s.scaled, s.ts, s.sizeMs ?? 0];
   if (type === 'gcra') return [s.tatUs];
   if (type === 'concurrency') return [s.seq, ...[...s.holders].sort((a, b) => a[0] - b[0]).flat()];
   if (type === 'sliding-log')
