@@ -339,6 +339,38 @@ export function windowFunctionSuite(target: StoreUnderTest): void {
       });
     }
 
+    for (const type of ['sliding', 'sliding-log', 'token-bucket'] as const) {
+      it(`a ${type} window function giving 0, NaN, 2^60 ms, another type or another field refuses each request with ERR_WINDOW; nothing is consumed`, async () => {
+        const bad: { value: unknown } = { value: undefined };
+        const l = await limiter([
+          {
+            name: 'chosen',
+            key: 'user',
+            limit: 5,
+            window: (() => bad.value ?? { type, size: '1m' }) as WindowFunction,
+          },
+        ]);
+        expect((await l.check(userReq('u', 'free'))).allowed).to.equal(true);
+        const other =
+          type === 'sliding' ? { type, size: '1m', buckets: 3 } : { type, size: '1m', lease: '1m' };
+        for (const value of [
+          { type, size: 0 },
+          { type, size: Number.NaN },
+          { type, size: 2 ** 60 },
+          { type: 'fixed', size: '1m' },
+          other,
+        ]) {
+          bad.value = value;
+          const error = await l.check(userReq('u', 'free')).catch((e: unknown) => e);
+          expect(error, JSON.stringify(value))
+            .to.be.instanceOf(RateLimitRequestError)
+            .with.property('code', 'ERR_WINDOW');
+        }
+        bad.value = undefined;
+        expect((await l.status('chosen', 'u')).count).to.equal(1);
+      });
+    }
+
     it('a window function that throws refuses the request with ERR_WINDOW, its error as the cause', async () => {
       const boom = new Error('plan service down');
       const bad = { on: false };
