@@ -12,6 +12,7 @@ import { type RunningWorker, startWorker } from '../../support/workerd.js';
 import { identitySuite } from '../conformance/identities.js';
 import { overrideSuite } from '../conformance/overrides.js';
 import { conformanceSuite, type StoreUnderTest } from '../conformance/suite.js';
+import { windowFunctionSuite } from '../conformance/window-function.js';
 
 const entry = join(import.meta.dirname, '../../runtimes/apps/durable-worker.ts');
 
@@ -45,4 +46,6 @@ describe('DurableObjectStore (objects on workerd)', function () {
   conformanceSuite(target);
   overrideSuite(target);
   identitySuite(target);
+  // No rule-wide limits on this store (the rule-limits suite is not run here either).
+  windowFunctionSuite(target, { ruleWide: false });
 });
