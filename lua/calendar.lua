@@ -2,7 +2,8 @@
 -- A module (require('calendar')), not a script: no KEYS, no ARGV, no reply of its own. Its algorithm is
 -- called by the drivers (check.lua, refund.lua) with an op's count key and the op decoded from their
 -- ARGV; it returns Lua tables. The op carries this period's end and the next one's (epoch ms, computed
--- in TypeScript from the store's clock); the script picks between them with its own now.
+-- in TypeScript from the store's clock); the script picks between them with its own now. A period in
+-- progress keeps the end stored with its count (a period chosen per client: calendar.ts says why).
 -- State, encoding and receipt: fixed.lua's counter.
 --
 -- KEYS        none: a module (require('calendar')); its algorithm gets an op's count key from the drivers
@@ -20,6 +21,12 @@ local function periodEnd(op, nowMs)
   return op.nextPeriodEndMs
 end
 
+-- The end of the key's period: the stored one while it lasts, else the op's.
+local function windowEnd(state, op, nowMs)
+  if state ~= nil and nowMs < state.endMs then return state.endMs end
+  return periodEnd(op, nowMs)
+end
+
 local function countIn(state, endMs)
   if state ~= nil and state.endMs == endMs then return state.count end
   return 0
@@ -31,11 +38,11 @@ local calendar = {
   decode = counter.decodeCounter,
   encode = counter.encodeCounter,
   evaluate = function(state, op, nowMs, add)
-    local endMs = periodEnd(op, nowMs)
+    local endMs = windowEnd(state, op, nowMs)
     return evaluateCounter(countIn(state, endMs), endMs, op, nowMs, add)
   end,
   apply = function(state, op, nowMs)
-    local endMs = periodEnd(op, nowMs)
+    local endMs = windowEnd(state, op, nowMs)
     local add = state ~= nil and state.endMs == endMs and state.packed and op.costText
     return { count = countIn(state, endMs) + op.cost, endMs = endMs, add = add }
   end,

@@ -3,7 +3,9 @@
 -- called by the drivers (check.lua, refund.lua) with an op's count key and the op decoded from their
 -- ARGV; it returns Lua tables.
 -- State: a HASH at the count key, field = bucket index (floor(t / width)), value = units counted in
--- that bucket. Buckets that stopped counting are deleted whenever the key is written.
+-- that bucket, and field 's' = the window size (ms) the buckets count in (absent in a key of an earlier
+-- release: the op's). Buckets that stopped counting are deleted whenever the key is written. A request of
+-- another size (a size chosen per client) re-files the buckets into its own width, as sliding.ts says.
 -- Receipt = the bucket index the op was counted in.
 --
 -- KEYS        none: a module (require('sliding')); its algorithm gets an op's count key from the drivers
@@ -29,14 +31,38 @@ local function firstLive(state, current, buckets)
   return i
 end
 
--- Time never runs backwards: a clock behind the newest bucket reads as that bucket.
-local function currentIndex(state, op, nowMs)
-  local index = math.floor(nowMs / width(op))
-  if state ~= nil then
-    local last = state.buckets[#state.buckets]
-    if last ~= nil and last.index > index then return last.index end
+-- The state as buckets of the op's size (sliding.ts inOpSize): a state of another size has each bucket
+-- still counting re-filed into the op's width, and is marked to be written whole (refiled).
+local function inOpSize(state, op, nowMs)
+  if state == nil or state.sizeMs == nil or state.sizeMs == op.sizeMs then return state end
+  local buckets = op.buckets
+  local fromWidth, to = state.sizeMs / buckets, width(op)
+  local current = math.floor(nowMs / fromWidth)
+  local list = {}
+  for _, bucket in ipairs(state.buckets) do
+    if bucket.index >= current - buckets then
+      local index = math.ceil((bucket.index + buckets + 1) * fromWidth / to) - buckets - 1
+      local last = list[#list]
+      if last ~= nil and last.index == index then
+        last.count = last.count + bucket.count
+      else
+        list[#list + 1] = { index = index, count = bucket.count }
+      end
+    end
   end
-  return index
+  return { buckets = list, sizeMs = op.sizeMs, dead = {}, changes = {}, refiled = true }
+end
+
+-- The op's size as text, for the state's 's' field (as sent, when the op came from the wire).
+local function sizeText(op)
+  return op.sizeMsText or num(op.sizeMs)
+end
+
+-- Epoch ms at which the state's newest bucket stops counting, in the size its buckets count in.
+local function stateEnd(state, op)
+  local last = state.buckets[#state.buckets]
+  if last == nil then return 0 end
+  return math.ceil((last.index + op.buckets + 1) * ((state.sizeMs or op.sizeMs) / op.buckets))
 end
 
 -- Ms from now until bucket `index` stops counting.
@@ -53,29 +79,46 @@ local sliding = {
     op.freshTtl = ttlMs(math.ceil((index + op.buckets + 1) * width(op)), nowMs)
   end,
   create = function(key, op)
-    redis.call('HSET', key, op.freshField, op.freshCount)
+    redis.call('HSET', key, op.freshField, op.freshCount, 's', sizeText(op))
     redis.call('PEXPIRE', key, op.freshTtl)
   end,
   load = function(key)
     local flat = redis.call('HGETALL', key)
     if #flat == 0 then return nil end
-    local list = {}
-    for i = 1, #flat, 2 do list[#list + 1] = { index = tonumber(flat[i]), count = tonumber(flat[i + 1]) } end
+    local list, sizeMs = {}, nil
+    for i = 1, #flat, 2 do
+      if flat[i] == 's' then
+        sizeMs = tonumber(flat[i + 1])
+      else
+        list[#list + 1] = { index = tonumber(flat[i]), count = tonumber(flat[i + 1]) }
+      end
+    end
     table.sort(list, function(a, b) return a.index < b.index end)
-    return { buckets = list, dead = {}, changes = {} }
+    return { buckets = list, sizeMs = sizeMs, dead = {}, changes = {} }
   end,
   save = function(key, state, op, nowMs)
-    if #state.dead > 0 then redis.call('HDEL', key, unpack(state.dead)) end
-    for _, c in ipairs(state.changes) do
-      if c.count > 0 then redis.call('HSET', key, num(c.index), num(c.count))
-      else redis.call('HDEL', key, num(c.index)) end
+    if state.refiled then
+      -- Re-filed into another size, or anew: every field anew.
+      redis.call('DEL', key)
+      for _, b in ipairs(state.buckets) do redis.call('HSET', key, num(b.index), num(b.count)) end
+    else
+      if #state.dead > 0 then redis.call('HDEL', key, unpack(state.dead)) end
+      for _, c in ipairs(state.changes) do
+        if c.count > 0 then redis.call('HSET', key, num(c.index), num(c.count))
+        else redis.call('HDEL', key, num(c.index)) end
+      end
     end
-    local last = state.buckets[#state.buckets]
-    redis.call('PEXPIRE', key, ttlMs(math.ceil((last.index + op.buckets + 1) * width(op)), nowMs))
+    if state.writeSize then
+      local text = sizeText(op)
+      if state.sizeMs ~= op.sizeMs then text = num(state.sizeMs) end
+      redis.call('HSET', key, 's', text)
+    end
+    redis.call('PEXPIRE', key, ttlMs(stateEnd(state, op), nowMs))
   end,
-  evaluate = function(state, op, nowMs, add)
+  evaluate = function(stored, op, nowMs, add)
+    local state = inOpSize(stored, op, nowMs)
     local limit = op.limit
-    local current = currentIndex(state, op, nowMs)
+    local current = math.floor(nowMs / width(op))
     local list = NONE
     if state ~= nil then list = state.buckets end
     local first = firstLive(state, current, op.buckets)
@@ -108,12 +151,17 @@ local sliding = {
       receipt = current,
     }
   end,
-  apply = function(state, op, nowMs)
-    local current = currentIndex(state, op, nowMs)
+  apply = function(stored, op, nowMs)
+    local state = inOpSize(stored, op, nowMs)
+    local current = math.floor(nowMs / width(op))
     local list = {}
     if state ~= nil then list = state.buckets end
     local first = firstLive(state, current, op.buckets)
-    local out = { dead = {}, changes = {} }
+    local out = { dead = {}, changes = {}, sizeMs = op.sizeMs }
+    -- Written whole: re-filed, or on a key whose state has ended (its dead fields may be of another size).
+    out.refiled = state == nil or state.refiled
+    -- A new key, or one of an earlier release or of another size, gets its size written.
+    out.writeSize = state == nil or state.sizeMs ~= op.sizeMs or out.refiled
     local live = list
     if first > 1 then
       live = {}
@@ -121,19 +169,25 @@ local sliding = {
       for i = first, #list do live[#live + 1] = list[i] end
     end
     if op.cost > 0 then
-      local last = live[#live]
-      if last ~= nil and last.index == current then
-        last.count = last.count + op.cost
+      -- Oldest first: a bucket re-filed from a longer size, or written on a clock ahead, may come after this one.
+      local at = #live + 1
+      while at > 1 and live[at - 1].index > current do at = at - 1 end
+      local before = live[at - 1]
+      if before ~= nil and before.index == current then
+        before.count = before.count + op.cost
+        out.changes[1] = before
       else
-        last = { index = current, count = op.cost }
-        live[#live + 1] = last
+        local bucket = { index = current, count = op.cost }
+        table.insert(live, at, bucket)
+        out.changes[1] = bucket
       end
-      out.changes[1] = last
     end
     out.buckets = live
     return out
   end,
   refund = function(state, op, _, receipt)
+    -- A receipt is a bucket of its op's size: one re-filed into another size since is not found again.
+    if state.sizeMs ~= nil and state.sizeMs ~= op.sizeMs then return state end
     for i, bucket in ipairs(state.buckets) do
       if bucket.index == receipt then
         bucket.count = bucket.count - math.min(bucket.count, op.cost)
@@ -145,11 +199,7 @@ local sliding = {
     if #state.buckets == 0 then return nil end
     return state
   end,
-  expiresAt = function(state, op)
-    local last = state.buckets[#state.buckets]
-    if last == nil then return 0 end
-    return math.ceil((last.index + op.buckets + 1) * width(op))
-  end,
+  expiresAt = stateEnd,
 }
 
 return { sliding = sliding }

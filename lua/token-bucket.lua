@@ -4,7 +4,10 @@
 -- ARGV; it returns Lua tables.
 -- Tokens are counted in units of 1/sizeMs token (scaled = tokens x sizeMs), so every figure is exact
 -- integer arithmetic, here as in TypeScript.
--- State: one string at the count key, "<scaled>:<ts>": scaled tokens left at ts (epoch ms of the last refill).
+-- State: one string at the count key, "<scaled>:<ts>:<size>": scaled tokens left at ts (epoch ms of the last
+-- refill), counted in units of 1/size token (size: the window size in ms; absent in a key of an earlier
+-- release: the op's). A request of another size (a size chosen per client) refills at the state's size up
+-- to now, then keeps its whole tokens in its own size, as token-bucket.ts says.
 -- Receipt: 0 (a refund puts tokens back wherever the bucket stands).
 --
 -- KEYS        none: a module (require('token-bucket')); its algorithm gets an op's count key from the drivers
@@ -22,9 +25,9 @@ local function refillTs(state, nowMs)
   return math.max(nowMs, state.ts)
 end
 
--- Scaled tokens at nowMs (see refillTs).
-local function refilled(state, op, nowMs)
-  local capacity = op.burst * op.sizeMs
+-- Scaled tokens at nowMs (see refillTs), in units of 1/sizeMs token (the op's size when sizeMs is nil).
+local function refilled(state, op, nowMs, sizeMs)
+  local capacity = op.burst * (sizeMs or op.sizeMs)
   if state == nil then return capacity end
   -- Once full the bucket stays full; the cap keeps elapsed x limit small. Counted from the level it was
   -- left at, which a record can take below zero (a debt takes longer than capacity/limit to refill).
@@ -33,19 +36,39 @@ local function refilled(state, op, nowMs)
 end
 
 local function expiresAt(state, op)
-  return state.ts + ceilDiv(op.burst * op.sizeMs - state.scaled, op.limit)
+  return state.ts + ceilDiv(op.burst * (state.sizeMs or op.sizeMs) - state.scaled, op.limit)
+end
+
+-- The bucket in the op's size (token-bucket.ts inOpSize).
+local function inOpSize(state, op, nowMs)
+  if state == nil or state.sizeMs == nil or state.sizeMs == op.sizeMs then return state end
+  local whole = floorDiv(refilled(state, op, nowMs, state.sizeMs), state.sizeMs)
+  return { scaled = whole * op.sizeMs, ts = refillTs(state, nowMs), sizeMs = op.sizeMs }
 end
 
 -- The state of a count key's value (nil: none).
 local function decode(s)
   if not s then return nil end
   local colon = string.find(s, ':', 1, true)
-  return { scaled = tonumber(string.sub(s, 1, colon - 1)), ts = tonumber(string.sub(s, colon + 1)) }
+  local second = string.find(s, ':', colon + 1, true)
+  if not second then
+    return { scaled = tonumber(string.sub(s, 1, colon - 1)), ts = tonumber(string.sub(s, colon + 1)) }
+  end
+  return {
+    scaled = tonumber(string.sub(s, 1, colon - 1)), ts = tonumber(string.sub(s, colon + 1, second - 1)),
+    sizeMs = tonumber(string.sub(s, second + 1)),
+  }
 end
 
--- The value and TTL (ms) a state is written with.
+-- The value and TTL (ms) a state is written with (its size as sent, when it is the op's).
 local function encode(state, op, nowMs)
-  return num(state.scaled) .. ':' .. num(state.ts), ttlMs(expiresAt(state, op), nowMs)
+  local value = num(state.scaled) .. ':' .. num(state.ts)
+  if state.sizeMs == op.sizeMs and op.sizeMsText then
+    value = value .. ':' .. op.sizeMsText
+  elseif state.sizeMs then
+    value = value .. ':' .. num(state.sizeMs)
+  end
+  return value, ttlMs(expiresAt(state, op), nowMs)
 end
 
 local tokenBucket = {
@@ -58,7 +81,8 @@ local tokenBucket = {
     local value, ttl = encode(state, op, nowMs)
     redis.call('SET', key, value, 'PX', ttl)
   end,
-  evaluate = function(state, op, nowMs, add)
+  evaluate = function(stored, op, nowMs, add)
+    local state = inOpSize(stored, op, nowMs)
     local burst, limit, sizeMs = op.burst, op.limit, op.sizeMs
     local scaled = refilled(state, op, nowMs)
     local need = op.cost * sizeMs
@@ -81,14 +105,19 @@ local tokenBucket = {
       receipt = 0,
     }
   end,
-  apply = function(state, op, nowMs)
-    return { scaled = refilled(state, op, nowMs) - op.cost * op.sizeMs, ts = refillTs(state, nowMs) }
+  apply = function(stored, op, nowMs)
+    local state = inOpSize(stored, op, nowMs)
+    return {
+      scaled = refilled(state, op, nowMs) - op.cost * op.sizeMs, ts = refillTs(state, nowMs), sizeMs = op.sizeMs,
+    }
   end,
   refund = function(state, op, nowMs)
-    local capacity = op.burst * op.sizeMs
-    local scaled = math.min(capacity, refilled(state, op, nowMs) + op.cost * op.sizeMs)
+    -- The tokens go back in the bucket's own size (token-bucket.ts).
+    local sizeMs = state.sizeMs or op.sizeMs
+    local capacity = op.burst * sizeMs
+    local scaled = math.min(capacity, refilled(state, op, nowMs, sizeMs) + op.cost * sizeMs)
     if scaled >= capacity then return nil end
-    return { scaled = scaled, ts = refillTs(state, nowMs) }
+    return { scaled = scaled, ts = refillTs(state, nowMs), sizeMs = state.sizeMs }
   end,
   expiresAt = expiresAt,
 }

@@ -5,7 +5,8 @@
 -- unless an op is denied or meets a lock.
 --
 -- Each op is an INSERT ... ON CONFLICT DO UPDATE of its row, whose SET computes the window in SQL on the row as
--- it is when locked (the latest version: no lost update), and whose WHERE admits; the override in force (the
+-- it is when locked (the latest version: no lost update): a window in progress keeps its end (fixed, and a
+-- calendar period, whatever boundary the op carries: calendar.sql), an ended one starts afresh; its WHERE admits; the override in force (the
 -- key's, else the rule-wide one) is read in the same statement. An op not admitted there (over its limit, a lock or lock level on the row, or the
 -- cost above the limit in force) leaves its row locked and unchanged (or, when there was none, a new row that
 -- holds nothing) and is decided by check.sql in this same statement, on the same time, so a denial is one
@@ -52,17 +53,15 @@ WITH args AS MATERIALIZED (
       CASE WHEN c.cost <= t.lim THEN t.fresh_end END
     FROM t CROSS JOIN c ORDER BY t.key_hash
   ON CONFLICT (rule, key_hash) DO UPDATE SET
-    amount = CASE WHEN k.expires_ms > (SELECT now_ms FROM c) AND CASE WHEN (SELECT fixed FROM c)
-          THEN k.time_ms > (SELECT now_ms FROM c) ELSE k.time_ms = excluded.time_ms END
+    amount = CASE WHEN k.expires_ms > (SELECT now_ms FROM c) AND k.time_ms > (SELECT now_ms FROM c)
         THEN k.amount ELSE 0 END + excluded.amount,
-    time_ms = CASE WHEN (SELECT fixed FROM c) AND k.expires_ms > (SELECT now_ms FROM c)
+    time_ms = CASE WHEN k.expires_ms > (SELECT now_ms FROM c)
           AND k.time_ms > (SELECT now_ms FROM c) THEN k.time_ms ELSE excluded.time_ms END,
     pairs = NULL,
-    expires_ms = CASE WHEN (SELECT fixed FROM c) AND k.expires_ms > (SELECT now_ms FROM c)
+    expires_ms = CASE WHEN k.expires_ms > (SELECT now_ms FROM c)
           AND k.time_ms > (SELECT now_ms FROM c) THEN k.time_ms ELSE excluded.time_ms END
   WHERE excluded.amount IS NOT NULL AND k.lock_until IS NULL AND k.forget_ms IS NULL
-    AND CASE WHEN k.expires_ms > (SELECT now_ms FROM c) AND CASE WHEN (SELECT fixed FROM c)
-          THEN k.time_ms > (SELECT now_ms FROM c) ELSE k.time_ms = excluded.time_ms END
+    AND CASE WHEN k.expires_ms > (SELECT now_ms FROM c) AND k.time_ms > (SELECT now_ms FROM c)
         THEN k.amount ELSE 0 END + excluded.amount
       <= (SELECT t.lim FROM t WHERE t.key_hash = excluded.key_hash)
   RETURNING k.key_hash, k.amount, k.time_ms

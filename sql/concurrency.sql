@@ -3,8 +3,8 @@
 -- (renew, below).
 -- State: amount = the last slot id handed out (seq; ids are now_ms x 1024 + n and only grow, so a slot released
 -- or lapsed is never handed out again); pairs = the holders (id, epoch ms its lease ends), ids
--- ascending, lapsed once the lease end is <= now; time_ms is NULL. A concurrency state is the only one with both
--- amount and pairs (keys.sql's reset keeps its seq). Receipt: the id of the op's first slot; an op of cost c holds
+-- ascending, lapsed once the lease end is <= now; time_ms is NULL. A concurrency state is the only one with
+-- amount and pairs and no time_ms (keys.sql's reset keeps its seq). Receipt: the id of the op's first slot; an op of cost c holds
 -- ids receipt .. receipt + c - 1. The row of a key holds at most lim live holders (more only by record)
 -- and the lapsed ones the next decision that writes drops: a decision reads and writes that array.
 

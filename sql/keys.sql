@@ -19,8 +19,8 @@ BEGIN
 END $$;
 
 -- Clears count, lock and level, and announces it. True when the key was locked. A concurrency key's
--- holders go and its last slot id stays (sql/concurrency.sql: the only state with both amount and pairs) until the
--- state expires, so a holder released after the reset frees nothing.
+-- holders go and its last slot id stays (sql/concurrency.sql: the only state with amount and pairs and no time_ms)
+-- until the state expires, so a holder released after the reset frees nothing.
 CREATE OR REPLACE FUNCTION @schema@.@reset@(now_arg bigint, rule_name text, key_bytes bytea, payload text)
 RETURNS boolean LANGUAGE plpgsql AS $$
 DECLARE
@@ -29,7 +29,7 @@ DECLARE
 BEGIN
   UPDATE @schema@.@keys@ k SET pairs = '{}', lock_until = NULL, lock_level = NULL, forget_ms = NULL
     WHERE k.rule = rule_name AND k.key_hash = sha256(key_bytes)
-      AND k.amount IS NOT NULL AND k.pairs IS NOT NULL AND k.expires_ms > now_ms;
+      AND k.amount IS NOT NULL AND k.pairs IS NOT NULL AND k.time_ms IS NULL AND k.expires_ms > now_ms;
   IF NOT FOUND THEN
     DELETE FROM @schema@.@keys@ k WHERE k.rule = rule_name AND k.key_hash = sha256(key_bytes)
       RETURNING coalesce(k.lock_until > now_ms, false) INTO was_locked;

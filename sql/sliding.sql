@@ -1,18 +1,17 @@
 -- Sliding counter (src/algorithms/sliding.ts): `buckets` sub-windows of size/buckets; a hit counts for at
 -- least size and at most size + one bucket, so it never over-admits.
--- State: pairs = one (bucket index floor(t / width), units) pair per bucket, oldest first, flattened.
--- Receipt: the bucket index the op was counted in. Widths are doubles, as in the TypeScript twin.
+-- State: pairs = one (bucket index floor(t / width), units) pair per bucket, oldest first, flattened;
+-- time_ms = the window size (ms) the buckets count in (NULL in a row of an earlier release: the op's). A
+-- request of another size (a size chosen per client) re-files the buckets into its own width, as sliding.ts
+-- says. Receipt: the bucket index the op was counted in. Widths are doubles, as in the TypeScript twin.
 
 CREATE OR REPLACE FUNCTION @schema@.@sliding_width@(op @schema@.@op@) RETURNS float8
 LANGUAGE sql IMMUTABLE AS $$ SELECT op.size_ms::float8 / op.buckets::float8 $$;
 
--- The current bucket index; time never runs backwards (a clock behind the newest bucket reads as it).
-CREATE OR REPLACE FUNCTION @schema@.@sliding_current@(st @schema@.@state@, op @schema@.@op@, now_ms bigint)
+-- The current bucket index.
+CREATE OR REPLACE FUNCTION @schema@.@sliding_current@(op @schema@.@op@, now_ms bigint)
 RETURNS bigint LANGUAGE sql IMMUTABLE AS $$
-  SELECT greatest(
-    floor(now_ms::float8 / @schema@.@sliding_width@(op))::bigint,
-    coalesce(st.pairs[cardinality(st.pairs) - 1], -1)
-  )
+  SELECT floor(now_ms::float8 / @schema@.@sliding_width@(op))::bigint
 $$;
 
 -- The pair index (1-based) of the first bucket still counting: index >= current - buckets.
@@ -26,6 +25,32 @@ BEGIN
   RETURN j;
 END $$;
 
+-- The state as buckets of the op's size (sliding.ts inOpSize): one of another size has each bucket still
+-- counting re-filed into the op's width, into the first bucket that ends at or after the old one's end.
+CREATE OR REPLACE FUNCTION @schema@.@sliding_in_op_size@(st @schema@.@state@, op @schema@.@op@, now_ms bigint)
+RETURNS @schema@.@state@ LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+  from_width float8;
+  to_width float8 := @schema@.@sliding_width@(op);
+  cur bigint;
+  xs bigint[] := '{}';
+  idx bigint;
+  n integer;
+BEGIN
+  IF st IS NULL OR st.time_ms IS NULL OR st.time_ms = op.size_ms THEN RETURN st; END IF;
+  from_width := st.time_ms::float8 / op.buckets::float8;
+  cur := floor(now_ms::float8 / from_width)::bigint;
+  FOR j IN 1..coalesce(cardinality(st.pairs), 0) / 2 LOOP
+    CONTINUE WHEN st.pairs[2 * j - 1] < cur - op.buckets;
+    idx := ceil((st.pairs[2 * j - 1] + op.buckets + 1)::float8 * from_width / to_width)::bigint - op.buckets - 1;
+    n := cardinality(xs);
+    IF n > 0 AND xs[n - 1] = idx THEN xs[n] := xs[n] + st.pairs[2 * j];
+    ELSE xs := xs || ARRAY[idx, st.pairs[2 * j]];
+    END IF;
+  END LOOP;
+  RETURN ROW(NULL, op.size_ms, xs)::@schema@.@state@;
+END $$;
+
 -- Ms from now until bucket `idx` stops counting.
 CREATE OR REPLACE FUNCTION @schema@.@sliding_expiry_ms@(idx bigint, op @schema@.@op@, now_ms bigint)
 RETURNS bigint LANGUAGE sql IMMUTABLE AS $$
@@ -33,10 +58,11 @@ RETURNS bigint LANGUAGE sql IMMUTABLE AS $$
 $$;
 
 CREATE OR REPLACE FUNCTION @schema@.@sliding_evaluate@(
-  st @schema@.@state@, op @schema@.@op@, now_ms bigint, add boolean
+  stored @schema@.@state@, op @schema@.@op@, now_ms bigint, add boolean
 ) RETURNS @schema@.@verdict@ LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
-  cur bigint := @schema@.@sliding_current@(st, op, now_ms);
+  st @schema@.@state@ := @schema@.@sliding_in_op_size@(stored, op, now_ms);
+  cur bigint := @schema@.@sliding_current@(op, now_ms);
   xs bigint[] := coalesce(st.pairs, '{}');
   m integer := cardinality(xs) / 2;
   f integer := @schema@.@sliding_first_live@(xs, cur, op.buckets);
@@ -69,27 +95,31 @@ BEGIN
 END $$;
 
 CREATE OR REPLACE FUNCTION @schema@.@sliding_apply@(
-  st @schema@.@state@, op @schema@.@op@, now_ms bigint
+  stored @schema@.@state@, op @schema@.@op@, now_ms bigint
 ) RETURNS @schema@.@state@ LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
-  cur bigint := @schema@.@sliding_current@(st, op, now_ms);
+  st @schema@.@state@ := @schema@.@sliding_in_op_size@(stored, op, now_ms);
+  cur bigint := @schema@.@sliding_current@(op, now_ms);
   xs bigint[] := coalesce(st.pairs, '{}');
   f integer := @schema@.@sliding_first_live@(xs, cur, op.buckets);
-  n integer;
+  at integer;
 BEGIN
   xs := coalesce(xs[2 * f - 1:], '{}');
-  n := cardinality(xs);
   IF op.cost > 0 THEN
-    IF n > 0 AND xs[n - 1] = cur THEN xs[n] := xs[n] + op.cost;
-    ELSE xs := xs || ARRAY[cur, op.cost];
+    -- Oldest first: a bucket re-filed from a longer size, or written on a clock ahead, may come after this one.
+    at := cardinality(xs) / 2 + 1;
+    WHILE at > 1 AND xs[2 * at - 3] > cur LOOP at := at - 1; END LOOP;
+    IF at > 1 AND xs[2 * at - 3] = cur THEN xs[2 * at - 2] := xs[2 * at - 2] + op.cost;
+    ELSE xs := xs[:2 * at - 2] || ARRAY[cur, op.cost] || xs[2 * at - 1:];
     END IF;
   END IF;
-  RETURN ROW(NULL, NULL, xs)::@schema@.@state@;
+  RETURN ROW(NULL, op.size_ms, xs)::@schema@.@state@;
 END $$;
 
 CREATE OR REPLACE FUNCTION @schema@.@sliding_expires_at@(st @schema@.@state@, op @schema@.@op@)
 RETURNS bigint LANGUAGE sql IMMUTABLE AS $$
   SELECT coalesce(
-    ceil((st.pairs[cardinality(st.pairs) - 1] + op.buckets + 1)::float8 * @schema@.@sliding_width@(op))::bigint, 0
+    ceil((st.pairs[cardinality(st.pairs) - 1] + op.buckets + 1)::float8
+      * (coalesce(st.time_ms, op.size_ms)::float8 / op.buckets::float8))::bigint, 0
   )
 $$;

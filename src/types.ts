@@ -55,10 +55,10 @@ export type WindowSpec =
 
 /**
  * A window chosen per request (a trial's day is an hour): called synchronously with the request, it returns a
- * window of the rule's type, of which only `size` may differ from request to request. Its type is what it
- * returns for a direct call (`DIRECT_REQUEST`: no user, no headers), asked once when the limiter is built.
- * Fixed and GCRA (leaky bucket) windows only. A key's window keeps the
- * size it started with until it ends (docs/exactness.md). A bad value, a throw or a promise refuses the
+ * window of the rule's type, of which only `size` may differ from request to request (a calendar's `unit`,
+ * `cron` and `timezone`). Its type is what it returns for a direct call (`DIRECT_REQUEST`: no user, no
+ * headers), asked once when the limiter is built. Every type but concurrency. A
+ * key's window keeps the size (the period's end) it started with until it ends (docs/exactness.md). A bad value, a throw or a promise refuses the
  * request with `ERR_WINDOW`; nothing is consumed.
  */
 export type WindowFunction = (req: RequestInfo) => WindowSpec;

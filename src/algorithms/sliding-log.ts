@@ -1,9 +1,18 @@
 // Sliding log: exact; a hit at t counts until t + size. One entry per distinct millisecond, weighted by cost.
+//
+// A size chosen per client (a `window` function): each hit keeps the window that was in force when it was
+// logged. The state keeps the size its entries count in; a request of another size moves every entry's time
+// by the difference (a hit at t of a 60 s log is one at t + 50 s of a 10 s log: both leave at t + 60 s), so
+// what is logged leaves exactly when it would have, and new hits count the new size. A state written before
+// sizes could be chosen has no size and counts in the op's.
+import type { StoreOp } from '../stores/store-ops.js';
 import { type Algorithm, countingWindow, verdict } from './algorithm.js';
 
-/** Entries oldest first: `ts` epoch ms, `cost` units hit at that millisecond. */
+/** Entries oldest first: `ts` epoch ms, `cost` units hit at that millisecond; the size they count in. */
 export interface LogState {
   entries: Array<{ ts: number; cost: number }>;
+  /** The window size (ms) the entries count in; absent (a state of an earlier release): the op's. */
+  sizeMs?: number;
 }
 
 /** Index of the first entry still inside the window at `nowMs`. */
@@ -13,20 +22,19 @@ function firstLive(entries: LogState['entries'], nowMs: number, sizeMs: number):
   return i;
 }
 
-/** Time never runs backwards inside the log: a clock behind the newest entry is read as that entry's time. */
-function clamp(state: LogState | undefined, nowMs: number): number {
-  const last = state?.entries[state.entries.length - 1];
-  return last !== undefined && last.ts > nowMs ? last.ts : nowMs;
+/** The log in the op's size: one of another size has its entries moved to leave when they would have. */
+function inOpSize(state: LogState | undefined, op: StoreOp): LogState | undefined {
+  const from = state?.sizeMs;
+  if (state === undefined || from === undefined || from === op.rule.sizeMs) return state;
+  const shift = from - op.rule.sizeMs;
+  return { entries: state.entries.map((e) => ({ ts: e.ts + shift, cost: e.cost })), sizeMs: op.rule.sizeMs };
 }
 
 export const slidingLog: Algorithm<LogState> = {
-  kind: countingWindow('sliding log', ['size'], {
-    unchosen:
-      'a sliding log judges every hit it holds by the size of the request reading it, so a size chosen per request would shorten or stretch hits already counted: use a fixed or GCRA window',
-  }),
+  kind: countingWindow('sliding log', ['size']),
 
-  evaluate(state, op, now, add) {
-    const nowMs = clamp(state, now);
+  evaluate(stored, op, nowMs, add) {
+    const state = inOpSize(stored, op);
     const { sizeMs } = op.rule;
     const { limit } = op;
     const entries = state?.entries ?? [];
@@ -59,21 +67,27 @@ export const slidingLog: Algorithm<LogState> = {
       nowMs,
     );
   },
-  apply(state, op, now) {
-    const nowMs = clamp(state, now);
+  apply(stored, op, nowMs) {
+    const state = inOpSize(stored, op);
     // In place: the store holds the only reference to its state.
     const live = state ?? { entries: [] };
+    live.sizeMs = op.rule.sizeMs;
     const entries = live.entries;
     const first = firstLive(entries, nowMs, op.rule.sizeMs);
     if (first > 0) entries.splice(0, first);
     if (op.cost > 0) {
-      const last = entries[entries.length - 1];
-      if (last !== undefined && last.ts === nowMs) last.cost += op.cost;
-      else entries.push({ ts: nowMs, cost: op.cost });
+      // Oldest first: an entry moved from a longer size, or logged on a clock ahead, may come after this one.
+      let at = entries.length;
+      while (at > 0 && (entries[at - 1] as { ts: number }).ts > nowMs) at--;
+      const before = entries[at - 1];
+      if (before !== undefined && before.ts === nowMs) before.cost += op.cost;
+      else entries.splice(at, 0, { ts: nowMs, cost: op.cost });
     }
     return live;
   },
   refund(state, op, _nowMs, receipt) {
+    // A receipt is an entry's time in its op's size: one moved into another size since is not found again.
+    if (state.sizeMs !== undefined && state.sizeMs !== op.rule.sizeMs) return state;
     const entry = state.entries.find((e) => e.ts === receipt);
     if (entry !== undefined) {
       entry.cost -= Math.min(entry.cost, op.cost);
@@ -83,6 +97,6 @@ export const slidingLog: Algorithm<LogState> = {
   },
   expiresAt: (state, op) => {
     const last = state.entries[state.entries.length - 1];
-    return last === undefined ? 0 : last.ts + op.rule.sizeMs;
+    return last === undefined ? 0 : last.ts + (state.sizeMs ?? op.rule.sizeMs);
   },
 };

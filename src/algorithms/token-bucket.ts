@@ -1,4 +1,11 @@
 // Token bucket: refills `limit` tokens per `size`, continuously, up to `burst`; a request takes `cost` tokens.
+//
+// A size chosen per client (a `window` function) is a refill rate: the state keeps the size its tokens are
+// counted in. A request of another size first refills the bucket up to now at the rate in force until now
+// (the state's size), then keeps its whole tokens, counted in its own size from then on: the level is kept,
+// the new rate applies from the change, and no token is gained for the time before it (the part of a token
+// being refilled is dropped). The capacity in tokens (`burst`, else the limit) is the same in any size. A
+// state written before sizes could be chosen has no size and counts in the op's.
 
 import type { StoreOp } from '../stores/store-ops.js';
 import { type Algorithm, bucketWindow, burstOf, verdict } from './algorithm.js';
@@ -16,6 +23,8 @@ export interface TokenState {
   scaled: number;
   /** Epoch ms of the last refill. */
   ts: number;
+  /** The window size (ms) the tokens are counted in; absent (a state of an earlier release): the op's. */
+  sizeMs?: number;
 }
 
 /** Time of the refill at `nowMs`: time never runs backwards (a clock behind `ts` reads as `ts`). */
@@ -23,10 +32,15 @@ function refillTs(state: TokenState | undefined, nowMs: number): number {
   return state === undefined ? nowMs : Math.max(nowMs, state.ts);
 }
 
-/** Scaled tokens at `nowMs` (see refillTs). */
-function refilled(state: TokenState | undefined, op: StoreOp, nowMs: number): number {
+/** Scaled tokens at `nowMs` (see refillTs), counted in units of 1/`sizeMs` token (the op's size by default). */
+function refilled(
+  state: TokenState | undefined,
+  op: StoreOp,
+  nowMs: number,
+  sizeMs = op.rule.sizeMs,
+): number {
   const { limit } = op;
-  const capacity = burstOf(op) * op.rule.sizeMs;
+  const capacity = burstOf(op) * sizeMs;
   if (state === undefined) return capacity;
   // Once full the bucket stays full; the cap keeps elapsed × limit small. Counted from the level it was
   // left at, which a record can take below zero (a debt takes longer than capacity/limit to refill).
@@ -34,15 +48,19 @@ function refilled(state: TokenState | undefined, op: StoreOp, nowMs: number): nu
   return Math.min(capacity, state.scaled + elapsed * limit);
 }
 
-export const tokenBucket: Algorithm<TokenState> = {
-  kind: bucketWindow(
-    'token bucket',
-    [],
-    Number.MAX_SAFE_INTEGER,
-    "a token bucket's level is kept in units of its size, so a size chosen per request would misread it: use a GCRA window (leaky-bucket), whose state is a time",
-  ),
+/** The bucket in the op's size (see the header); the same object when its size is the op's. */
+function inOpSize(state: TokenState | undefined, op: StoreOp, nowMs: number): TokenState | undefined {
+  const from = state?.sizeMs;
+  if (state === undefined || from === undefined || from === op.rule.sizeMs) return state;
+  const whole = floorDiv(refilled(state, op, nowMs, from), from);
+  return { scaled: whole * op.rule.sizeMs, ts: refillTs(state, nowMs), sizeMs: op.rule.sizeMs };
+}
 
-  evaluate(state, op, nowMs, add) {
+export const tokenBucket: Algorithm<TokenState> = {
+  kind: bucketWindow('token bucket'),
+
+  evaluate(stored, op, nowMs, add) {
+    const state = inOpSize(stored, op, nowMs);
     const { limit } = op;
     const { sizeMs } = op.rule;
     const burst = burstOf(op);
@@ -63,19 +81,27 @@ export const tokenBucket: Algorithm<TokenState> = {
       0,
     );
   },
-  apply(state, op, nowMs) {
-    const scaled = refilled(state, op, nowMs) - op.cost * op.rule.sizeMs;
+  apply(stored, op, nowMs) {
+    const state = inOpSize(stored, op, nowMs);
+    const { sizeMs } = op.rule;
+    const scaled = refilled(state, op, nowMs) - op.cost * sizeMs;
     const ts = refillTs(state, nowMs);
-    if (state === undefined) return { scaled, ts };
+    if (state === undefined) return { scaled, ts, sizeMs };
     // In place: the store holds the only reference to its state.
     state.scaled = scaled;
     state.ts = ts;
+    state.sizeMs = sizeMs;
     return state;
   },
   refund(state, op, nowMs) {
-    const capacity = burstOf(op) * op.rule.sizeMs;
-    const scaled = Math.min(capacity, refilled(state, op, nowMs) + op.cost * op.rule.sizeMs);
-    return scaled >= capacity ? undefined : { scaled, ts: refillTs(state, nowMs) };
+    // The tokens go back in the bucket's own size: a refund does not move it to the size of the op it returns.
+    const sizeMs = state.sizeMs ?? op.rule.sizeMs;
+    const capacity = burstOf(op) * sizeMs;
+    const scaled = Math.min(capacity, refilled(state, op, nowMs, sizeMs) + op.cost * sizeMs);
+    if (scaled >= capacity) return undefined;
+    const ts = refillTs(state, nowMs);
+    return state.sizeMs === undefined ? { scaled, ts } : { scaled, ts, sizeMs };
   },
-  expiresAt: (state, op) => state.ts + ceilDiv(burstOf(op) * op.rule.sizeMs - state.scaled, op.limit),
+  expiresAt: (state, op) =>
+    state.ts + ceilDiv(burstOf(op) * (state.sizeMs ?? op.rule.sizeMs) - state.scaled, op.limit),
 };

@@ -165,7 +165,7 @@ export class Decider {
       rules[i] = ruleResult(op.rule.name, op.key, r.limit, op.rule.dryRun, r);
       // The client's own window, for its `RateLimit-Policy`.
       if (op.compiled.chosen !== undefined)
-        (rules[i] as RuleResult).windowSeconds = Math.max(1, Math.ceil(op.rule.sizeMs / 1000));
+        (rules[i] as RuleResult).windowSeconds = op.choice?.windowSeconds ?? op.compiled.windowSeconds;
       if (r.lockedNow) {
         const event = emitLockout(events, op, r, result.nowMs);
         if (observers.lockouts) observers.lockout(event);

@@ -97,7 +97,7 @@ export class Limiter extends EventEmitter<LimiterEvents> {
           });
     this.#settlements = resolved.rules.some((r) => r.settle)
       ? new Settlements({
-          rebuild: (op, cost) => this.#ops.op(op.compiled, op.key, cost, op.limit),
+          rebuild: (op, cost) => this.#ops.op(op.compiled, op.key, cost, op.limit, op.choice),
           call,
           failed,
           forget: (rule, key) => this.#denyCache?.delete(rule, key),

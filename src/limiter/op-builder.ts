@@ -4,8 +4,8 @@ import { describe, RateLimitRequestError } from '../errors.js';
 import { identityOf } from '../keys/direct-key.js';
 import { assertCost, type CompiledRule } from '../rules/compile.js';
 import { DIRECT_REQUEST, RuleIndex, requestLimit } from '../rules/rule-index.js';
-import { assertChosenHolds, requestWindow } from '../rules/window-choice.js';
-import type { StoreOp, StoreRule } from '../stores/store.js';
+import { assertChosenHolds, requestWindow, type WindowChoice } from '../rules/window-choice.js';
+import type { StoreOp } from '../stores/store.js';
 import type { RequestInfo } from '../types.js';
 
 /**
@@ -14,6 +14,8 @@ import type { RequestInfo } from '../types.js';
  */
 export interface RuleOp extends StoreOp {
   readonly compiled: CompiledRule;
+  /** The window its request chose (a `window` function: rules/window-choice.ts); undefined: the rule's own. */
+  readonly choice?: WindowChoice | undefined;
 }
 
 /**
@@ -112,30 +114,45 @@ export class OpBuilder {
     return Promise.all(ops);
   }
 
-  /** `store`: the rule as this op's window has it (rules/window-choice.ts), else the rule's own. */
-  op(rule: CompiledRule, key: string, cost: number, limit: number, store = rule.store): RuleOp {
+  /** `choice`: the window the op's request chose (rules/window-choice.ts); undefined: the rule's own. */
+  op(rule: CompiledRule, key: string, cost: number, limit: number, choice?: WindowChoice): RuleOp {
     if (cost > limit && rule.facts.holdsSlots) throw slotCostRefused(rule.name, cost, limit);
+    if (choice === undefined) {
+      if (rule.periods === undefined) return { rule: rule.store, key, cost, limit, compiled: rule };
+      const { endMs, nextEndMs } = rule.periods(this.#now());
+      return {
+        rule: rule.store,
+        key,
+        cost,
+        limit,
+        periodEndMs: endMs,
+        nextPeriodEndMs: nextEndMs,
+        compiled: rule,
+      };
+    }
+    const { store, periods } = choice;
     if (store !== rule.store) assertChosenHolds(store, limit);
-    if (rule.periods === undefined) return { rule: store, key, cost, limit, compiled: rule };
-    const { endMs, nextEndMs } = rule.periods(this.#now());
+    if (periods === undefined) return { rule: store, key, cost, limit, compiled: rule, choice };
+    const { endMs, nextEndMs } = periods(this.#now());
     return {
-      rule: rule.store,
+      rule: store,
       key,
       cost,
       limit,
       periodEndMs: endMs,
       nextPeriodEndMs: nextEndMs,
       compiled: rule,
+      choice,
     };
   }
 
   /** The op with the rule's limit for `req`: at once, unless the rule's limit function gave a promise. */
   #withLimit(rule: CompiledRule, key: string, cost: number, req: RequestInfo): RuleOp | Promise<RuleOp> {
     // The window first: a window function is synchronous, and its refusal must not leave a limit's promise.
-    const store = windowOf(rule, req);
+    const choice = windowOf(rule, req);
     const limit = requestLimit(rule.limit, rule.store, req);
-    if (typeof limit === 'number') return this.op(rule, key, cost, limit, store);
-    return limit.then((value) => this.op(rule, key, cost, value, store));
+    if (typeof limit === 'number') return this.op(rule, key, cost, limit, choice);
+    return limit.then((value) => this.op(rule, key, cost, value, choice));
   }
 
   /**
@@ -210,9 +227,9 @@ export class OpBuilder {
   }
 }
 
-/** The rule as the request's window has it: the rule's own, unless its window is chosen per request. */
-function windowOf(rule: CompiledRule, req: RequestInfo): StoreRule {
-  return rule.chosen === undefined ? rule.store : requestWindow(rule.chosen, req);
+/** The window the request chose, where the rule's window is chosen per request; else undefined (the rule's own). */
+function windowOf(rule: CompiledRule, req: RequestInfo): WindowChoice | undefined {
+  return rule.chosen === undefined ? undefined : requestWindow(rule.chosen, req);
 }
 
 /** Ops given up on (a later rule threw): a limit function's promise already made must not reject unheard. */

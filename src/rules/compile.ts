@@ -118,7 +118,7 @@ function groupByKey(rules: CompiledRule[], keys: readonly unknown[]): CompiledRu
     const form = forms[i];
     if (form === undefined || (counts.get(form) ?? 0) < 2) return rule;
     const store = { ...rule.store, grouped: true };
-    const chosen = rule.chosen === undefined ? undefined : { ...rule.chosen, store, sizes: new Map() };
+    const chosen = rule.chosen === undefined ? undefined : { ...rule.chosen, store, choices: new Map() };
     return { ...rule, store, chosen };
   });
 }
@@ -194,7 +194,7 @@ function compileRule(input: unknown, index: number, options: CompileOptions): Co
       matcher?.prefixes !== undefined,
     ),
     store,
-    chosen: window.choose === undefined ? undefined : { store, choose: window.choose, sizes: new Map() },
+    chosen: window.choose === undefined ? undefined : { store, choose: window.choose, choices: new Map() },
   };
 }
 

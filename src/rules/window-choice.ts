@@ -1,12 +1,15 @@
 // A window chosen per request (`window` as a function): read and checked for each request, as a limit
-// function is (rules/rule-index.ts), into the store rule its ops carry. The stores and the algorithms read the
-// size of each op's own rule, so the choice reaches the memory store, Lua and PL/pgSQL alike.
-import { windowTypeOf } from '../algorithms/index.js';
-import { describe, RateLimitRequestError } from '../errors.js';
+// function is (rules/rule-index.ts), into the store rule its ops carry (a calendar's: into the periods its
+// ops carry). The stores and the algorithms read the size (the period's end) of each op, so the choice
+// reaches the memory store, Lua and PL/pgSQL alike.
+import { windowKind, windowTypeOf } from '../algorithms/index.js';
+import { describe, RateLimitConfigError, RateLimitRequestError } from '../errors.js';
 import type { StoreRule } from '../stores/store-ops.js';
 import type { RequestInfo, WindowFunction } from '../types.js';
+import type { PeriodFn } from './calendar.js';
 import { parsePeriod } from './duration.js';
 import { exceedsExactMath } from './rule-index.js';
+import { calendarPeriods, calendarSeconds } from './window.js';
 
 /**
  * The longest window a function may choose: ten years. Every stored time (a window's end,
@@ -14,41 +17,88 @@ import { exceedsExactMath } from './rule-index.js';
  */
 export const MAX_CHOSEN_WINDOW_MS = 10 * 365 * 86_400_000;
 
-/** Store rules of each size chosen, per rule: a few plans' sizes, so each op need not make its own. */
-const MAX_CACHED_SIZES = 32;
+/** Choices kept per rule: a few plans' sizes (or periods), so each op need not make its own. */
+const MAX_CACHED_CHOICES = 32;
 
 /** A rule whose window is chosen per request: its store rule (the window of direct calls) and the function. */
 export interface ChosenWindow {
   readonly store: StoreRule;
   readonly choose: WindowFunction;
-  readonly sizes: Map<number, StoreRule>;
+  /** By size (ms), or by a calendar's unit, cron and zone (see calendarChoice). */
+  readonly choices: Map<number | string, WindowChoice>;
+}
+
+/** The window a request chose: what its op carries. */
+export interface WindowChoice {
+  /** The rule with the chosen size (its other fields are the rule's); a calendar's is the rule's own. */
+  readonly store: StoreRule;
+  /** A calendar's periods as chosen; undefined for other types. */
+  readonly periods: PeriodFn | undefined;
+  /** Whole seconds, for the client's `w` in `RateLimit-Policy` (0: a cron's periods have no one length). */
+  readonly windowSeconds: number;
 }
 
 /**
- * The store rule of `req` for a rule whose window is chosen: the rule with the chosen size (its other fields
- * are the rule's). Throws `ERR_WINDOW` naming the rule, before anything is consumed.
+ * The window of `req` for a rule whose window is chosen. Throws `ERR_WINDOW` naming the rule, before
+ * anything is consumed.
  */
-export function requestWindow(chosen: ChosenWindow, req: RequestInfo): StoreRule {
+export function requestWindow(chosen: ChosenWindow, req: RequestInfo): WindowChoice {
   const { store } = chosen;
-  let sizeMs: number;
   try {
-    sizeMs = chosenSize(chosen.choose(req), store);
+    const value = chosen.choose(req);
+    return periodic(store) ? calendarChoice(chosen, value) : sizeChoice(chosen, value);
   } catch (error) {
     if (error instanceof RateLimitRequestError && error.code === 'ERR_WINDOW') throw error;
     // Thrown by the function, or by its answer as it was read (a getter, a proxy).
     throw refused(store, `window function threw: ${(error as Error)?.message ?? describe(error)}`, error);
   }
-  if (sizeMs === store.sizeMs) return store;
-  let rule = chosen.sizes.get(sizeMs);
-  if (rule === undefined) {
-    rule = { ...store, sizeMs };
-    if (chosen.sizes.size < MAX_CACHED_SIZES) chosen.sizes.set(sizeMs, rule);
-  }
-  return rule;
 }
 
-/** The size of a window a function chose, checked against the rule's window. */
-function chosenSize(value: unknown, rule: StoreRule): number {
+/** A window of wall-clock periods (calendar): chosen by its unit, cron and zone rather than a size. */
+function periodic(rule: StoreRule): boolean {
+  return windowKind(rule.type).fields.includes('unit');
+}
+
+function sizeChoice(chosen: ChosenWindow, value: unknown): WindowChoice {
+  const { store } = chosen;
+  const sizeMs = chosenSize(value, store);
+  let choice = chosen.choices.get(sizeMs);
+  if (choice === undefined) {
+    choice = {
+      store: sizeMs === store.sizeMs ? store : { ...store, sizeMs },
+      periods: undefined,
+      windowSeconds: Math.max(1, Math.ceil(sizeMs / 1000)),
+    };
+    if (chosen.choices.size < MAX_CACHED_CHOICES) chosen.choices.set(sizeMs, choice);
+  }
+  return choice;
+}
+
+/** A calendar window a function chose: another unit, cron or zone (the periods its ops carry), checked as a rule's. */
+function calendarChoice(chosen: ChosenWindow, value: unknown): WindowChoice {
+  const { store } = chosen;
+  const w = windowOfType(value, store);
+  assertOnly(w, ['unit', 'cron', 'timezone'], store, value);
+  const { unit, cron, timezone } = w;
+  const key = `${typeof unit}:${String(unit)}\n${typeof cron}:${String(cron)}\n${typeof timezone}:${String(timezone)}`;
+  let choice = chosen.choices.get(key);
+  if (choice !== undefined) return choice;
+  let periods: PeriodFn;
+  try {
+    periods = calendarPeriods(w, 'a calendar window', (code, field, allowed, got) => {
+      throw new RateLimitConfigError(code, `${field} must be ${allowed}, got ${describe(got)}`);
+    });
+  } catch (error) {
+    if (!(error instanceof RateLimitConfigError)) throw error;
+    throw refused(store, `window function gave a bad calendar window: ${error.message}`);
+  }
+  choice = { store, periods, windowSeconds: calendarSeconds(w) };
+  if (chosen.choices.size < MAX_CACHED_CHOICES) chosen.choices.set(key, choice);
+  return choice;
+}
+
+/** The window a function gave, as an object of the rule's type. */
+function windowOfType(value: unknown, rule: StoreRule): Record<string, unknown> {
   if (
     value === null ||
     typeof value !== 'object' ||
@@ -57,6 +107,28 @@ function chosenSize(value: unknown, rule: StoreRule): number {
     throw mustGive(rule, value);
   const w = value as Record<string, unknown>;
   if (windowTypeOf(w.type) !== rule.type) throw mustGive(rule, value);
+  return w;
+}
+
+/** Only `type` and the fields that may differ between requests. */
+function assertOnly(
+  w: Record<string, unknown>,
+  fields: readonly string[],
+  rule: StoreRule,
+  value: unknown,
+): void {
+  for (const name of Object.keys(w)) {
+    if (name === 'type' || fields.includes(name)) continue;
+    throw refused(
+      rule,
+      `window function must give only type and ${fields.join(', ')}, got ${describe(name)} in ${describe(value)}`,
+    );
+  }
+}
+
+/** The size of a window a function chose, checked against the rule's window. */
+function chosenSize(value: unknown, rule: StoreRule): number {
+  const w = windowOfType(value, rule);
   for (const name of Object.keys(w)) {
     if (name === 'type' || name === 'size') continue;
     // Only the size differs from request to request: the rest is the rule's (its burst, its buckets).
@@ -89,9 +161,10 @@ export function assertChosenHolds(rule: StoreRule, limit: number): void {
 }
 
 function mustGive(rule: StoreRule, value: unknown): RateLimitRequestError {
+  const example = periodic(rule) ? "unit: 'hour'" : "size: '1h'";
   return refused(
     rule,
-    `window function must give a window of the rule's type synchronously, such as { type: '${rule.type}', size: '1h' }, got ${describe(value)}`,
+    `window function must give a window of the rule's type synchronously, such as { type: '${rule.type}', ${example} }, got ${describe(value)}`,
   );
 }
 

@@ -108,7 +108,7 @@ export function compileWindow(
     ? 0
     : sizeMs > 0
       ? Math.max(1, Math.ceil(sizeMs / 1000))
-      : (UNIT_SECONDS[w.unit as string] ?? 0);
+      : calendarSeconds(w);
   return { type, sizeMs, buckets, burst, periods, windowSeconds };
 }
 
@@ -166,7 +166,13 @@ function leaseMs(lease: unknown, fail: FieldRefusal): number {
   return parsed;
 }
 
-function calendarPeriods(w: Record<string, unknown>, where: string, fail: FieldRefusal): PeriodFn {
+/** A calendar window's nominal seconds, for `w`: its unit's (a month as 30 days); 0 for a cron's. */
+export function calendarSeconds(w: Record<string, unknown>): number {
+  return UNIT_SECONDS[w.unit as string] ?? 0;
+}
+
+/** A calendar window's periods, its unit or cron and zone checked (a rule's, or one a window function chose). */
+export function calendarPeriods(w: Record<string, unknown>, where: string, fail: FieldRefusal): PeriodFn {
   const zone = w.timezone ?? RULE_DEFAULTS.timezone;
   if (typeof zone !== 'string' || !isValidTimeZone(zone)) {
     fail('ERR_TIMEZONE', 'window.timezone', `an IANA time zone such as 'Asia/Shanghai'`, zone);

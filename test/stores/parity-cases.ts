@@ -80,16 +80,44 @@ export function cases(type: WindowType): fc.Arbitrary<Case> {
           }))
           .chain((periods) =>
             optional(
-              fc.tuple(units, fc.constantFrom(periods.periodEndMs, periods.nextPeriodEndMs, p.nowMs - size)),
+              fc.tuple(
+                units,
+                // Or a period of another length still in progress (a period chosen per client), or ended.
+                fc.oneof(
+                  fc.constantFrom(periods.periodEndMs, periods.nextPeriodEndMs, p.nowMs - size),
+                  around(2 * size),
+                ),
+              ),
               (v) => v,
             ).map((state) => ({ state, periods })),
           );
       } else if (type === 'sliding-log') {
-        shaped = plain(pairs(0, 8, around(2 * size), units));
+        // Entries logged in the op's size, in none (a state of an earlier release: 0), or in another (a size
+        // chosen per client).
+        shaped = plain(
+          fc
+            .tuple(fc.constantFrom(0, size, size), fc.integer({ min: 1, max: 90_000_000 }), fc.boolean())
+            .chain(([own, other, another]) =>
+              pairs(0, 8, around(2 * (another ? other : size)), units).map((list) =>
+                list.length === 0 ? [] : [another ? other : own, ...list],
+              ),
+            ),
+        );
       } else if (type === 'sliding') {
-        const width = size / p.buckets;
-        const current = Math.floor(p.nowMs / width);
-        shaped = plain(pairs(0, 8, fc.integer({ min: current - 2 * p.buckets, max: current + 1 }), units));
+        // Buckets counted in the op's size, in none (a state of an earlier release: 0), or in another (a size
+        // chosen per client), from two windows before now to one bucket ahead (a clock ahead).
+        shaped = plain(
+          fc
+            .tuple(fc.constantFrom(0, size, size), fc.integer({ min: 1, max: 90_000_000 }), fc.boolean())
+            .chain(([own, other, another]) => {
+              const stateSize = another ? other : own;
+              const width = (stateSize || size) / p.buckets;
+              const current = Math.floor(p.nowMs / width);
+              return pairs(0, 8, fc.integer({ min: current - 2 * p.buckets, max: current + 1 }), units).map(
+                (list) => (list.length === 0 ? [] : [stateSize, ...list]),
+              );
+            }),
+        );
       } else if (type === 'concurrency') {
         // Holders taken up to two leases ago, lapsed or live, renewed or not; seq the last id handed out.
         const ids = fc.integer({ min: (p.nowMs - 2 * size) * 1024, max: p.nowMs * 1024 + 3000 });
@@ -103,9 +131,24 @@ export function cases(type: WindowType): fc.Arbitrary<Case> {
             }),
         );
       } else if (type === 'token-bucket') {
-        const capacity = (burst || written) * size;
+        // Tokens counted in the op's size, in none (a state of an earlier release: 0), or in another (a size
+        // chosen per client) that the limits hold exactly too.
+        const largestOther = Math.floor(2 ** 53 / (1000 * largest));
         shaped = plain(
-          optional(fc.tuple(fc.integer({ min: -capacity, max: capacity }), around(2 * size)), (v) => v),
+          fc
+            .tuple(
+              fc.constantFrom(0, size, size),
+              fc.integer({ min: 1, max: Math.min(2 * size, largestOther) }),
+              fc.boolean(),
+            )
+            .chain(([own, other, another]) => {
+              const stateSize = another ? other : own;
+              const capacity = (burst || written) * (stateSize || size);
+              return optional(
+                fc.tuple(fc.integer({ min: -capacity, max: capacity }), around(2 * size)),
+                (v) => [...v, stateSize],
+              );
+            }),
         );
       } else {
         // A TAT up to twice the capacity ahead (a debt), never past MAX_TAT_US (2^53 - 1).
@@ -120,7 +163,9 @@ export function cases(type: WindowType): fc.Arbitrary<Case> {
           const receipts =
             type === 'concurrency'
               ? [0, ...flat.filter((_, i) => i % 2 === 1), (flat[0] ?? 0) + 1]
-              : [0, ...flat.filter((_, i) => i % 2 === 0), ...flat.slice(1, 2)];
+              : type === 'sliding' || type === 'sliding-log'
+                ? [0, ...flat.filter((_, i) => i % 2 === 1)]
+                : [0, ...flat.filter((_, i) => i % 2 === 0), ...flat.slice(1, 2)];
           return {
             type,
             rule,
@@ -139,7 +184,7 @@ export function toState(type: WindowType, flat: Flat): unknown {
   if (flat.length === 0) return undefined;
   const [a = 0, b = 0] = flat;
   if (type === 'fixed' || type === 'calendar') return { count: a, endMs: b };
-  if (type === 'token-bucket') return { scaled: a, ts: b };
+  if (type === 'token-bucket') return flat[2] ? { scaled: a, ts: b, sizeMs: flat[2] } : { scaled: a, ts: b };
   if (type === 'gcra') return { tatUs: a };
   if (type === 'concurrency') {
     const holders = new Map<number, number>();
@@ -147,9 +192,15 @@ export function toState(type: WindowType, flat: Flat): unknown {
     return { seq: a, holders };
   }
   const list = [];
-  for (let i = 0; i < flat.length; i += 2) list.push([flat[i] as number, flat[i + 1] as number]);
-  if (type === 'sliding-log') return { entries: list.map(([ts, cost]) => ({ ts, cost })) };
-  return { buckets: list.map(([index, count]) => ({ index, count })) };
+  // Sliding and sliding-log: the size its buckets (entries) count in first (0: none).
+  const from = 1;
+  for (let i = from; i < flat.length; i += 2) list.push([flat[i] as number, flat[i + 1] as number]);
+  if (type === 'sliding-log') {
+    const entries = list.map(([ts, cost]) => ({ ts, cost }));
+    return a === 0 ? { entries } : { entries, sizeMs: a };
+  }
+  const buckets = list.map(([index, count]) => ({ index, count }));
+  return a === 0 ? { buckets } : { buckets, sizeMs: a };
 }
 
 /** The TypeScript state as flat numbers, the fields of its type only. */
@@ -165,13 +216,16 @@ export function toFlat(type: WindowType, state: unknown): Flat {
     holders: Map<number, number>;
     entries: Array<{ ts: number; cost: number }>;
     buckets: Array<{ index: number; count: number }>;
+    sizeMs?: number;
   };
   if (type === 'fixed' || type === 'calendar') return [s.count, s.endMs];
-  if (type === 'token-bucket') return [s.scaled, s.ts];
+  if (type === 'token-bucket') return [s.scaled, s.ts, s.sizeMs ?? 0];
   if (type === 'gcra') return [s.tatUs];
   if (type === 'concurrency') return [s.seq, ...[...s.holders].sort((a, b) => a[0] - b[0]).flat()];
-  if (type === 'sliding-log') return s.entries.flatMap((e) => [e.ts, e.cost]);
-  return s.buckets.flatMap((b) => [b.index, b.count]);
+  if (type === 'sliding-log')
+    return s.entries.length === 0 ? [] : [s.sizeMs ?? 0, ...s.entries.flatMap((e) => [e.ts, e.cost])];
+  if (s.buckets.length === 0) return [];
+  return [s.sizeMs ?? 0, ...s.buckets.flatMap((b) => [b.index, b.count])];
 }
 
 /**
@@ -228,14 +282,17 @@ export function stepTs(c: Case, step: Step): StepOutcome {
  */
 export function counting(c: Case, flat: Flat): Flat {
   if (c.type !== 'sliding-log' && c.type !== 'sliding') return flat;
-  const width = c.rule.sizeMs / c.rule.buckets;
+  // In the size the entries (buckets) count in: the flat's first number (0: the rule's).
+  const sizeMs = flat[0] || c.rule.sizeMs;
+  const width = sizeMs / c.rule.buckets;
   const counts = (first: number) =>
     c.type === 'sliding-log'
-      ? first + c.rule.sizeMs > c.nowMs
+      ? first + sizeMs > c.nowMs
       : first >= Math.floor(c.nowMs / width) - c.rule.buckets;
   const kept: Flat = [];
-  for (let i = 0; i < flat.length; i += 2) {
+  for (let i = 1; i < flat.length; i += 2) {
     if (counts(flat[i] as number)) kept.push(flat[i] as number, flat[i + 1] as number);
   }
+  if (kept.length > 0) kept.unshift(flat[0] as number);
   return kept;
 }

@@ -13,6 +13,7 @@ import { identitySuite } from '../conformance/identities.js';
 import { overrideSuite } from '../conformance/overrides.js';
 import { ruleLimitSuite } from '../conformance/rule-limits.js';
 import { conformanceSuite, type StoreUnderTest } from '../conformance/suite.js';
+import { windowFunctionSuite } from '../conformance/window-function.js';
 
 const entry = join(import.meta.dirname, '../../runtimes/apps/durable-worker.ts');
 
@@ -51,4 +52,5 @@ describe('DurableObjectStore (objects on workerd)', function () {
   overrideSuite(target);
   identitySuite(target);
   ruleLimitSuite(target);
+  windowFunctionSuite(target);
 });

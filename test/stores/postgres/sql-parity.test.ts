@@ -121,9 +121,15 @@ function exact(text: string): number {
 /** The state's columns from its flat numbers (see parity-cases.ts toFlat), and back. */
 function columns(type: WindowType, flat: Flat): [boolean, string | null, string | null, number[] | null] {
   if (flat.length === 0) return [false, null, null, null];
-  if (type === 'sliding-log' || type === 'sliding') return [true, null, null, flat];
+  // Sliding and sliding-log: time_ms = the size its buckets (entries) count in (0 in the flat: NULL, a row of
+  // an earlier release).
+  if (type === 'sliding' || type === 'sliding-log')
+    return [true, null, flat[0] === 0 ? null : exactText(flat[0]), flat.slice(1)];
   // Concurrency: amount = the last id handed out, pairs = the holders' pairs.
   if (type === 'concurrency') return [true, exactText(flat[0]), null, flat.slice(1)];
+  // Token bucket: pairs = ARRAY[the size its tokens are counted in] (0 in the flat: NULL).
+  if (type === 'token-bucket')
+    return [true, exactText(flat[0]), exactText(flat[1]), flat[2] === 0 ? null : [flat[2] as number]];
   return [true, exactText(flat[0]), type === 'gcra' ? null : exactText(flat[1]), null];
 }
 
@@ -133,9 +139,14 @@ function flatOf(
   timeMs: string | null,
   pairs: string[] | null,
 ): Flat {
-  if (type === 'sliding-log' || type === 'sliding') return (pairs ?? []).map(exact);
+  if (type === 'sliding' || type === 'sliding-log')
+    return (pairs ?? []).length === 0
+      ? []
+      : [timeMs === null ? 0 : exact(timeMs), ...(pairs ?? []).map(exact)];
   if (amount === null) return [];
   if (type === 'concurrency') return [exact(amount), ...(pairs ?? []).map(exact)];
+  if (type === 'token-bucket')
+    return [exact(amount), exact(timeMs as string), pairs === null ? 0 : exact(pairs[0] as string)];
   return type === 'gcra' ? [exact(amount)] : [exact(amount), exact(timeMs as string)];
 }
 

@@ -51,9 +51,13 @@ describe('window functions, compiled', () => {
     );
     const chosen = rule?.chosen;
     if (chosen === undefined) throw new Error('no chosen window');
-    expect(requestWindow(chosen, plan('1m'))).to.equal(rule?.store);
+    expect(requestWindow(chosen, plan('1m')).store).to.equal(rule?.store);
     const hour = requestWindow(chosen, plan('1h'));
-    expect(hour).to.deep.equal({ ...rule?.store, sizeMs: 3_600_000 });
+    expect(hour).to.deep.equal({
+      store: { ...rule?.store, sizeMs: 3_600_000 },
+      periods: undefined,
+      windowSeconds: 3600,
+    });
     expect(requestWindow(chosen, plan('1h'))).to.equal(hour);
   });
 
@@ -67,7 +71,34 @@ describe('window functions, compiled', () => {
     expect(a?.chosen?.store).to.equal(a?.store);
     const chosen = a?.chosen;
     if (chosen === undefined) throw new Error('no chosen window');
-    expect(requestWindow(chosen, plan('1h'))).to.include({ grouped: true, sizeMs: 3_600_000 });
+    expect(requestWindow(chosen, plan('1h')).store).to.include({ grouped: true, sizeMs: 3_600_000 });
+  });
+
+  it("gives a calendar rule's choices periods of their own on the rule's store rule, one per unit, cron and zone", () => {
+    const [rule] = compileRules(
+      [
+        {
+          name: 'api',
+          key: 'user',
+          limit: 5,
+          window: (req: RequestInfo) =>
+            (req.user as { size?: string } | undefined)?.size === 'cron'
+              ? { type: 'calendar', cron: '0 */6 * * *' }
+              : { type: 'calendar', unit: 'day', timezone: 'Asia/Tokyo' },
+        },
+      ],
+      { ipv6Subnet: 56 },
+    );
+    const chosen = rule?.chosen;
+    if (chosen === undefined) throw new Error('no chosen window');
+    const cron = requestWindow(chosen, plan('cron'));
+    const day = requestWindow(chosen, plan('day'));
+    expect([cron.store, day.store]).to.deep.equal([rule?.store, rule?.store]);
+    expect([cron.windowSeconds, day.windowSeconds, rule?.windowSeconds]).to.deep.equal([0, 86400, 86400]);
+    const at = Date.parse('2026-01-05T10:05:00Z');
+    expect(cron.periods?.(at).endMs).to.equal(Date.parse('2026-01-05T12:00:00Z'));
+    expect(day.periods?.(at).endMs).to.equal(Date.parse('2026-01-05T15:00:00Z'));
+    expect(requestWindow(chosen, plan('cron'))).to.equal(cron);
   });
 
   it('is described to operators as chosen per request', () => {
