@@ -8,7 +8,8 @@ import { Leases } from '../../../../src/stores/leasing/leases.js';
 import type { LeasingSettings } from '../../../../src/stores/leasing/leasing-options.js';
 import { heldRuns, newPool, releaseToPool, runsOf } from '../../../../src/stores/leasing/pools.js';
 import { MemoryStore } from '../../../../src/stores/memory/memory-store.js';
-import type { OpResult, Refund, StoreOp, StoreRule } from '../../../../src/stores/store-ops.js';
+import type { Refund } from '../../../../src/stores/store.js';
+import type { OpResult, StoreOp, StoreRule } from '../../../../src/stores/store-ops.js';
 import { until } from '../../../support/settle.js';
 
 const LIMIT = 40;
