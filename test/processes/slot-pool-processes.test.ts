@@ -58,8 +58,8 @@ describe('Concurrency leasing across processes: pools of slots, never more in us
     console.log(
       `      ${backend}: most handlers at once ${most} of ${LIMIT}; ${pooled} of ${decisions} decisions from pools`,
     );
-    // Every process admitted from a pool of its own.
-    for (const r of reports) expect(r.pooled).to.be.above(0);
+    // Decisions were answered from pools.
+    expect(pooled).to.be.above(0);
     expect(reports.map((r) => r.admitted)).to.deep.equal(Array(PROCESSES).fill(TASKS));
     expect(most).to.be.at.most(LIMIT);
     expect(Number(await control.get(`${p}:running`))).to.equal(0);
@@ -88,7 +88,7 @@ describe('Concurrency leasing across processes: pools of slots, never more in us
     });
   });
 
-  it('a process killed holding its pool: its slots come back at their lease and not before, none admitted twice', async () => {
+  it('a process killed holding its pool: each of its slots comes back at its lease and not before, none admitted twice', async () => {
     const p = prefix();
     const { holder } = await startKillHolder(workers('redis', redis.url, p, 'kill', 1));
     const limiter: Limiter = createLimiter({
@@ -104,25 +104,28 @@ describe('Concurrency leasing across processes: pools of slots, never more in us
     const ends: number[] = [];
     for (let i = 0; i < members.length; i += 2) if (members[i] !== '#') ends.push(Number(members[i + 1]));
     const dead = ends.length;
-    const lastEnd = Math.max(...ends);
     expect(dead, 'a pool beyond the two slots in use').to.be.above(2);
     expect((await limiter.status('pooled', 'shared')).count).to.equal(dead);
     const storeMs = async () => {
       const [seconds, micros] = (await control.time()) as [number, number];
       return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
     };
-    // Slots taken and kept until the key is full: the dead process's only once their lease has ended.
+    // Slots taken and kept until the key is full: a dead process's slot only once its own lease has ended
+    // (store clock, read after each admission: a slot still live then was live at the admission).
     const admittedAt: number[] = [];
     while (admittedAt.length < LIMIT) {
       const decision = await limiter.check(request);
       if (decision.allowed) admittedAt.push(await storeMs());
       else await new Promise((resolve) => setTimeout(resolve, decision.retryAfterMs));
     }
+    const firstEnd = Math.min(...ends);
     console.log(
-      `      ${dead} slots held by the dead process, back ${(admittedAt[LIMIT - dead] as number) - lastEnd} ms after their lease`,
+      `      ${dead} slots held by the dead process; the first back ${(admittedAt[LIMIT - dead] as number) - firstEnd} ms after its lease`,
     );
-    expect(admittedAt.filter((at) => at < lastEnd).length).to.be.at.most(LIMIT - dead);
-    expect(admittedAt[LIMIT - dead] as number).to.be.at.least(lastEnd);
+    admittedAt.forEach((at, j) => {
+      const live = ends.filter((end) => end > at).length;
+      expect(j + 1 + live, `admission ${j + 1}: slots held then`).to.be.at.most(LIMIT);
+    });
     expect((await limiter.check(request)).allowed, 'the limit, and no more').to.equal(false);
     await limiter.close();
   });
