@@ -262,7 +262,9 @@ export class Leases {
         // A live pool all in use takes more slots into it; a pool that ended here, or a block, is ended.
         if (entry.pool !== undefined && !poolLive(entry.pool, op, sentLocal)) this.#end(entry, sentLocal);
         if (entry.block !== undefined && !usable(entry.block, op, sentLocal)) this.#end(entry, sentLocal);
-        if (entry.block === undefined) [take, surcharge] = blockSize(entry, op, op.cost, this.#settings);
+        // A pool with free slots (another rule of the request had no unit here) takes none.
+        if (entry.block === undefined && !(entry.pool && entry.pool.free.length > 0))
+          [take, surcharge] = blockSize(entry, op, op.cost, this.#settings);
       }
       takes.push(take);
       surcharges.push(surcharge);

@@ -103,6 +103,10 @@ export class SlotPools {
     entry.pool = undefined;
     this.#count--;
     this.#release(runsOf(pool.op, pool.free.splice(0)));
+    // Those in use get a full lease now: the limiter's next renewal of them may be a third of a lease away.
+    const inUse = runsOf(pool.op, pool.inUse.keys());
+    if (inUse.length > 0 && performance.now() < pool.untilLocal)
+      this.#store.renew(inUse).catch(() => undefined);
   }
 
   /** Every pool's free slots, the pools ended (the store closes). */
