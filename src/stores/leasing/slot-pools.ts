@@ -51,8 +51,8 @@ export class SlotPools {
   took(entry: Entry, op: StoreOp, r: OpResult, take: number, sentLocal: number, nowLocal: number): void {
     const pool = entry.pool;
     if (pool !== undefined && pool.limit === r.limit) {
-      addSlots(pool, r.receipt, op.cost, take, nowLocal);
       pool.size = take;
+      this.#fill(pool, op, r.receipt, op.cost, take, nowLocal);
       pool.seen = r.remaining - take;
       pool.lastUsedLocal = nowLocal;
       return;
@@ -60,6 +60,16 @@ export class SlotPools {
     this.end(entry);
     entry.pool = newPool(op, r, take, sentLocal, nowLocal);
     this.#count++;
+  }
+
+  /**
+   * A call's slots into a live pool: `own` in use, of the `take` after them as many as keep it at `size`
+   * free (slots released while the call was out may have filled it), the others back to the store.
+   */
+  #fill(pool: Pool, op: StoreOp, first: number, own: number, take: number, nowLocal: number): void {
+    const keep = Math.min(take, Math.max(0, pool.size - pool.free.length));
+    addSlots(pool, first, own, keep, nowLocal);
+    if (take > keep) this.#release([{ op: { ...op, cost: take - keep }, receipt: first + own + keep }]);
   }
 
   /** The slots of a take no pool may keep (a reset or limit change heard meanwhile): released at once. */
@@ -84,8 +94,8 @@ export class SlotPools {
         entry.seen = r.remaining;
         if (!r.allowed) return;
         if (entry.epoch === epoch && entry.pool === pool && r.limit === pool.limit) {
-          addSlots(pool, r.receipt, 0, more, performance.now());
           pool.size = size;
+          this.#fill(pool, op, r.receipt, 0, more, performance.now());
           pool.seen = r.remaining;
         } else this.#release([{ op: slots, receipt: r.receipt }]);
       },
