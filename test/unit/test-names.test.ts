@@ -143,8 +143,6 @@ const TESTED_ELSEWHERE: Readonly<Record<string, string>> = {
   'src/stores/durable-object/protocol.ts':
     'messages refused whole: `test/runtimes/workerd-durable.test.ts`, `test/unit/stores/durable-object/durable-object-store-options.test.ts`',
   'src/stores/leasing/leasing-options.ts': 'refused options: `test/stores/leasing/leases.test.ts`',
-  'src/stores/leasing/slot-pools.ts':
-    'through the leases: `test/unit/stores/leasing/pools.test.ts`, `test/processes/slot-pool-processes.test.ts`',
   // Adapters: the request sequence and each framework's mapping, through the real framework.
   'adapters/exchange.ts':
     "every framework's file (`test/adapters/suites/http-suite.ts`), `test/adapters/express-headers-out.test.ts`",
