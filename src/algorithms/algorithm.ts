@@ -83,8 +83,8 @@ export interface WindowKind {
    * How a store may lease a hot key's units to a process (src/stores/leasing/, docs/exactness.md
    * "Leasing"): `'counted'`, units of the current window counted when reserved (fixed, calendar);
    * `'capacity'`, a bucket's units and its refill over the block's life reserved (token bucket, GCRA);
-   * `'slots'`, slots held by a process and released to the store when idle (no type declares it yet: the
-   * concurrency window is not leased, docs/exactness.md says why); undefined: never leased.
+   * `'slots'`, slots held by a process in a pool, handed out and taken back there, released to the store
+   * when idle (concurrency); undefined: never leased.
    */
   readonly lease: LeaseKind | undefined;
 }

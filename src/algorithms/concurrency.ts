@@ -59,6 +59,8 @@ export const concurrency: Algorithm<HolderState> = {
   kind: countingWindow('concurrency', ['lease'], {
     unchosen:
       "a concurrency window's lease is how long a slot outlives a process that died holding it, a property of your processes rather than of a client: give clients different limits with a limit function",
+    // A hot key's slots are pooled in a process, released to the store when idle (src/stores/leasing/pools.ts).
+    lease: 'slots',
   }),
 
   evaluate(state, op, nowMs, add) {

@@ -1,8 +1,9 @@
-// A hot key's block of units and what is decided from it, without the store: its size, its use, its return.
+// A hot key's block of units and what is decided from it: its size, its use, its top-up, its return.
 
 import { windowKind } from '../../algorithms/index.js';
 import type { OpResult, Refund, StoreOp } from '../store.js';
 import type { LeasingSettings } from './leasing-options.js';
+import { type Pool, poolUsable } from './pools.js';
 
 /**
  * Units of one rule and key reserved in the store (counted there when the block was taken) and not yet
@@ -38,6 +39,8 @@ export interface Entry {
   /** What the store had left of the key after its last decision there (units). */
   seen: number;
   block: Block | undefined;
+  /** A concurrency key's pool of slots (pools.ts): a key has a block or a pool, never both. */
+  pool: Pool | undefined;
   /** A take of a block in flight: decisions of the key wait for it rather than take blocks of their own. */
   taking: Promise<unknown> | undefined;
   /**
@@ -47,15 +50,24 @@ export interface Entry {
   epoch: number;
 }
 
+/** What a take needs of the store: its own decisions and refunds, behind the leases. */
+export interface TakeStore {
+  evaluate(ops: readonly StoreOp[], mode: 'check'): Promise<{ results: OpResult[] }>;
+  refund(refunds: readonly Refund[]): Promise<unknown>;
+}
+
 const SECOND_MS = 1000;
 /** The shortest time a key's rate is measured over. */
 const RATE_MIN_MS = 100;
 
-/** Whether a store leases this op: a leasable rule of a window type whose kind leases its units. */
-export function leasable(op: StoreOp): boolean {
+/**
+ * Whether a store leases this op: a leasable rule of a window type whose kind leases its units; slots
+ * (one at a time) only where the store renews them (`slots`).
+ */
+export function leasable(op: StoreOp, slots = false): boolean {
   if (op.rule.leasable !== true || op.cost < 1) return false;
   const lease = windowKind(op.rule.type).lease;
-  return lease === 'counted' || lease === 'capacity';
+  return lease === 'counted' || lease === 'capacity' || (lease === 'slots' && slots && op.cost === 1);
 }
 
 /** A bucket's block (token bucket, GCRA): its refill over its lifetime is reserved with it. */
@@ -74,6 +86,7 @@ export function newEntry(nowLocal: number): Entry {
     sinceLocal: nowLocal,
     seen: 0,
     block: undefined,
+    pool: undefined,
     taking: undefined,
     epoch: 0,
   };
@@ -109,6 +122,11 @@ export function usable(block: Block | undefined, op: StoreOp, nowLocal: number):
   );
 }
 
+/** Whether the key's block or pool admits `op` now. */
+export function ready(entry: Entry, op: StoreOp, nowLocal: number): boolean {
+  return entry.pool !== undefined ? poolUsable(entry.pool, op, nowLocal) : usable(entry.block, op, nowLocal);
+}
+
 /**
  * [units, surcharge] of a block for a hot key, beyond `cost` (the decision's own): about what this
  * process admitted of it in `blockMs`, at most `maxBlock` and 1/share of what the store had left; [0, 0]
@@ -128,6 +146,44 @@ export function blockSize(
   const surcharge = isBucket(op) ? Math.ceil((op.limit * blockMs) / op.rule.sizeMs) : 0;
   const take = Math.min(maxBlock, demand, Math.floor((entry.seen - cost) / share) - surcharge);
   return take >= 2 ? [take, surcharge] : [0, 0];
+}
+
+/**
+ * Refills a counted block to its size while its other half is admitted from, so that decisions never
+ * wait for a take while the key stays hot: one call of its own, for units only. The block never holds
+ * more than one take's size (the bound of docs/exactness.md is unchanged); a top-up that is not
+ * granted, fails or lands on a block that ended leaves the block as it was (units counted for a block
+ * that ended go back). Undefined when there is nothing worth a call.
+ */
+export function topUp(
+  store: TakeStore,
+  entry: Entry,
+  block: Block,
+  op: StoreOp,
+  settings: LeasingSettings,
+): Promise<unknown> | undefined {
+  entry.seen = block.seen;
+  const [size] = blockSize(entry, op, 0, settings);
+  const more = size - block.left;
+  if (more < 2) return undefined;
+  const epoch = entry.epoch;
+  const units = { ...op, cost: more };
+  return store.evaluate([units], 'check').then(
+    ({ results }) => {
+      const r = results[0] as OpResult;
+      entry.seen = r.remaining;
+      if (!r.allowed || entry.epoch !== epoch) return;
+      if (entry.block === block && r.receipt === block.receipt && r.limit === block.limit) {
+        block.left += more;
+        block.size = block.left;
+        block.seen = r.remaining;
+      } else {
+        // Counted for a block that ended meanwhile (idle, replaced, its window over): back they go.
+        store.refund([{ op: units, receipt: r.receipt }]).catch(() => undefined);
+      }
+    },
+    () => undefined,
+  );
 }
 
 /** The result of `op` admitted from `block`, which it is taken from. */

@@ -1,4 +1,5 @@
-// Exact leasing for hot keys: blocks of a key's units reserved in the store in one call, admitted from locally.
+// Exact leasing for hot keys: blocks of a key's units (or pools of its slots) reserved in the store in one
+// call, admitted from locally.
 
 import type { EvalMode, EvalResult, OpResult, Refund, StoreOp } from '../store.js';
 import {
@@ -12,14 +13,20 @@ import {
   isBucket,
   leasable,
   newEntry,
+  ready,
+  topUp,
   usable,
 } from './blocks.js';
 import type { LeasingSettings } from './leasing-options.js';
+import { admitFromPool, isSlots, poolLive } from './pools.js';
+import { type PoolStore, SlotPools } from './slot-pools.js';
 
 /** The store's own decisions and refunds, which the leases stand in front of. */
 export interface LeaseStore {
   evaluate(ops: readonly StoreOp[], mode: EvalMode): Promise<EvalResult>;
   refund(refunds: readonly Refund[]): Promise<unknown>;
+  /** The store's renewals of held slots: without it, concurrency keys are not leased. */
+  renew?(slots: readonly Refund[]): Promise<boolean[]>;
   now(): number;
 }
 
@@ -34,6 +41,9 @@ export class Leases {
   readonly #settings: LeasingSettings;
   readonly #entries = new Map<string, Entry>();
   #timer: ReturnType<typeof setInterval> | undefined;
+  #timerMs = 0;
+  /** Pools of concurrency keys' slots, where the store renews slots. */
+  readonly #slots: SlotPools | undefined;
   /** Calls until the store's announcements reach `forget`: made once, when the first block is taken. */
   #subscribe: (() => void) | undefined;
 
@@ -41,13 +51,24 @@ export class Leases {
     this.#store = store;
     this.#settings = settings;
     this.#subscribe = subscribe;
+    if (store.renew !== undefined) this.#slots = new SlotPools(store as PoolStore, this.#entries, settings);
   }
 
-  /** Units held in blocks now, over every key (for tests and docs/exactness.md's bound). */
+  /** Units held in blocks and free slots held in pools now, over every key (docs/exactness.md's bound). */
   held(): number {
-    let units = 0;
+    let units = this.#slots?.held() ?? 0;
     for (const entry of this.#entries.values()) units += entry.block?.left ?? 0;
     return units;
+  }
+
+  /** Releases of held slots: a pooled one goes back to its pool, the others to the store. */
+  refund(refunds: readonly Refund[]): Promise<unknown> {
+    return this.#slots?.refund(refunds) ?? this.#store.refund(refunds);
+  }
+
+  /** Renewals of held slots (where the store renews): a pooled one is renewed with its pool. */
+  renew(slots: readonly Refund[]): Promise<boolean[]> | undefined {
+    return this.#slots?.renew(slots);
   }
 
   /** Keys tracked now. */
@@ -65,15 +86,15 @@ export class Leases {
     const nowLocal = performance.now();
     if (ops.length === 1) {
       const op = ops[0] as StoreOp;
-      const entry = leasable(op) ? this.#entries.get(idOf(op)) : undefined;
-      if (entry === undefined || !usable(entry.block, op, nowLocal)) return undefined;
+      const entry = this.#leasable(op) ? this.#entries.get(idOf(op)) : undefined;
+      if (entry === undefined || !ready(entry, op, nowLocal)) return undefined;
       count(entry, nowLocal);
       return this.#admit(ops, [entry], nowLocal);
     }
     const entries: Entry[] = [];
     for (const op of ops) {
-      const entry = leasable(op) ? this.#entries.get(idOf(op)) : undefined;
-      if (entry === undefined || !usable(entry.block, op, nowLocal)) return undefined;
+      const entry = this.#leasable(op) ? this.#entries.get(idOf(op)) : undefined;
+      if (entry === undefined || !ready(entry, op, nowLocal)) return undefined;
       entries.push(entry);
     }
     for (const entry of entries) count(entry, nowLocal);
@@ -87,12 +108,12 @@ export class Leases {
     let any = false;
     const entries: Array<Entry | undefined> = [];
     for (const op of ops) {
-      const entry = leasable(op) ? this.#hit(op, nowLocal) : undefined;
+      const entry = this.#leasable(op) ? this.#hit(op, nowLocal) : undefined;
       entries.push(entry);
       if (entry === undefined) local = false;
       else {
         any = true;
-        if (!usable(entry.block, op, nowLocal)) local = false;
+        if (!ready(entry, op, nowLocal)) local = false;
       }
     }
     if (!any) return this.#store.evaluate(ops, mode);
@@ -111,9 +132,7 @@ export class Leases {
   ): Promise<EvalResult> {
     let at = nowLocal;
     for (;;) {
-      const local = entries.every(
-        (entry, i) => entry !== undefined && usable(entry.block, ops[i] as StoreOp, at),
-      );
+      const local = entries.every((entry, i) => entry !== undefined && ready(entry, ops[i] as StoreOp, at));
       if (local) return this.#admit(ops, entries as Entry[], at);
       const taking = entries.find((entry) => entry?.taking !== undefined)?.taking;
       if (taking === undefined) return this.#decide(ops, entries, at);
@@ -131,25 +150,26 @@ export class Leases {
    */
   forget(rule: string, key: string): void {
     if (rule === '' && key === '') {
-      for (const entry of this.#entries.values()) {
-        entry.block = undefined;
-        entry.epoch++;
-      }
+      for (const entry of this.#entries.values()) this.#drop(entry);
       return;
     }
     if (key === '') {
       const prefix = `${rule}\u0000`;
-      for (const [id, entry] of this.#entries) {
-        if (!id.startsWith(prefix)) continue;
-        entry.block = undefined;
-        entry.epoch++;
-      }
+      for (const [id, entry] of this.#entries) if (id.startsWith(prefix)) this.#drop(entry);
       return;
     }
     const entry = this.#entries.get(`${rule}\u0000${key}`);
-    if (entry === undefined) return;
+    if (entry !== undefined) this.#drop(entry);
+  }
+
+  /**
+   * A key's block dropped (see forget), and its pool ended: a pool's free slots do go back, released by
+   * their ids, which no count made since holds.
+   */
+  #drop(entry: Entry): void {
     entry.block = undefined;
     entry.epoch++;
+    this.#slots?.end(entry);
   }
 
   /** Gives every block's unused units back (awaited) and stops the idle timer. */
@@ -157,7 +177,7 @@ export class Leases {
     if (this.#timer !== undefined) clearInterval(this.#timer);
     this.#timer = undefined;
     const nowLocal = performance.now();
-    const refunds: Refund[] = [];
+    const refunds: Refund[] = this.#slots?.endAll() ?? [];
     for (const entry of this.#entries.values()) {
       const refund = entry.block && ending(entry.block, nowLocal);
       entry.block = undefined;
@@ -165,6 +185,11 @@ export class Leases {
     }
     this.#entries.clear();
     if (refunds.length > 0) await this.#store.refund(refunds).catch(() => undefined);
+  }
+
+  /** Whether `op` is leased here: slots only where the store renews them. */
+  #leasable(op: StoreOp): boolean {
+    return leasable(op, this.#slots !== undefined);
   }
 
   /** The key's entry, its decision counted; the oldest entry goes when `maxKeys` are tracked. */
@@ -190,45 +215,25 @@ export class Leases {
     for (let i = 0; i < ops.length; i++) {
       const op = ops[i] as StoreOp;
       const entry = entries[i] as Entry;
+      const pool = entry.pool;
+      if (pool !== undefined) {
+        results.push(admitFromPool(pool, nowLocal));
+        if (pool.free.length * 2 <= pool.size && entry.taking === undefined)
+          this.#taking(entry, this.#slots?.topUp(entry, pool, op));
+        continue;
+      }
       const block = entry.block as Block;
       results.push(admitFrom(block, op, nowLocal));
       if (block.left * 2 <= block.size && entry.taking === undefined && block.surcharge === 0)
-        this.#topUp(entry, block, op);
+        this.#taking(entry, topUp(this.#store, entry, block, op, this.#settings));
     }
     this.#startTimer();
     return { nowMs: this.#store.now(), results };
   }
 
-  /**
-   * Refills a counted block to its size while its other half is admitted from, so that decisions never
-   * wait for a take while the key stays hot: one call of its own, for units only. The block never holds
-   * more than one take's size (the bound of docs/exactness.md is unchanged); a top-up that is not
-   * granted, fails or lands on a block that ended leaves the block as it was (units counted for a block
-   * that ended go back).
-   */
-  #topUp(entry: Entry, block: Block, op: StoreOp): void {
-    entry.seen = block.seen;
-    const [size] = blockSize(entry, op, 0, this.#settings);
-    const more = size - block.left;
-    if (more < 2) return;
-    const epoch = entry.epoch;
-    const units = { ...op, cost: more };
-    const call = this.#store.evaluate([units], 'check').then(
-      ({ results }) => {
-        const r = results[0] as OpResult;
-        entry.seen = r.remaining;
-        if (!r.allowed || entry.epoch !== epoch) return;
-        if (entry.block === block && r.receipt === block.receipt && r.limit === block.limit) {
-          block.left += more;
-          block.size = block.left;
-          block.seen = r.remaining;
-        } else {
-          // Counted for a block that ended meanwhile (idle, replaced, its window over): back they go.
-          this.#store.refund([{ op: units, receipt: r.receipt }]).catch(() => undefined);
-        }
-      },
-      () => undefined,
-    );
+  /** A take in flight for the key: its decisions wait for it rather than take one of their own. */
+  #taking(entry: Entry, call: Promise<unknown> | undefined): void {
+    if (call === undefined) return;
     entry.taking = call;
     call.then(() => {
       if (entry.taking === call) entry.taking = undefined;
@@ -254,8 +259,12 @@ export class Leases {
       let take = 0;
       let surcharge = 0;
       if (entry !== undefined) {
+        // A live pool all in use takes more slots into it; a pool that ended here, or a block, is ended.
+        if (entry.pool !== undefined && !poolLive(entry.pool, op, sentLocal)) this.#end(entry, sentLocal);
         if (entry.block !== undefined && !usable(entry.block, op, sentLocal)) this.#end(entry, sentLocal);
-        if (entry.block === undefined) [take, surcharge] = blockSize(entry, op, op.cost, this.#settings);
+        // A pool with free slots (another rule of the request had no unit here) takes none.
+        if (entry.block === undefined && !(entry.pool && entry.pool.free.length > 0))
+          [take, surcharge] = blockSize(entry, op, op.cost, this.#settings);
       }
       takes.push(take);
       surcharges.push(surcharge);
@@ -291,9 +300,18 @@ export class Leases {
       const surcharge = surcharges[i] as number;
       // A reset heard while the take was in flight: it may have been counted before the reset, so its
       // units are dropped (this decision's own stands: it was decided before the reset reached here).
-      if (entry.epoch !== epochs[i]) continue;
+      if (entry.epoch !== epochs[i]) {
+        if (isSlots(op)) this.#slots?.dropTake(op, r, take);
+        continue;
+      }
       r.remaining += take;
       r.count = Math.max(0, r.count - take - surcharge);
+      if (isSlots(op)) {
+        this.#slots?.took(entry, op, r, take, sentLocal, takenLocal);
+        // Renewed a third of a lease after it was taken, by the sweep.
+        this.#startTimer(Math.max(1, Math.floor(op.rule.sizeMs / 3)));
+        continue;
+      }
       // A block that came meanwhile (a take elsewhere in a multi-rule request) ends: one block per key.
       if (entry.block !== undefined) this.#end(entry, takenLocal);
       // The window's end as the store saw it when it counted the block: no later than it is here.
@@ -330,8 +348,9 @@ export class Leases {
     return result;
   }
 
-  /** Ends a key's block, giving its unused units back. */
+  /** Ends a key's block or pool, giving its unused units back. */
   #end(entry: Entry, nowLocal: number): void {
+    this.#slots?.end(entry);
     const block = entry.block;
     entry.block = undefined;
     const refund = block && ending(block, nowLocal);
@@ -340,13 +359,19 @@ export class Leases {
       this.#store.refund([refund]).catch(() => undefined);
   }
 
-  /** Every `idleMs`, while a key is tracked: idle and ended blocks go back, quiet keys are forgotten. */
-  #startTimer(): void {
-    if (this.#timer !== undefined) return;
-    const timer = setInterval(() => this.#sweep(), this.#settings.idleMs);
+  /**
+   * Every `idleMs` (or `everyMs`, a third of a pool's lease, when shorter), while a key is tracked: idle and
+   * ended blocks go back, pools are renewed, quiet keys are forgotten.
+   */
+  #startTimer(everyMs = this.#settings.idleMs): void {
+    const ms = Math.min(everyMs, this.#settings.idleMs);
+    if (this.#timer !== undefined && this.#timerMs <= ms) return;
+    if (this.#timer !== undefined) clearInterval(this.#timer);
+    const timer = setInterval(() => this.#sweep(), ms);
     // The timer keeps no process alive: the sweep is for other processes' benefit.
     (timer as { unref?: () => void }).unref?.();
     this.#timer = timer;
+    this.#timerMs = ms;
   }
 
   #sweep(): void {
@@ -356,8 +381,10 @@ export class Leases {
       const block = entry.block;
       if (block !== undefined && (nowLocal - block.lastUsedLocal >= idleMs || nowLocal >= block.untilLocal))
         this.#end(entry, nowLocal);
+      if (entry.pool !== undefined) this.#slots?.sweep(entry, entry.pool, nowLocal);
       if (
         entry.block === undefined &&
+        entry.pool === undefined &&
         entry.taking === undefined &&
         nowLocal - entry.sinceLocal >= 2 * SECOND_MS
       )

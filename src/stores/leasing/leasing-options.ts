@@ -7,9 +7,10 @@ import { LEASING_DEFAULTS } from '../../defaults.js';
 /**
  * Leasing for hot keys (docs/exactness.md, "Leasing"): a process that decides a key often reserves a
  * block of its units in the store in one call (counted there at once) and admits from the block without
- * a round trip; what it did not use goes back to the store, within the same window. Only fixed,
- * calendar, token-bucket and GCRA rules without lockout, outcome counting (`countOn`, `resetOnSuccess`)
- * or `settle` are leased. `true` takes every default.
+ * a round trip; what it did not use goes back to the store, within the same window. A concurrency key's
+ * slots are pooled likewise, and given back when idle. Only fixed, calendar, token-bucket, GCRA and
+ * concurrency rules without lockout, outcome counting (`countOn`, `resetOnSuccess`) or `settle` are
+ * leased. `true` takes every default.
  * @example
  * const store = new RedisStore({ client, leasing: { hotAfter: 200 } });
  */

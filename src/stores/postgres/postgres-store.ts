@@ -108,10 +108,7 @@ export class PostgresStore implements Store {
   #ready: Promise<void> | undefined;
   /** Blocks of hot keys' units (the `leasing` option); undefined when off. */
   readonly #leases: Leases | undefined;
-  /**
-   * With `leasing` only: a decision of hot keys answered from their blocks in the same call; undefined
-   * (sent to `evaluate`) when some op has none.
-   */
+  /** With `leasing` only: a decision answered from its keys' blocks and pools; else undefined (`evaluate`). */
   readonly evaluateSync?: (ops: readonly StoreOp[], mode: EvalMode) => EvalResult | undefined;
 
   constructor(options: PostgresStoreOptions) {
@@ -166,15 +163,15 @@ export class PostgresStore implements Store {
       new Leases(
         {
           evaluate: (ops, mode) => this.#evaluate(ops, mode),
-          refund: (refunds) => this.refund(refunds),
+          refund: (refunds) => this.#refund(refunds),
+          renew: (slots) => this.#renew(slots),
           now: () => this.now(),
         },
         leasing,
         // Resets and override changes announced by any process end the key's blocks.
         () => this.#subscription.listen((rule, key) => this.#leases?.forget(rule, key)),
       );
-    const leases = this.#leases;
-    if (leases !== undefined) this.evaluateSync = (ops, mode) => leases.answer(ops, mode);
+    if (this.#leases !== undefined) this.evaluateSync = this.#leases.answer.bind(this.#leases);
   }
 
   now(): number {
@@ -210,7 +207,11 @@ export class PostgresStore implements Store {
    * Gives reservations back and releases slots, in one call (sql/refund.sql give_back): per refund, whether
    * what it gave back was still held (a released slot not lapsed or reset).
    */
-  async refund(refunds: readonly Refund[]): Promise<boolean[]> {
+  refund(refunds: readonly Refund[]): Promise<boolean[]> {
+    return (this.#leases?.refund(refunds) as Promise<boolean[]> | undefined) ?? this.#refund(refunds);
+  }
+
+  async #refund(refunds: readonly Refund[]): Promise<boolean[]> {
     if (refunds.length === 0) return [];
     await this.#whenReady();
     const { rules, keys, nums } = opArrays(refunds.map((refund) => refund.op));
@@ -234,7 +235,11 @@ export class PostgresStore implements Store {
    * Renews held concurrency slots until a lease from now (database clock), in one call (sql/holders.sql):
    * per slot, whether every unit of it was still held.
    */
-  async renew(slots: readonly Refund[]): Promise<boolean[]> {
+  renew(slots: readonly Refund[]): Promise<boolean[]> {
+    return this.#leases?.renew(slots) ?? this.#renew(slots);
+  }
+
+  async #renew(slots: readonly Refund[]): Promise<boolean[]> {
     if (slots.length === 0) return [];
     await this.#whenReady();
     const { rules, keys, nums } = opArrays(slots.map((slot) => slot.op));

@@ -107,10 +107,7 @@ export class RedisStore implements Store {
   readonly #changeListeners = new Set<StoreChangeListener>();
   /** Blocks of hot keys' units (the `leasing` option); undefined when off. */
   readonly #leases: Leases | undefined;
-  /**
-   * With `leasing` only: a decision of hot keys answered from their blocks in the same call; undefined
-   * (sent to `evaluate`) when some op has none.
-   */
+  /** With `leasing` only: a decision answered from its keys' blocks and pools; else undefined (`evaluate`). */
   readonly evaluateSync?: (ops: readonly StoreOp[], mode: EvalMode) => EvalResult | undefined;
 
   constructor(options: RedisStoreOptions) {
@@ -174,15 +171,15 @@ export class RedisStore implements Store {
         {
           evaluate: (ops, mode) =>
             new Promise((resolve, reject) => this.#evaluate(ops, mode, { resolve, reject })),
-          refund: (refunds) => this.refund(refunds),
+          refund: (refunds) => new Promise((resolve, reject) => this.#refund(refunds, { resolve, reject })),
+          renew: (slots) => this.#renew(slots),
           now: () => this.now(),
         },
         leasing,
         // Resets and override changes announced by any process end the key's blocks.
         () => this.#resets.listen((rule, key) => this.#leases?.forget(rule, key)),
       );
-    const leases = this.#leases;
-    if (leases !== undefined) this.evaluateSync = (ops, mode) => leases.answer(ops, mode);
+    if (this.#leases !== undefined) this.evaluateSync = this.#leases.answer.bind(this.#leases);
   }
 
   now(): number {
@@ -232,6 +229,7 @@ export class RedisStore implements Store {
    * (a release of slots that lapsed, or were reset, is false).
    */
   refund(refunds: readonly Refund[]): Promise<boolean[]> {
+    if (this.#leases !== undefined) return this.#leases.refund(refunds) as Promise<boolean[]>;
     return new Promise((resolve, reject) => this.#refund(refunds, { resolve, reject }));
   }
 
@@ -297,7 +295,11 @@ export class RedisStore implements Store {
     this.#batcher.flush();
   }
 
-  async renew(slots: readonly Refund[]): Promise<boolean[]> {
+  renew(slots: readonly Refund[]): Promise<boolean[]> {
+    return this.#leases?.renew(slots) ?? this.#renew(slots);
+  }
+
+  async #renew(slots: readonly Refund[]): Promise<boolean[]> {
     if (slots.length === 0) return [];
     this.#flush();
     return this.#groups.renew(slots, this.#clock.scriptTime());
