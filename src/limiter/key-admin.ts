@@ -2,7 +2,12 @@
 // rule-wide limit (setLimit, limits).
 
 import { SLOT_IDS_PER_MS } from '../algorithms/concurrency.js';
-import { KEY_OVERRIDE_FIELDS, type KeyOverride, type OverrideOptions, overrideForMs } from '../calls/options.js';
+import {
+  KEY_OVERRIDE_FIELDS,
+  type KeyOverride,
+  type OverrideOptions,
+  overrideForMs,
+} from '../calls/options.js';
 import { assertKnownFields } from '../config/known-fields.js';
 import { mustBe, refuse } from '../config/refuse.js';
 import { LIMITER_DEFAULTS } from '../defaults.js';
@@ -232,7 +237,11 @@ function keyOverride(value: unknown, compiled: CompiledRule): [number | null, nu
   assertKnownFields(value, KEY_OVERRIDE_FIELDS, 'override');
   const given = value as KeyOverride;
   if (given.limit === undefined && given.window === undefined)
-    refuse('ERR_LIMIT', `override: rule "${compiled.name}"`, mustBe('override', 'a limit, a window or both', value));
+    refuse(
+      'ERR_LIMIT',
+      `override: rule "${compiled.name}"`,
+      mustBe('override', 'a limit, a window or both', value),
+    );
   const limit = given.limit === undefined ? null : overrideLimit(given.limit, compiled.store);
   if (given.window === undefined) return [limit, undefined];
   const held = limit ?? (typeof compiled.limit === 'number' ? compiled.limit : undefined);

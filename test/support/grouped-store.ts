@@ -27,6 +27,7 @@ export function groupingEveryRule(store: Store): Store {
   const refund = (r: Refund): Refund => ({ op: op(r.op), receipt: r.receipt });
   const wrapped: Store = {
     local: store.local,
+    ...(store.overrideWindows && { overrideWindows: true }),
     ...(store.liveness && { liveness: store.liveness as StoreLiveness }),
     now: () => store.now(),
     evaluate: (ops: readonly StoreOp[], mode: EvalMode): Promise<EvalResult> =>
@@ -48,8 +49,13 @@ export function groupingEveryRule(store: Store): Store {
   }
   if (store.override) {
     const override = store.override.bind(store);
-    wrapped.override = (rule: StoreRule, key: string | null, limit: number | null, forMs?: number) =>
-      override(grouped(rule), key, limit, forMs);
+    wrapped.override = (
+      rule: StoreRule,
+      key: string | null,
+      limit: number | null,
+      forMs?: number,
+      windowMs?: number,
+    ) => override(grouped(rule), key, limit, forMs, windowMs);
   }
   if (store.limits) {
     const limits = store.limits.bind(store);
