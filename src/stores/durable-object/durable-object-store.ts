@@ -157,10 +157,25 @@ export class DurableObjectStore implements Store {
     return answer;
   }
 
-  async override(rule: StoreRule, key: string, limit: number | null, forMs?: number): Promise<void> {
-    const call = { call: 'override', rule, key, limit, forMs: forMs ?? null } as const;
+  /** A key's override (with its window: `overrideWindows`); no rule-wide form here. */
+  async override(
+    rule: StoreRule,
+    key: string,
+    limit: number | null,
+    forMs?: number,
+    windowMs?: number,
+  ): Promise<void> {
+    const call = {
+      call: 'override',
+      rule,
+      key,
+      limit,
+      forMs: forMs ?? null,
+      windowMs: windowMs ?? null,
+    } as const;
     await this.#call(this.#name(key), call);
   }
+  readonly overrideWindows = true;
 
   /** The rule's lock index: one object per rule, told of each lock as it is placed. */
   async locked(rule: StoreRule, limit: number): Promise<LockInfo[]> {

@@ -22,8 +22,11 @@ export interface Timed {
   untilMs: number;
 }
 
-/** Storage rows by kind: `s` a rule's state, `o` an override, `l` a listed lock; then `[rule, key]` as JSON. */
-export type RowKind = 's' | 'o' | 'l';
+/**
+ * Storage rows by kind: `s` a rule's state, `o` an override, `w` the window size (ms) a key's override sets, `l` a
+ * listed lock; then `[rule, key]` as JSON.
+ */
+export type RowKind = 's' | 'o' | 'w' | 'l';
 
 export function rowName(kind: RowKind, rule: string, key: string): string {
   return kind + JSON.stringify([rule, key]);
@@ -69,10 +72,13 @@ export class IdentityTable {
     return undefined;
   }
 
-  /** The op as decided: the override in force for its key wins over its limit. */
+  /** The op as decided: the override in force for its key wins over its limit, and its window over the op's size. */
   #decided(op: StoreOp, nowMs: number): StoreOp {
     const override = this.#timed('o', op.rule.name, op.key, nowMs);
-    return override === undefined ? op : { ...op, limit: override.value };
+    const window = this.#timed('w', op.rule.name, op.key, nowMs);
+    const limit = override === undefined ? op.limit : override.value;
+    if (window !== undefined) return { ...op, limit, rule: { ...op.rule, sizeMs: window.value } };
+    return override === undefined ? op : { ...op, limit };
   }
 
   /** MemoryStore.evaluateSync's two phases; `quiet`: as `check`, with nothing consumed. */
@@ -116,6 +122,7 @@ export class IdentityTable {
       results[i] = this.#lockIfExceeded(op, result, nowMs, mode !== 'peek', entries[i]);
       (results[i] as OpResult).limit = op.limit;
       (results[i] as OpResult).overridden = op !== ops[i];
+      if (op.rule !== (ops[i] as StoreOp).rule) (results[i] as OpResult).windowMs = op.rule.sizeMs;
     }
     return results;
   }
@@ -185,7 +192,7 @@ export class IdentityTable {
   }
 
   /** Sets (limit null: clears) the limit of one key of one rule until `untilMs`. */
-  setTimed(kind: 'o' | 'l', rule: string, key: string, value: number | null, untilMs: number): void {
+  setTimed(kind: 'o' | 'w' | 'l', rule: string, key: string, value: number | null, untilMs: number): void {
     const name = rowName(kind, rule, key);
     if (value === null) this.rows.delete(name);
     else this.rows.set(name, { value, untilMs });

@@ -28,7 +28,8 @@ const HOSTILE: Array<[string, unknown]> = [
   ['another field', { type: 'fixed', size: '1m', buckets: 3 }],
 ];
 
-export function overrideWindowSuite(target: StoreUnderTest): void {
+/** `ruleWide`: the store has rule-wide limits (`Store.limits`), which a window-only override keeps. */
+export function overrideWindowSuite(target: StoreUnderTest, ruleWide = true): void {
   describe(`overrides with a window: ${target.name}`, () => {
     const { limiter, clock } = useLimiters(target);
     const fixed: Rule = { name: 'api', key: 'user', limit: 3, window: { type: 'fixed', size: '60s' } };
@@ -83,10 +84,9 @@ export function overrideWindowSuite(target: StoreUnderTest): void {
       ]);
     });
 
-    it('an override’s window wins over a window function; its limit over the rule-wide one, which a window-only override keeps', async () => {
+    it('an override’s window wins over a window function; a window-only override keeps the request’s limit', async () => {
       const fn: WindowFunction = () => ({ type: 'fixed', size: '30s' });
-      const l = await limiter([{ name: 'api', key: 'user', limit: 1, window: fn }]);
-      await l.setLimit('api', 2);
+      const l = await limiter([{ name: 'api', key: 'user', limit: () => 2, window: fn }]);
       await l.override('api', 'both', { limit: 4, window: { type: 'fixed', size: '10s' } });
       await l.override('api', 'win', { window: { type: 'fixed', size: '20s' } });
       const both = await l.check(userReq('both', 'free'));
@@ -101,6 +101,17 @@ export function overrideWindowSuite(target: StoreUnderTest): void {
       const after = await l.check(userReq('both', 'free'));
       expect([after.limit, after.resetMs]).to.deep.equal([5, 30_000]);
     });
+
+    if (ruleWide)
+      it('a window-only override keeps the rule-wide limit; a key’s limit wins over it', async () => {
+        const l = await limiter([fixed]);
+        await l.setLimit('api', 2);
+        await l.override('api', 'win', { window: { type: 'fixed', size: '20s' } });
+        await l.override('api', 'both', { limit: 4, window: { type: 'fixed', size: '10s' } });
+        const win = await l.check(userReq('win', 'free'));
+        const both = await l.check(userReq('both', 'free'));
+        expect([win.limit, win.resetMs, both.limit, both.resetMs]).to.deep.equal([2, 20_000, 4, 10_000]);
+      });
 
     it('an override’s window ends with its `for`, from the key’s next window', async () => {
       const l = await limiter([fixed]);
