@@ -1,11 +1,11 @@
 // ratekeeper/console: a small operator web page (no build step, no outside assets) as a Node request handler.
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { KeyOverride } from '../../calls/options.js';
 import { assertKnownFields, fieldsOf } from '../../config/known-fields.js';
 import { mustBe, refuse } from '../../config/refuse.js';
 import { OPERATOR_DEFAULTS } from '../../defaults.js';
 import { describe } from '../../errors.js';
-import type { KeyOverride } from '../../calls/options.js';
 import type { Limiter } from '../../limiter/limiter.js';
 import type { WindowSpec } from '../../types.js';
 import { readVisibleKey } from '../visible-key.js';
