@@ -197,7 +197,8 @@ function resolve<Req extends IncomingMessage>(
 /** The form's override: the limit, or with a window typed, the window of the rule's type (and the limit, if typed). */
 function overrideOf(limiter: Limiter, change: Change, limit: number): number | KeyOverride {
   if (change.window === '') return limit;
-  const type = limiter.ruleFacts.find((f) => f.name === change.rule)?.type ?? 'fixed';
-  const window = { type, size: change.window } as WindowSpec;
+  // The limiter found the rule (its facts are there); its own check refuses a type that cannot be chosen.
+  const facts = limiter.ruleFacts.find((f) => f.name === change.rule);
+  const window = { type: facts?.type, size: change.window } as WindowSpec;
   return change.limit === '' ? { window } : { limit, window };
 }
