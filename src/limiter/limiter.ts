@@ -68,7 +68,10 @@ export class Limiter extends EventEmitter<LimiterEvents> {
             const { results } = await operatorCall(this.#policy, store, 'status', () =>
               store.evaluate(ops, 'peek'),
             );
-            return results.map((r) => (r.overridden ? r.limit : undefined));
+            // A window-only override decides at the limit sent (unless a rule-wide one is in force): no limit of its own.
+            return results.map((r, i) =>
+              r.overridden && !(r.windowMs !== undefined && r.limit === ops[i]?.limit) ? r.limit : undefined,
+            );
           };
     this.#ops = new OpBuilder(resolved.rules, () => store.now(), probe);
     this.#definitions = Object.freeze([...options.rules]);

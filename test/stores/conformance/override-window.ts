@@ -102,6 +102,20 @@ export function overrideWindowSuite(target: StoreUnderTest, ruleWide = true): vo
       expect([after.limit, after.resetMs]).to.deep.equal([5, 30_000]);
     });
 
+    it('a direct call on a key whose override sets only the window reads the limit function, at the override’s window', async () => {
+      const l = await limiter([
+        {
+          name: 'api',
+          key: 'user',
+          limit: (req) => (req.user === undefined ? 2 : 5),
+          window: { type: 'fixed', size: '1m' },
+        },
+      ]);
+      await l.override('api', 'k', { window: { type: 'fixed', size: '10s' } });
+      const direct = await l.consume('api', 'k');
+      expect([direct.limit, direct.resetMs, direct.rules[0]?.windowSeconds]).to.deep.equal([2, 10_000, 10]);
+    });
+
     if (ruleWide)
       it('a window-only override keeps the rule-wide limit; a key’s limit wins over it', async () => {
         const l = await limiter([fixed]);
