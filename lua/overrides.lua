@@ -8,14 +8,31 @@
 -- KEYS        none: a module (require('overrides')); apply reads the override keys check.lua and refund.lua
 --             pass it, limitShape the rule-limits hash
 -- ARGV        none
--- Returns     { apply, limitShape, overrideValue, readOverride, withOverride }: an override is { limit
---             (units), untilMs (epoch ms; 0: until cleared) }; overrideValue gives a key's text
+-- Returns     { apply, limitShape, overrideValue, readKeyOverride, readOverride, withOverride }: an override is { limit
+--             (units), untilMs (epoch ms; 0: until cleared), windowMs (a key's window size in ms, or nil) };
+--             overrideValue gives a key's text
 
 local num = require('protocol').num
 
--- An override key's value: "<limit>:<untilMs>" (untilMs epoch ms; 0: until cleared).
-local function overrideValue(limit, untilMs)
+-- An override key's value: "<limit>:<untilMs>" (untilMs epoch ms; 0: until cleared), and ":<windowMs>" when
+-- the key's override sets its window (limit 0: the window only).
+local function overrideValue(limit, untilMs, windowMs)
+  if windowMs then return num(limit) .. ':' .. num(untilMs) .. ':' .. num(windowMs) end
   return num(limit) .. ':' .. num(untilMs)
+end
+
+-- The key's override in force in the value of its override key (nil: none) at nowMs: { limit (false: the
+-- window only), untilMs, windowMs (nil: none) }.
+local function readKeyOverride(v, nowMs)
+  if not v then return nil end
+  local limit, untilMs, windowMs = string.match(v, '^([^:]+):([^:]+):?([^:]*)$')
+  untilMs, limit, windowMs = tonumber(untilMs), tonumber(limit), tonumber(windowMs)
+  if untilMs ~= 0 and untilMs <= nowMs then return nil end
+  if limit == 0 then
+    if not windowMs then return nil end
+    limit = false
+  end
+  return { limit = limit, untilMs = untilMs, windowMs = windowMs }
 end
 
 -- The override in force in the value of an override key or rule-limits field (nil: none) at nowMs:
@@ -29,26 +46,38 @@ local function readOverride(v, nowMs)
   return { limit = limit, untilMs = untilMs }
 end
 
--- The op decided under an override: the same fields, its limit, and its burst when that follows the limit.
-local function withOverride(op, limit)
+-- The op decided under an override: the same fields, its limit, its burst when that follows the limit, and
+-- the key's window size when its override sets one (windowMs, nil: the op's).
+local function withOverride(op, limit, windowMs)
   local copy = {}
   for k, v in pairs(op) do copy[k] = v end
   copy.limit = limit
   -- Not the original's fresh state (check.lua): that was for its limit.
   copy.freshAtMs, copy.freshAllowed = nil, nil
   if op.burstFollows then copy.burst = limit end
+  if windowMs then
+    -- What the algorithms made of the op's size (fixed.lua's packed fresh value and TTL) is not the copy's.
+    copy.sizeMs, copy.sizeMsText = windowMs, num(windowMs)
+    copy.freshValue, copy.freshTtl, copy.packedCount, copy.packedHigh, copy.packedHighText = nil, nil, nil, nil, nil
+  end
   return copy
 end
 
 -- For each op i of 1..n with reads[i] (memory-store.ts OverrideTable.apply): the override in force at
 -- nowMs in the value of overrideKeys[i], into found[i] (false when none), and ops[i] replaced by the op
--- at its limit. found[i] is false for the other ops.
+-- at its limit (a window-only override: the op's, which is the rule-wide limit when one is in force) and
+-- window. found[i] is false for the other ops.
 local function apply(n, reads, ops, overrideKeys, found, nowMs)
   for i = 1, n do
     local override = false
     if reads[i] then
-      override = readOverride(redis.call('GET', overrideKeys[i]), nowMs)
-      if override then ops[i] = withOverride(ops[i], override.limit) else override = false end
+      override = readKeyOverride(redis.call('GET', overrideKeys[i]), nowMs)
+      if override then
+        override.limit = override.limit or ops[i].limit
+        ops[i] = withOverride(ops[i], override.limit, override.windowMs)
+      else
+        override = false
+      end
     end
     found[i] = override
   end
@@ -115,6 +144,6 @@ local function limitShape(shape, limitsKey, nowMs)
 end
 
 return {
-  apply = apply, limitShape = limitShape, overrideValue = overrideValue, readOverride = readOverride,
-  withOverride = withOverride,
+  apply = apply, limitShape = limitShape, overrideValue = overrideValue, readKeyOverride = readKeyOverride,
+  readOverride = readOverride, withOverride = withOverride,
 }

@@ -25,6 +25,7 @@
 --   lockedUntil  epoch ms, only with LOCKED (else 0)
 --   limit     the override's limit in force (units; the key's or the rule-wide one), only with
 --             OVERRIDDEN (else the op's limit)
+--   windowMs  the window size the key's override set (ms), only with WINDOWED (else the op's size)
 -- An op that found its key empty, counted and was decided at its own limit (no override, no rule-wide
 -- limit) has FRESH (-1) alone in place of its result: its result is its algorithm's verdict on an empty
 -- state at the request's time, which the client computes from the op it sent (the reply's size is the
@@ -263,13 +264,14 @@ end
 -- The bits of a check reply head (Flag in src/stores/redis/replies.ts: the same names and values).
 local Flag = {
   ALLOWED = 1, LOCKED = 2, LOCKED_NOW = 4, RETRY_AFTER_FOLLOWS = 8, OVERRIDDEN = 16, REMAINING_DERIVED = 32,
-  RECEIPT_DERIVED = 64,
+  RECEIPT_DERIVED = 64, WINDOWED = 128,
 }
 -- As locals: read for every result.
 local ALLOWED, LOCKED, LOCKED_NOW, RETRY_AFTER_FOLLOWS = Flag.ALLOWED, Flag.LOCKED, Flag.LOCKED_NOW, Flag.RETRY_AFTER_FOLLOWS
 local OVERRIDDEN, REMAINING_DERIVED, RECEIPT_DERIVED = Flag.OVERRIDDEN, Flag.REMAINING_DERIVED, Flag.RECEIPT_DERIVED
+local WINDOWED = Flag.WINDOWED
 -- The lock level counts in multiples of this, above the flags.
-local LEVEL_UNIT = 128
+local LEVEL_UNIT = 256
 -- Slot ids per ms (concurrency.lua, src/algorithms/concurrency.ts).
 local SLOT_IDS_PER_MS = 1024
 
@@ -283,6 +285,7 @@ local function putResult(reply, b, r, override, limit, requestNowMs, slotIds)
   if override then
     head = head + OVERRIDDEN
     limit = override.limit
+    if override.windowMs then head = head + WINDOWED end
   end
   if r.allowed then head = head + ALLOWED end
   if locked then head = head + LOCKED end
@@ -316,6 +319,10 @@ local function putResult(reply, b, r, override, limit, requestNowMs, slotIds)
   if override then
     b = b + 1
     reply[b] = override.limit
+    if override.windowMs then
+      b = b + 1
+      reply[b] = override.windowMs
+    end
   end
   return b
 end

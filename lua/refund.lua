@@ -48,15 +48,16 @@ return function(KEYS, ARGV)
       local found = false
       if op.readsOverride then
         local overrides = require('overrides')
-        found = overrides.readOverride(redis.call('GET', KEYS[overrideAt]), nowMs)
+        found = overrides.readKeyOverride(redis.call('GET', KEYS[overrideAt]), nowMs)
         overrideAt = overrideAt + 1
-        if found then op = overrides.withOverride(op, found.limit) end
+        if found then op = overrides.withOverride(op, found.limit or op.limit, found.windowMs) end
       end
-      -- The key's override first, then the rule-wide limit (check.lua's order).
-      if op.ruleName and not found then
+      -- The key's override first, then the rule-wide limit (check.lua's order); a window-only override
+      -- leaves the limit to the rule-wide one.
+      if op.ruleName and not (found and found.limit) then
         local overrides = require('overrides')
-        found = overrides.readOverride(redis.call('HGET', KEYS[#KEYS], op.ruleName), nowMs)
-        if found then op = overrides.withOverride(op, found.limit) end
+        local wide = overrides.readOverride(redis.call('HGET', KEYS[#KEYS], op.ruleName), nowMs)
+        if wide then op = overrides.withOverride(op, wide.limit) end
       end
       local alg = op.alg or algOf(op)
       local state = loadLive(alg, key, op, nowMs)

@@ -4,12 +4,13 @@
 -- server's TIME, or the injected clock).
 --
 -- KEYS[1]     override key: <prefix>:{<identity>}:<rule>:o, beside the count key (same slot); or, with
---             ARGV[4], a rule-limits hash (keys.ts ruleLimitsKey: on a Cluster one per slot)
+--             ARGV[5], a rule-limits hash (keys.ts ruleLimitsKey: on a Cluster one per slot)
 -- ARGV[1]     now, epoch ms; 'server' for the server's TIME
--- ARGV[2]     the limit (units); '' clears the override
+-- ARGV[2]     the limit (units); '' clears the override (or, with a window, sets the window only)
 -- ARGV[3]     how long it holds, ms; '' until cleared
--- ARGV[4]     rule-wide form only: the field (the rule's escaped name)
--- ARGV[5]     rule-wide form only: '' (one hash: the last write wins), or the change's version (a
+-- ARGV[4]     key form: the key's window size, ms, or '' (none; absent before windows); rule-wide form:
+--             the field (the rule's escaped name)
+-- ARGV[5]     rule-wide form only (its mark): '' (one hash: the last write wins), or the change's version (a
 --             Cluster's copies: a copy keeps the highest version it was given, a clear kept as limit 0)
 -- ARGV[6]     rule-wide form only: the epoch ms it ends, when an earlier copy computed it; else ''
 -- Reply: the epoch ms it ends (0: until cleared, or cleared).
@@ -49,18 +50,21 @@ local function setRuleLimit(KEYS, ARGV)
 end
 
 return function(KEYS, ARGV)
-  if ARGV[4] then return setRuleLimit(KEYS, ARGV) end
-  if ARGV[2] == '' then
+  if ARGV[5] then return setRuleLimit(KEYS, ARGV) end
+  local windowMs = tonumber(ARGV[4] or '')
+  if ARGV[2] == '' and not windowMs then
     redis.call('DEL', KEYS[1])
     return 0
   end
+  -- A window-only override holds limit 0 (overrides.lua readKeyOverride).
+  local limit = tonumber(ARGV[2]) or 0
   if ARGV[3] == '' then
-    redis.call('SET', KEYS[1], overrides.overrideValue(tonumber(ARGV[2]), 0))
+    redis.call('SET', KEYS[1], overrides.overrideValue(limit, 0, windowMs))
     return 0
   end
   local forMs = tonumber(ARGV[3])
   local untilMs = protocol.clockMs(ARGV[1]) + forMs
   -- The value holds the end on the store's clock; the TTL only frees the key once it has passed.
-  redis.call('SET', KEYS[1], overrides.overrideValue(tonumber(ARGV[2]), untilMs), 'PX', forMs)
+  redis.call('SET', KEYS[1], overrides.overrideValue(limit, untilMs, windowMs), 'PX', forMs)
   return untilMs
 end

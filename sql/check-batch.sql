@@ -8,7 +8,7 @@
 -- it is when locked (the latest version: no lost update): a window in progress keeps its end (fixed, and a
 -- calendar period, whatever boundary the op carries: calendar.sql), an ended one starts afresh; its WHERE admits; the override in force (the
 -- key's, else the rule-wide one) is read in the same statement. An op not admitted there (over its limit, a lock or lock level on the row, or the
--- cost above the limit in force) leaves its row locked and unchanged (or, when there was none, a new row that
+-- cost above the limit in force, a window its key's override sets) leaves its row locked and unchanged (or, when there was none, a new row that
 -- holds nothing) and is decided by check.sql in this same statement, on the same time, so a denial is one
 -- round trip too and answers exactly as check.sql does.
 --
@@ -33,7 +33,7 @@ WITH args AS MATERIALIZED (
   FROM args
 ), t AS MATERIALIZED (
   SELECT u.ord, u.key, u.key_hash, c.now_ms, coalesce(x.lim, w.lim, c.lim) AS lim,
-    coalesce(x.lim, w.lim) IS NOT NULL AS overridden,
+    coalesce(x.lim, w.lim) IS NOT NULL AS overridden, y.lim IS NOT NULL AS windowed,
     CASE WHEN c.fixed THEN c.now_ms + c.size_ms
       WHEN c.now_ms < c.period_end THEN c.period_end
       ELSE c.next_period_end END AS fresh_end
@@ -45,12 +45,16 @@ WITH args AS MATERIALIZED (
       ON x.rule = c.rule AND x.key_hash = u.key_hash AND (x.until_ms IS NULL OR x.until_ms > c.now_ms)
     LEFT JOIN @schema@.@overrides@ w
       ON w.rule = c.rule AND w.key_hash = '\x'::bytea AND (w.until_ms IS NULL OR w.until_ms > c.now_ms)
+    -- A window the key's override sets (check.sql): such an op is decided by check.sql.
+    LEFT JOIN @schema@.@overrides@ y
+      ON y.rule = c.rule AND y.key_hash = u.key_hash || '\x01'::bytea
+        AND (y.until_ms IS NULL OR y.until_ms > c.now_ms)
 ), up AS (
   INSERT INTO @schema@.@keys@ AS k (rule, key_hash, key, amount, time_ms, expires_ms)
     SELECT c.rule, t.key_hash, t.key,
-      CASE WHEN c.cost <= t.lim THEN c.cost END,
-      CASE WHEN c.cost <= t.lim THEN t.fresh_end END,
-      CASE WHEN c.cost <= t.lim THEN t.fresh_end END
+      CASE WHEN c.cost <= t.lim AND NOT t.windowed THEN c.cost END,
+      CASE WHEN c.cost <= t.lim AND NOT t.windowed THEN t.fresh_end END,
+      CASE WHEN c.cost <= t.lim AND NOT t.windowed THEN t.fresh_end END
     FROM t CROSS JOIN c ORDER BY t.key_hash
   ON CONFLICT (rule, key_hash) DO UPDATE SET
     amount = CASE WHEN k.expires_ms > (SELECT now_ms FROM c) AND k.time_ms > (SELECT now_ms FROM c)

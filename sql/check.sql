@@ -14,7 +14,8 @@
 --           next_period_end (calendar, else 0), lock_ms (0: no lockout), escalate, max_lock_ms,
 --           forget_after_ms, dry_run (1 or 0)
 -- Returns   float8[]: the time decided at (epoch ms), then per op 9 numbers: flags (1 allowed, 2 locked,
---           4 locked now, 8 overridden: the key's override or the rule-wide limit), the limit in force, remaining, reset_ms, retry_ms, count,
+--           4 locked now, 8 overridden: the key's override or the rule-wide limit; plus 16 x the window size in ms
+--           the key's override set, when it sets one), the limit in force, remaining, reset_ms, retry_ms, count,
 --           receipt, level, locked_until (epoch ms, 0 when not locked)
 CREATE OR REPLACE FUNCTION @schema@.@check@(
   mode text, now_arg bigint, rules text[], keys bytea[], nums float8[]
@@ -45,6 +46,8 @@ DECLARE
   now_v @schema@.@verdict@;
   r record;
   lim bigint;
+  win bigint;
+  wins bigint[];
   lock_ms float8;
   level integer;
   dur bigint;
@@ -60,15 +63,19 @@ BEGIN
   levels := array_fill(0, ARRAY[n]);
   untils := array_fill(0::bigint, ARRAY[n]);
   forgets := array_fill(0::bigint, ARRAY[n]);
+  wins := array_fill(0::bigint, ARRAY[n]);
   FOR i IN 1..n LOOP
     hashes[i] := sha256(keys[i]);
     o := @schema@.@op_at@(nums, i);
-    -- An override in force decides the limit: the key's, else the rule-wide one (key_hash empty).
-    SELECT x.lim INTO lim FROM @schema@.@overrides@ x
-      WHERE x.rule = rules[i] AND x.key_hash IN (hashes[i], '\x'::bytea)
-        AND (x.until_ms IS NULL OR x.until_ms > now_ms)
-      ORDER BY x.key_hash = '\x'::bytea LIMIT 1;
-    IF FOUND THEN o.lim := lim; overridden[i] := true; END IF;
+    -- An override in force decides the limit: the key's, else the rule-wide one (key_hash empty); and the
+    -- window, when the key's override sets one (its row's key_hash is the key's and a 1 byte, lim its size).
+    SELECT (array_agg(x.lim ORDER BY x.key_hash = '\x'::bytea) FILTER (WHERE octet_length(x.key_hash) <> 33))[1],
+        max(x.lim) FILTER (WHERE octet_length(x.key_hash) = 33)
+      INTO lim, win FROM @schema@.@overrides@ x
+      WHERE x.rule = rules[i] AND x.key_hash IN (hashes[i], '\x'::bytea, hashes[i] || '\x01'::bytea)
+        AND (x.until_ms IS NULL OR x.until_ms > now_ms);
+    IF lim IS NOT NULL THEN o.lim := lim; overridden[i] := true; END IF;
+    IF win IS NOT NULL THEN o.size_ms := win; overridden[i] := true; wins[i] := win; END IF;
     ops[i] := o;
   END LOOP;
 
@@ -183,7 +190,8 @@ BEGIN
     v := vs[i];
     reply := reply || ARRAY[
       (CASE WHEN v.allowed THEN 1 ELSE 0 END + CASE WHEN locked[i] THEN 2 ELSE 0 END
-        + CASE WHEN locked_now[i] THEN 4 ELSE 0 END + CASE WHEN overridden[i] THEN 8 ELSE 0 END)::float8,
+        + CASE WHEN locked_now[i] THEN 4 ELSE 0 END + CASE WHEN overridden[i] THEN 8 ELSE 0 END
+        + 16 * wins[i])::float8,
       ops[i].lim, v.remaining, v.reset_ms, v.retry_ms, v.count, v.receipt, levels[i],
       CASE WHEN locked[i] THEN untils[i] ELSE 0 END
     ]::float8[];

@@ -39,9 +39,14 @@ BEGIN
 END $$;
 
 -- Sets the limit of one key of one rule (new_lim NULL: clears it), for for_ms (NULL: until cleared); announced.
--- key_bytes NULL: the rule's rule-wide limit, the row whose key_hash is empty (no sha256 is).
+-- key_bytes NULL: the rule's rule-wide limit, the row whose key_hash is empty (no sha256 is). window_ms: the
+-- key's window size (NULL: none), in a row of its own whose key_hash is the key's and a 1 byte (33 bytes, which
+-- no sha256 is) and whose lim is the size; a key's override replaces both rows.
+-- Schema 4's form, without window_ms: a call of 6 arguments would find two functions.
+DROP FUNCTION IF EXISTS @schema@.@override@(bigint, text, bytea, bigint, bigint, text);
 CREATE OR REPLACE FUNCTION @schema@.@override@(
-  now_arg bigint, rule_name text, key_bytes bytea, new_lim bigint, for_ms bigint, payload text
+  now_arg bigint, rule_name text, key_bytes bytea, new_lim bigint, for_ms bigint, payload text,
+  window_ms bigint
 ) RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
   now_ms bigint := coalesce(now_arg, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint);
@@ -53,6 +58,15 @@ BEGIN
     INSERT INTO @schema@.@overrides@ AS x (rule, key_hash, key, lim, until_ms)
       VALUES (rule_name, h, coalesce(key_bytes, '\x'::bytea), new_lim, now_ms + for_ms)
       ON CONFLICT (rule, key_hash) DO UPDATE SET lim = EXCLUDED.lim, until_ms = EXCLUDED.until_ms;
+  END IF;
+  IF key_bytes IS NOT NULL THEN
+    IF window_ms IS NULL THEN
+      DELETE FROM @schema@.@overrides@ x WHERE x.rule = rule_name AND x.key_hash = h || '\x01'::bytea;
+    ELSE
+      INSERT INTO @schema@.@overrides@ AS x (rule, key_hash, key, lim, until_ms)
+        VALUES (rule_name, h || '\x01'::bytea, key_bytes, window_ms, now_ms + for_ms)
+        ON CONFLICT (rule, key_hash) DO UPDATE SET lim = EXCLUDED.lim, until_ms = EXCLUDED.until_ms;
+    END IF;
   END IF;
   PERFORM pg_notify(@channel@, payload);
 END $$;

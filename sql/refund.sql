@@ -15,6 +15,7 @@ DECLARE
   st @schema@.@state@;
   r record;
   lim bigint;
+  win bigint;
   h bytea;
   i integer;
 BEGIN
@@ -22,10 +23,14 @@ BEGIN
       ORDER BY u.rule COLLATE "C", sha256(u.key) LOOP
     h := sha256(keys[i]);
     o := @schema@.@op_at@(nums, i);
-    SELECT x.lim INTO lim FROM @schema@.@overrides@ x
-      WHERE x.rule = rules[i] AND x.key_hash IN (h, '\x'::bytea) AND (x.until_ms IS NULL OR x.until_ms > now_ms)
-      ORDER BY x.key_hash = '\x'::bytea LIMIT 1;
-    IF FOUND THEN o.lim := lim; END IF;
+    -- check.sql's read: the limit in force, and the window the key's override sets.
+    SELECT (array_agg(x.lim ORDER BY x.key_hash = '\x'::bytea) FILTER (WHERE octet_length(x.key_hash) <> 33))[1],
+        max(x.lim) FILTER (WHERE octet_length(x.key_hash) = 33)
+      INTO lim, win FROM @schema@.@overrides@ x
+      WHERE x.rule = rules[i] AND x.key_hash IN (h, '\x'::bytea, h || '\x01'::bytea)
+        AND (x.until_ms IS NULL OR x.until_ms > now_ms);
+    IF lim IS NOT NULL THEN o.lim := lim; END IF;
+    IF win IS NOT NULL THEN o.size_ms := win; END IF;
     SELECT k.amount, k.time_ms, k.pairs, k.expires_ms, k.forget_ms INTO r
       FROM @schema@.@keys@ k WHERE k.rule = rules[i] AND k.key_hash = h FOR UPDATE;
     IF o.type = 7 THEN

@@ -1,7 +1,13 @@
 // ratekeeper: the public entry point.
 
 export { limited } from './calls/limited.js';
-export type { AcquireOptions, OverrideOptions, WaitOptions, WrapOptions } from './calls/options.js';
+export type {
+  AcquireOptions,
+  KeyOverride,
+  OverrideOptions,
+  WaitOptions,
+  WrapOptions,
+} from './calls/options.js';
 export type { ConfigErrorCode, RequestErrorCode } from './errors.js';
 export {
   RateLimitConfigError,

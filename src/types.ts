@@ -151,8 +151,8 @@ export interface RuleResult {
   /** True when the rule is in dry-run mode. */
   dryRun?: boolean;
   /**
-   * Rules whose window is a function of the request: the window it chose for this request, in whole seconds
-   * (the `w` of the `RateLimit-Policy` header); absent for the others.
+   * Rules whose window is a function of the request, or whose key's override sets a window: the window this
+   * request was decided on, in whole seconds (the `w` of the `RateLimit-Policy` header); absent for the others.
    */
   windowSeconds?: number;
   /**
@@ -214,9 +214,14 @@ export interface RuleStatus {
   level: number;
   /**
    * True when `limit` is an operator's: the key's override (`limiter.override`) or the rule-wide limit
-   * (`limiter.setLimit`); false when it is the rule's own.
+   * (`limiter.setLimit`), or the key's override sets its window (`windowMs`); false when both are the rule's own.
    */
   overridden: boolean;
+  /**
+   * The window size (ms) the key's override sets (`limiter.override(rule, key, { window })`), from the key's
+   * next window on; absent when its override sets none.
+   */
+  windowMs?: number;
   /**
    * Concurrency rules (`count` is then the requests in flight): the slots held now, oldest first, at
    * most `HOLDERS_LISTED`; absent for other rules and on a store that cannot list them.

@@ -5,7 +5,7 @@ import { assertKnownFields, fieldsOf } from '../config/known-fields.js';
 import { mustBe, refuse } from '../config/refuse.js';
 import { ACQUIRE_DEFAULTS, OVERRIDE_DEFAULTS, WRAP_DEFAULTS } from '../defaults.js';
 import { parseDuration, parsePeriod, periodAllowed } from '../rules/duration.js';
-import type { Duration } from '../types.js';
+import type { Duration, WindowSpec } from '../types.js';
 
 export interface OverrideOptions {
   /**
@@ -15,6 +15,24 @@ export interface OverrideOptions {
    * @example { for: '1h' }
    */
   for?: Duration | undefined;
+}
+
+/**
+ * What `limiter.override` sets for one key of one rule, in place of a bare limit: its limit, its window, or
+ * both. A window-only override leaves the limit to the rule-wide limit, else the rule's.
+ * @example { limit: 5000, window: { type: 'fixed', size: '10s' } }
+ */
+export interface KeyOverride {
+  /** The key's limit (a positive integer). @default undefined: the rule-wide limit, else the rule's */
+  limit?: number | undefined;
+  /**
+   * The key's window: of the rule's type, only `size` differing (the types whose size a `window` function
+   * may choose: fixed and GCRA). It wins over the rule's window and its `window` function, from the key's
+   * next window on: the window in progress keeps its size.
+   * @default undefined: the rule's window
+   * @example { type: 'fixed', size: '10s' }
+   */
+  window?: WindowSpec | undefined;
 }
 
 /** How long a call waits for its turn, and what ends the wait: the options `acquire` and `wrap` share. */
@@ -67,6 +85,8 @@ export interface WrapOptions<A extends unknown[]> extends WaitOptions {
 }
 
 const OVERRIDE_FIELDS = fieldsOf<OverrideOptions>({ for: true });
+/** The fields of a `KeyOverride`, for its check (rules/rule-index.ts keyOverride). */
+export const KEY_OVERRIDE_FIELDS = fieldsOf<KeyOverride>({ limit: true, window: true });
 const ACQUIRE_FIELDS = fieldsOf<AcquireOptions>({ cost: true, maxWait: true, signal: true, maxQueue: true });
 const WRAP_FIELDS = fieldsOf<WrapOptions<unknown[]>>({
   rules: true,

@@ -163,8 +163,9 @@ export class Decider {
       const op = ops[i] as RuleOp;
       const r = result.results[i] as OpResult;
       rules[i] = ruleResult(op.rule.name, op.key, r.limit, op.rule.dryRun, r);
-      // The client's own window, for its `RateLimit-Policy`.
-      if (op.compiled.chosen !== undefined)
+      // The client's own window, for its `RateLimit-Policy`: its override's, else its window function's.
+      if (r.windowMs !== undefined) (rules[i] as RuleResult).windowSeconds = windowSecondsOf(r.windowMs);
+      else if (op.compiled.chosen !== undefined)
         (rules[i] as RuleResult).windowSeconds = op.choice?.windowSeconds ?? op.compiled.windowSeconds;
       if (r.lockedNow) {
         const event = emitLockout(events, op, r, result.nowMs);
@@ -326,6 +327,8 @@ export class DenyCache {
     // Decided at an override's limit rather than the one asked for: once the override ends (its 'for'
     // runs out) the key's limit is the request's again, which the denial says nothing about.
     if (r.limit !== op.limit) return false;
+    // Likewise at an override's window (decider.ts sets windowSeconds from it) other than the request's.
+    if (r.windowSeconds !== undefined && r.windowSeconds !== windowSecondsOf(op.rule.sizeMs)) return false;
     // A bucket in debt (a record took it past its capacity) counts down with every unit that drips back,
     // before any unit is free: its count would go stale in the cache. (A window's count only ever resets.)
     if (facts.bucket && r.count > facts.capacity(r.limit)) return false;
@@ -378,4 +381,9 @@ export class DenyCache {
     else if (key === '') this.deleteRule(rule);
     else this.delete(rule, key);
   }
+}
+
+/** A window's `w` in the `RateLimit-Policy` header: whole seconds, at least 1. */
+function windowSecondsOf(sizeMs: number): number {
+  return Math.max(1, Math.ceil(sizeMs / 1000));
 }

@@ -2,12 +2,19 @@
 // rule-wide limit (setLimit, limits).
 
 import { SLOT_IDS_PER_MS } from '../algorithms/concurrency.js';
-import { type OverrideOptions, overrideForMs } from '../calls/options.js';
+import {
+  KEY_OVERRIDE_FIELDS,
+  type KeyOverride,
+  type OverrideOptions,
+  overrideForMs,
+} from '../calls/options.js';
 import { assertKnownFields } from '../config/known-fields.js';
 import { mustBe, refuse } from '../config/refuse.js';
 import { LIMITER_DEFAULTS } from '../defaults.js';
 import { identityOf } from '../keys/direct-key.js';
+import type { CompiledRule } from '../rules/compile.js';
 import { overrideLimit, ruleWideLimit } from '../rules/rule-index.js';
+import { overrideWindowMs } from '../rules/window-choice.js';
 import type { HeldSlot, OpResult, Store } from '../stores/store.js';
 import type { LockInfo, RuleLimit, RuleStatus, SlotHolder } from '../types.js';
 import type { DenyCache } from './decider.js';
@@ -25,7 +32,10 @@ export function overrideProbe(policy: () => FailurePolicy, store: Store): Overri
   if (store.override === undefined) return undefined;
   return async (ops: RuleOp[]) => {
     const { results } = await operatorCall(policy(), store, 'status', () => store.evaluate(ops, 'peek'));
-    return results.map((r) => (r.overridden ? r.limit : undefined));
+    // A window-only override decides at the limit sent (unless a rule-wide one is in force): no limit of its own.
+    return results.map((r, i) =>
+      r.overridden && !(r.windowMs !== undefined && r.limit === ops[i]?.limit) ? r.limit : undefined,
+    );
   };
 }
 
@@ -101,13 +111,18 @@ export class KeyAdmin {
   /**
    * Sets the limit of one key of one rule in every process sharing the store, from their next
    * decision, over the rule's limit (number or function); `null` clears it. `for`: it expires then.
-   * `reset` leaves it in place.
+   * `reset` leaves it in place. A `KeyOverride` sets its window too, or only (from the key's next window).
    */
-  async override(rule: string, key: string, limit: number | null, options?: OverrideOptions): Promise<void> {
+  async override(
+    rule: string,
+    key: string,
+    limit: number | null | KeyOverride,
+    options?: OverrideOptions,
+  ): Promise<void> {
     const { denyCache, ops, policy, store } = this.#parts;
     const compiled = ops.rule(rule);
     const identity = identityOf(key);
-    const value = overrideLimit(limit, compiled.store);
+    const [value, windowMs] = keyOverride(limit, compiled);
     const forMs = overrideForMs(options);
     const override = store.override;
     if (override === undefined) {
@@ -116,9 +131,9 @@ export class KeyAdmin {
     denyCache?.delete(compiled.name, identity);
     await Promise.all([
       operatorCall(policy, store, 'override', () =>
-        override.call(store, compiled.store, identity, value, forMs),
+        override.call(store, compiled.store, identity, value, forMs, windowMs),
       ),
-      policy.insurance?.override?.(compiled.store, identity, value, forMs),
+      policy.insurance?.override?.(compiled.store, identity, value, forMs, windowMs),
     ]);
     // Again: a denial at the old limit, decided before the override and learnt while it was being set.
     denyCache?.delete(compiled.name, identity);
@@ -202,6 +217,7 @@ export class KeyAdmin {
       lockRemainingMs: r.locked ? r.lockedUntil - nowMs : 0,
       level: r.level,
     };
+    if (r.windowMs !== undefined) status.windowMs = r.windowMs;
     if (held !== undefined) status.holders = held.map((h) => holderOf(h, nowMs));
     return status;
   }
@@ -217,6 +233,27 @@ export class KeyAdmin {
     }
     return operatorCall(policy, store, 'locked', () => store.locked(compiled.store, limit));
   }
+}
+
+/**
+ * An override's value: [the limit (null: none of its own, or cleared), the window size in ms]. A number or
+ * null is the limit alone, as before windows; a `KeyOverride` sets either or both. Checked before anything is
+ * stored.
+ */
+function keyOverride(value: unknown, compiled: CompiledRule): [number | null, number | undefined] {
+  if (value === null || typeof value !== 'object') return [overrideLimit(value, compiled.store), undefined];
+  assertKnownFields(value, KEY_OVERRIDE_FIELDS, 'override');
+  const given = value as KeyOverride;
+  if (given.limit === undefined && given.window === undefined)
+    refuse(
+      'ERR_LIMIT',
+      `override: rule "${compiled.name}"`,
+      mustBe('override', 'a limit, a window or both', value),
+    );
+  const limit = given.limit === undefined ? null : overrideLimit(given.limit, compiled.store);
+  if (given.window === undefined) return [limit, undefined];
+  const held = limit ?? (typeof compiled.limit === 'number' ? compiled.limit : undefined);
+  return [limit, overrideWindowMs(given.window, compiled.store, held)];
 }
 
 /** A slot as `status` shows it: its id's high part is the ms it was taken (concurrency.ts). */

@@ -3,7 +3,7 @@
 // path and the deny cache (limiter/decider.ts), the failure policy and store health (limiter/failure-policy.ts),
 // reservations (limiter/reservations.ts), operator calls on keys (limiter/key-admin.ts),
 // acquire and wrap (calls/paced-calls.ts), events and the debug log (limiter/events.ts), observers (limiter/observers.ts).
-import type { AcquireOptions, OverrideOptions, WrapOptions } from '../calls/options.js';
+import type { AcquireOptions, KeyOverride, OverrideOptions, WrapOptions } from '../calls/options.js';
 import { PacedCalls } from '../calls/paced-calls.js';
 import { describe } from '../errors.js';
 import { identityOf } from '../keys/direct-key.js';
@@ -319,9 +319,16 @@ export class Limiter extends EventEmitter<LimiterEvents> {
   /**
    * Sets the limit of one key of one rule in every process sharing the store, from their next
    * decision, over the rule's limit (number or function); `null` clears it. `for`: it expires then.
-   * `reset` leaves it in place.
+   * `reset` leaves it in place. `{ limit?, window? }` (a `KeyOverride`) sets the key's window too, or only:
+   * of the rule's type (fixed, GCRA), from the key's next window on, over the rule's window and its function.
+   * @example await limiter.override('api', 'partner-7', { window: { type: 'fixed', size: '10s' } });
    */
-  override(rule: string, key: string, limit: number | null, options?: OverrideOptions): Promise<void> {
+  override(
+    rule: string,
+    key: string,
+    limit: number | null | KeyOverride,
+    options?: OverrideOptions,
+  ): Promise<void> {
     return this.#admin.override(rule, key, limit, options);
   }
 

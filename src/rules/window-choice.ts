@@ -3,6 +3,7 @@
 // ops carry). The stores and the algorithms read the size (the period's end) of each op, so the choice
 // reaches the memory store, Lua and PL/pgSQL alike.
 import { windowKind, windowTypeOf } from '../algorithms/index.js';
+import { refusal } from '../config/refuse.js';
 import { describe, RateLimitConfigError, RateLimitRequestError } from '../errors.js';
 import type { StoreRule } from '../stores/store-ops.js';
 import type { RequestInfo, WindowFunction } from '../types.js';
@@ -97,16 +98,24 @@ function calendarChoice(chosen: ChosenWindow, value: unknown): WindowChoice {
   return choice;
 }
 
-/** The window a function gave, as an object of the rule's type. */
-function windowOfType(value: unknown, rule: StoreRule): Record<string, unknown> {
+/** The error of a refused window: the rule and the problem go into its message. */
+type WindowRefusal = (problem: string) => Error;
+
+/** The window a function gave (or an override set), as an object of the rule's type. */
+function windowOfType(
+  value: unknown,
+  rule: StoreRule,
+  fail: WindowRefusal = (problem) => refused(rule, problem),
+  who = 'window function',
+): Record<string, unknown> {
   if (
     value === null ||
     typeof value !== 'object' ||
     typeof (value as PromiseLike<unknown>).then === 'function'
   )
-    throw mustGive(rule, value);
+    throw fail(mustGive(rule, value, who));
   const w = value as Record<string, unknown>;
-  if (windowTypeOf(w.type) !== rule.type) throw mustGive(rule, value);
+  if (windowTypeOf(w.type) !== rule.type) throw fail(mustGive(rule, value, who));
   return w;
 }
 
@@ -126,25 +135,46 @@ function assertOnly(
   }
 }
 
-/** The size of a window a function chose, checked against the rule's window. */
-function chosenSize(value: unknown, rule: StoreRule): number {
-  const w = windowOfType(value, rule);
+/** The size of a window a function chose (or an override set), checked against the rule's window. */
+function chosenSize(
+  value: unknown,
+  rule: StoreRule,
+  fail: WindowRefusal = (problem) => refused(rule, problem),
+  who = 'window function',
+): number {
+  const w = windowOfType(value, rule, fail, who);
   for (const name of Object.keys(w)) {
     if (name === 'type' || name === 'size') continue;
     // Only the size differs from request to request: the rest is the rule's (its burst, its buckets).
     if (name === 'burst' && w.burst === (rule.burst || undefined)) continue;
-    throw refused(
-      rule,
-      `window function must give only type and size, got ${describe(name)} in ${describe(value)}`,
-    );
+    throw fail(`${who} ${mustHave(who)} only type and size, got ${describe(name)} in ${describe(value)}`);
   }
   const sizeMs = parsePeriod(w.size);
   if (sizeMs === undefined || sizeMs > MAX_CHOSEN_WINDOW_MS) {
-    throw refused(
-      rule,
-      `window function must give a size from 1s to 10 years, such as '1h', got ${describe(w.size)}`,
-    );
+    throw fail(`${who} ${mustHave(who)} a size from 1s to 10 years, such as '1h', got ${describe(w.size)}`);
   }
+  return sizeMs;
+}
+
+/**
+ * The window size of a key's override (`limiter.override(rule, key, { window })`), checked as a window
+ * function's answer is, for the rule's window kind: a kind whose size cannot be chosen (`WindowKind.unchosen`),
+ * or whose periods are chosen by unit, cron and zone rather than a size (calendar), is refused with its reason.
+ * `limit`: the override's, else the rule's number (undefined: a function), which a GCRA window must hold
+ * exactly. A bad one is a `RateLimitConfigError` (`ERR_WINDOW`) naming the rule.
+ */
+export function overrideWindowMs(value: unknown, rule: StoreRule, limit: number | undefined): number {
+  const where = `override: rule "${rule.name}"`;
+  const fail: WindowRefusal = (problem) => refusal('ERR_WINDOW', where, `${problem}; nothing was stored`);
+  const reason = periodic(rule)
+    ? 'its periods are set by unit, cron and timezone, not a size (a window function may choose them per client)'
+    : windowKind(rule.type).unchosen;
+  if (reason !== undefined) throw fail(`an override cannot carry a window of this rule's type: ${reason}`);
+  const sizeMs = chosenSize(value, rule, fail, 'window');
+  if (limit !== undefined && exceedsExactMath(limit, { ...rule, sizeMs }))
+    throw fail(
+      `window of ${sizeMs} ms is too long for a limit of ${limit}: max(limit, burst) × size in µs must stay at most 2^52 for GCRA`,
+    );
   return sizeMs;
 }
 
@@ -160,12 +190,18 @@ export function assertChosenHolds(rule: StoreRule, limit: number): void {
     );
 }
 
-function mustGive(rule: StoreRule, value: unknown): RateLimitRequestError {
+function mustGive(rule: StoreRule, value: unknown, who = 'window function'): string {
   const example = periodic(rule) ? "unit: 'hour'" : "size: '1h'";
-  return refused(
-    rule,
-    `window function must give a window of the rule's type synchronously, such as { type: '${rule.type}', ${example} }, got ${describe(value)}`,
-  );
+  const what =
+    who === 'window function'
+      ? "must give a window of the rule's type synchronously"
+      : "must be a window of the rule's type";
+  return `${who} ${what}, such as { type: '${rule.type}', ${example} }, got ${describe(value)}`;
+}
+
+/** A function gives a window; an override's window has its fields. */
+function mustHave(who: string): string {
+  return who === 'window function' ? 'must give' : 'must have';
 }
 
 function refused(rule: StoreRule, problem: string, cause?: unknown): RateLimitRequestError {

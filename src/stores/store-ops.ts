@@ -79,8 +79,10 @@ export interface OpResult {
   allowed: boolean;
   /** The limit this op was decided on: the override in force for the key, else `StoreOp.limit`. */
   limit: number;
-  /** True when an override set by `Store.override` decided the limit. */
+  /** True when an override set by `Store.override` decided the limit (or the window: `windowMs`). */
   overridden: boolean;
+  /** The window size (ms) the key's override set, when one decided the op; absent otherwise. */
+  windowMs?: number;
   /** Units left after this op (never negative). */
   remaining: number;
   resetMs: number;

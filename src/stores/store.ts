@@ -139,8 +139,19 @@ export interface Store {
    * store call; listeners hear `'reset'` with the rule and an empty key. Without the rule-wide form
    * (a store written before it, which throws or ignores a null key) `limiter.setLimit` is refused:
    * a store has it when it has `limits`.
+   *
+   * `windowMs`: a key's override carrying a window gives the key's ops `windowMs` as their size (from the
+   * key's next window on, as a `window` function's size) over the op's, and results decided on it say
+   * `windowMs`; with `limit` null the override sets the window only (the limit is the rule-wide one, else
+   * the op's). A store that cannot keep a window throws when it is given one.
    */
-  override?(rule: StoreRule, key: string | null, limit: number | null, forMs?: number): Promise<void>;
+  override?(
+    rule: StoreRule,
+    key: string | null,
+    limit: number | null,
+    forMs?: number,
+    windowMs?: number,
+  ): Promise<void>;
   /**
    * Capability, listing rule-wide limits: those in force now among `rules` (set with `override(rule,
    * null, ...)`), each with the epoch ms it ends (store clock) when it has an end. A member of its own

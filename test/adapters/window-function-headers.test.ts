@@ -1,6 +1,7 @@
 // A window chosen per request through Express: each client's RateLimit-Policy carries its own w= (a trial's
 // hour, a partner's 10 s), in the standard and the draft forms, parsed by a strict RFC 9651 parser; the
-// header cache of the rule does not hand one client's window to another.
+// header cache of the rule does not hand one client's window to another. A key's override with a window
+// likewise.
 import { expect } from 'chai';
 import express from 'express';
 import { parseList } from 'structured-headers';
@@ -93,5 +94,29 @@ describe('Express: a window chosen per request', () => {
     expect([bad.status, codes]).to.deep.equal([500, ['ERR_WINDOW']]);
     expect((await limiter.status('api', 'u')).count).to.equal(0);
     expect((await request(server).get('/api').set('x-user', 'u')).status).to.equal(200);
+  });
+});
+
+describe("Express: a key's override with a window", () => {
+  it("RateLimit-Policy tells the overridden key its window and the others the rule's, request after request", async () => {
+    const limiter = createLimiter({
+      store: new MemoryStore(),
+      rules: [{ name: 'api', key: 'header:x-user', limit: 100, window: { type: 'fixed', size: '1m' } }],
+    });
+    open.push(limiter);
+    await limiter.override('api', 'partner', { window: { type: 'fixed', size: '10s' } });
+    const server = express();
+    server.get('/api', rateLimit(limiter, { headers: 'standard' }), (_req, res) => {
+      res.send('ok');
+    });
+    for (let round = 0; round < 2; round++) {
+      for (const [user, w] of [
+        ['partner', 10],
+        ['other', 60],
+      ] as const) {
+        const res = await request(server).get('/api').set('x-user', user);
+        expect(windowsOf(res.headers['ratelimit-policy'] as string), user).to.deep.equal([w]);
+      }
+    }
   });
 });

@@ -279,6 +279,17 @@ describe('operator console', () => {
     expect(await limiter.status('api', 'bob')).to.include({ limit: 5, overridden: true });
     await post({ action: 'clear-override' }).expect(303);
     expect(await limiter.status('api', 'bob')).to.include({ limit: 100, overridden: false });
+
+    // A window typed with the limit left empty: the key's window alone, shown on its page.
+    const windowed = await post({ action: 'override', limit: '', window: '10s' }).expect(303);
+    expect(await limiter.status('api', 'bob')).to.include({ limit: 100, overridden: true, windowMs: 10_000 });
+    const shown = await request(server)
+      .get(`/ops${windowed.headers.location}`)
+      .set({ 'x-operator': 'yes', cookie });
+    expect(shown.text).to.include('<dd>0 of 100 (override for this key, window 10s)</dd>');
+    const refused = await post({ action: 'override', limit: '', window: '0' }).expect(400);
+    expect(refused.text).to.include('rule &quot;api&quot;');
+    await post({ action: 'clear-override' }).expect(303);
   });
 
   it("sets a rule's limit for every key (for a while), shows it in the rules table, and clears it; a bad one is refused", async () => {

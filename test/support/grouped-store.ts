@@ -48,8 +48,13 @@ export function groupingEveryRule(store: Store): Store {
   }
   if (store.override) {
     const override = store.override.bind(store);
-    wrapped.override = (rule: StoreRule, key: string | null, limit: number | null, forMs?: number) =>
-      override(grouped(rule), key, limit, forMs);
+    wrapped.override = (
+      rule: StoreRule,
+      key: string | null,
+      limit: number | null,
+      forMs?: number,
+      windowMs?: number,
+    ) => override(grouped(rule), key, limit, forMs, windowMs);
   }
   if (store.limits) {
     const limits = store.limits.bind(store);

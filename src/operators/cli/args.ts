@@ -17,7 +17,8 @@ Commands:
   locked <rule>                       keys locked now, soonest unlock first (--limit, default 100)
   unlock <rule> <key>...              clear count, lock and level (every process forgets the key)
   unlock <rule> --all                 unlock every key of the rule that is locked now
-  override <rule> <key> <limit|null>  set the key's limit in every process (null clears it); --for <d>
+  override <rule> <key> <limit|null>  set the key's limit in every process (null clears it); --for <d>;
+                                      --window <d>: the key's window too (with null: the window alone)
   limit <rule> <n>                    set the limit of every key of the rule (keys with an override keep
                                       theirs) in every process; --for <d>
   limit <rule> --clear                the rule's configured limit again
@@ -42,7 +43,8 @@ Options:
   --for <d>          override, limit: it expires after this long (e.g. 1h, 7d); default: until cleared
   --clear            limit: back to the rule's configured limit
   --interval <d>     watch: refresh interval; default 1s
-  --window <d>       watch: the span totals and rates cover; default 10s
+  --window <d>       watch: the span totals and rates cover; default 10s. override: the key's window
+                     size from its next window on (fixed and GCRA rules)
   --once             watch: print one view and exit
   --schema <s>       the PostgresStore's schema option (sql, --postgres); default ratekeeper
   --table-prefix <p> the PostgresStore's tablePrefix option (sql, --postgres); default rk_
@@ -70,6 +72,8 @@ export interface CliArgs {
   clear: boolean;
   /** override, limit: `--for` in ms. */
   forMs: number | undefined;
+  /** override: `--window` in ms, the key's window size. */
+  overrideWindowMs: number | undefined;
   intervalMs: number;
   windowMs: number;
   once: boolean;
@@ -123,6 +127,8 @@ export function parseCli(argv: string[], env: NodeJS.ProcessEnv): CliArgs {
       v.interval === undefined ? OPERATOR_DEFAULTS.watchIntervalMs : duration('--interval', v.interval),
     windowMs: v.window === undefined ? OPERATOR_DEFAULTS.watchWindowMs : duration('--window', v.window),
     forMs: v.for === undefined ? undefined : period('--for', v.for),
+    overrideWindowMs:
+      v.window === undefined || first !== 'override' ? undefined : period('--window', v.window),
     schema: v.schema ?? POSTGRES_STORE_DEFAULTS.schema,
     tablePrefix: v['table-prefix'] ?? POSTGRES_STORE_DEFAULTS.tablePrefix,
   };

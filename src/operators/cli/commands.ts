@@ -1,9 +1,10 @@
 // The operator commands that act on one rule: status, locked, unlock, override, limit, and the list of rules.
 import type { Limiter } from '../../limiter/limiter.js';
-import type { RuleStatus } from '../../types.js';
+import { DIRECT_REQUEST } from '../../rules/rule-index.js';
+import type { RuleStatus, WindowSpec } from '../../types.js';
 import { describeHolders, describeInFlight, formatDuration, summarizeRule } from '../rule-summary.js';
 import { hasHiddenCharacters } from '../visible-key.js';
-import type { CliArgs } from './args.js';
+import { type CliArgs, UsageError } from './args.js';
 import { type Output, printable, table } from './output.js';
 import type { Targets } from './targets.js';
 
@@ -29,7 +30,8 @@ export async function status(targets: Targets, args: CliArgs, out: Output): Prom
 }
 
 function printCount(s: RuleStatus, out: Output): void {
-  const limit = `${s.limit}${s.overridden ? ' (override for this key)' : ''}`;
+  const window = s.windowMs === undefined ? '' : `, window ${formatDuration(s.windowMs)}`;
+  const limit = `${s.limit}${s.overridden ? ` (override for this key${window})` : ''}`;
   // While locked nothing is counted and nothing admitted: the count is not why none remains.
   const remaining = s.locked
     ? 'none admitted while locked; counting starts again from 0 when the lock ends'
@@ -85,15 +87,41 @@ export async function override(targets: Targets, args: CliArgs, out: Output): Pr
   const [rule, key, text] = args.positionals as [string, string, string];
   const limit = text === 'null' ? null : Number(text);
   const limiter = targets.limiterFor(rule);
-  await limiter.override(rule, key, limit, args.forMs === undefined ? undefined : { for: args.forMs });
+  const windowMs = args.overrideWindowMs;
+  const value =
+    windowMs === undefined ? limit : { limit: limit ?? undefined, window: windowOf(targets, rule, windowMs) };
+  await limiter.override(rule, key, value, args.forMs === undefined ? undefined : { for: args.forMs });
   const s = await limiter.status(rule, key);
-  if (out.json) return out.value({ rule, key, override: limit, forMs: args.forMs ?? null, status: s });
+  if (out.json)
+    return out.value({
+      rule,
+      key,
+      override: limit,
+      windowMs: windowMs ?? null,
+      forMs: args.forMs ?? null,
+      status: s,
+    });
+  const life = args.forMs === undefined ? ' until cleared' : ` for ${formatDuration(args.forMs)}`;
+  const window =
+    windowMs === undefined ? '' : `window ${formatDuration(windowMs)} from the key's next window, `;
   const what =
-    limit === null
+    limit === null && windowMs === undefined
       ? `override cleared; the rule's limit ${s.limit} applies`
-      : `limit ${limit}${args.forMs === undefined ? ' until cleared' : ` for ${formatDuration(args.forMs)}`}`;
+      : `${window}limit ${limit ?? `${s.limit} (the rule's)`}${life}`;
   out.line(`${what}  ${printable(rule)}  ${printable(key)}`);
   out.line(`  count    ${s.count} of ${s.limit}, ${s.remaining} remaining`);
+}
+
+/** `--window`'s size as a window of the rule's type (its definition's, or its window function's for direct calls). */
+function windowOf(targets: Targets, rule: string, sizeMs: number): WindowSpec {
+  const definition = targets.definitions.get(rule);
+  if (definition === undefined)
+    throw new UsageError(
+      `override --window: the rules module does not show rule '${rule}' (its type is needed)`,
+    );
+  const window =
+    typeof definition.window === 'function' ? definition.window(DIRECT_REQUEST) : definition.window;
+  return { type: window.type, size: sizeMs } as WindowSpec;
 }
 
 /**

@@ -12,6 +12,8 @@ export interface Change {
   limit: string;
   /** `override`, `rule-limit`: how long it lasts, as typed (empty: until cleared). */
   for: string;
+  /** `override`: the key's window size, as typed (empty: the rule's window). */
+  window: string;
   /** The token the form carried. */
   csrf: string | undefined;
 }
@@ -38,6 +40,7 @@ export async function readChange(req: IncomingMessage): Promise<Change | number>
     key,
     limit: fields.get('limit')?.trim() ?? '',
     for: fields.get('for')?.trim() ?? '',
+    window: fields.get('window')?.trim() ?? '',
     csrf: fields.get(CSRF_FIELD) ?? undefined,
   };
 }

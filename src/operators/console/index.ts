@@ -1,11 +1,13 @@
 // ratekeeper/console: a small operator web page (no build step, no outside assets) as a Node request handler.
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { KeyOverride } from '../../calls/options.js';
 import { assertKnownFields, fieldsOf } from '../../config/known-fields.js';
 import { mustBe, refuse } from '../../config/refuse.js';
 import { OPERATOR_DEFAULTS } from '../../defaults.js';
 import { describe } from '../../errors.js';
 import type { Limiter } from '../../limiter/limiter.js';
+import type { WindowSpec } from '../../types.js';
 import { readVisibleKey } from '../visible-key.js';
 import { type Change, RULE_ACTIONS, readChange } from './change.js';
 import { refuseChange } from './csrf.js';
@@ -99,7 +101,9 @@ async function apply(
     key = shown;
   }
   const limit = /^\d{1,15}$/.test(change.limit) ? Number(change.limit) : Number.NaN;
-  if ((change.action === 'override' || change.action === 'rule-limit') && Number.isNaN(limit))
+  // An override with a window may leave the limit empty: the window alone.
+  const windowOnly = change.action === 'override' && change.window !== '' && change.limit === '';
+  if ((change.action === 'override' || change.action === 'rule-limit') && Number.isNaN(limit) && !windowOnly)
     return badRequest(`the limit must be a whole number, got '${change.limit}'`);
   const options = change.for === '' ? {} : { for: change.for };
   try {
@@ -107,7 +111,8 @@ async function apply(
       // Through reset: the store clears count, lock and level, and every process's deny cache forgets the key.
       await limiter.reset(change.rule, key);
     } else if (change.action === 'clear-override') await limiter.override(change.rule, key, null);
-    else if (change.action === 'override') await limiter.override(change.rule, key, limit, options);
+    else if (change.action === 'override')
+      await limiter.override(change.rule, key, overrideOf(limiter, change, limit), options);
     else if (change.action === 'clear-rule-limit') await limiter.setLimit(change.rule, null);
     else await limiter.setLimit(change.rule, limit, options);
   } catch (error) {
@@ -187,4 +192,13 @@ function resolve<Req extends IncomingMessage>(
     }
   }
   return { limiters: list as Limiter[], byRule, title, lockedLimit };
+}
+
+/** The form's override: the limit, or with a window typed, the window of the rule's type (and the limit, if typed). */
+function overrideOf(limiter: Limiter, change: Change, limit: number): number | KeyOverride {
+  if (change.window === '') return limit;
+  // The limiter found the rule (its facts are there); its own check refuses a type that cannot be chosen.
+  const facts = limiter.ruleFacts.find((f) => f.name === change.rule);
+  const window = { type: facts?.type, size: change.window } as WindowSpec;
+  return change.limit === '' ? { window } : { limit, window };
 }

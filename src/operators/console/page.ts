@@ -79,7 +79,7 @@ function statusBlock(s: RuleStatus, token: string): SafeHtml {
 <dl>${countRows(s)}
 <dt>Locked</dt><dd>${lock}</dd><dt>Lockout level</dt><dd>${s.level}</dd></dl>
 <p>${changeForm(s, token, 'unlock', s.locked ? 'Unlock' : 'Reset count')}</p>
-<p>${changeForm(s, token, 'override', 'Set limit', html`<label>Limit for this key <input name="limit" inputmode="numeric" pattern="[0-9]+" required size="6"></label> <label>for <input name="for" placeholder="e.g. 1h; empty: until cleared" size="28"></label> `)}
+<p>${changeForm(s, token, 'override', 'Set limit', html`<label>Limit for this key <input name="limit" inputmode="numeric" pattern="[0-9]+" size="6"></label> <label>window <input name="window" placeholder="e.g. 10s; empty: the rule's" size="22"></label> <label>for <input name="for" placeholder="e.g. 1h; empty: until cleared" size="28"></label> `)}
 ${s.overridden ? changeForm(s, token, 'clear-override', 'Clear override') : ''}</p></section>`;
 }
 
@@ -89,7 +89,8 @@ function countRows(s: RuleStatus): SafeHtml {
     return html`<dt>In flight</dt><dd>${describeInFlight(s)}</dd><dt>Held for</dt><dd>${describeHolders(s.holders, s.count)}</dd>`;
   }
   const full = s.locked ? 'when unlocked' : s.count > 0 ? formatDuration(s.resetMs) : 'now';
-  return html`<dt>Count</dt><dd>${s.count} of ${s.limit}${s.overridden ? ' (override for this key)' : ''}</dd>
+  const window = s.windowMs === undefined ? '' : `, window ${formatDuration(s.windowMs)}`;
+  return html`<dt>Count</dt><dd>${s.count} of ${s.limit}${s.overridden ? ` (override for this key${window})` : ''}</dd>
 <dt>Remaining</dt><dd>${s.locked ? 'none while locked (counting starts again from 0 when the lock ends)' : s.remaining}</dd><dt>Back to full in</dt><dd>${full}</dd>`;
 }
 

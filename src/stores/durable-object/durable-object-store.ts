@@ -215,14 +215,27 @@ export class DurableObjectStore implements Store {
   }
 
   /**
-   * One key's limit: one request to its object. `key` null, the rule-wide limit: one request to the
+   * One key's limit (and its window, `windowMs`): one request to its object. `key` null, the rule-wide limit: one request to the
    * limits object, which schedules it once every other Worker's lease on the limits has ended; resolves
    * when it is in force (this Worker's decisions carry it from then on).
    */
-  async override(rule: StoreRule, key: string | null, limit: number | null, forMs?: number): Promise<void> {
+  async override(
+    rule: StoreRule,
+    key: string | null,
+    limit: number | null,
+    forMs?: number,
+    windowMs?: number,
+  ): Promise<void> {
     this.#leases?.forget(rule.name, key ?? '');
     if (key !== null) {
-      const call = { call: 'override', rule, key, limit, forMs: forMs ?? null } as const;
+      const call = {
+        call: 'override',
+        rule,
+        key,
+        limit,
+        forMs: forMs ?? null,
+        windowMs: windowMs ?? null,
+      } as const;
       await this.#call(this.#name(key), call);
       return;
     }

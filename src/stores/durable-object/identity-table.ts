@@ -23,8 +23,11 @@ export interface Timed {
   untilMs: number;
 }
 
-/** Storage rows by kind: `s` a rule's state, `o` an override, `l` a listed lock; then `[rule, key]` as JSON. */
-export type RowKind = 's' | 'o' | 'l';
+/**
+ * Storage rows by kind: `s` a rule's state, `o` an override, `w` the window size (ms) a key's override sets, `l` a
+ * listed lock; then `[rule, key]` as JSON.
+ */
+export type RowKind = 's' | 'o' | 'w' | 'l';
 
 export function rowName(kind: RowKind, rule: string, key: string): string {
   return kind + JSON.stringify([rule, key]);
@@ -72,13 +75,17 @@ export class IdentityTable {
 
   /**
    * The op as decided: the override in force for its key wins over its limit, then the rule-wide limit
-   * in force now in the schedule the Worker sent (`limits`), then the op's own.
+   * in force now in the schedule the Worker sent (`limits`), then the op's own; the key's window (its
+   * override's) over the op's size.
    */
   #decided(op: StoreOp, nowMs: number, limits: RuleLimits | undefined): StoreOp {
     const override = this.#timed('o', op.rule.name, op.key, nowMs);
-    if (override !== undefined) return { ...op, limit: override.value };
-    const ruleWide = limits && ruleLimitAt(limits.rules[op.rule.name], nowMs);
-    return ruleWide === undefined ? op : { ...op, limit: ruleWide.limit as number };
+    const window = this.#timed('w', op.rule.name, op.key, nowMs);
+    const ruleWide =
+      override === undefined ? limits && ruleLimitAt(limits.rules[op.rule.name], nowMs) : undefined;
+    const limit = override?.value ?? (ruleWide?.limit as number | undefined) ?? op.limit;
+    if (window !== undefined) return { ...op, limit, rule: { ...op.rule, sizeMs: window.value } };
+    return override === undefined && ruleWide === undefined ? op : { ...op, limit };
   }
 
   /**
@@ -131,6 +138,7 @@ export class IdentityTable {
       results[i] = this.#lockIfExceeded(op, result, nowMs, mode !== 'peek', entries[i]);
       (results[i] as OpResult).limit = op.limit;
       (results[i] as OpResult).overridden = op !== ops[i];
+      if (op.rule !== (ops[i] as StoreOp).rule) (results[i] as OpResult).windowMs = op.rule.sizeMs;
     }
     return results;
   }
@@ -200,7 +208,7 @@ export class IdentityTable {
   }
 
   /** Sets (limit null: clears) the limit of one key of one rule until `untilMs`. */
-  setTimed(kind: 'o' | 'l', rule: string, key: string, value: number | null, untilMs: number): void {
+  setTimed(kind: 'o' | 'w' | 'l', rule: string, key: string, value: number | null, untilMs: number): void {
     const name = rowName(kind, rule, key);
     if (value === null) this.rows.delete(name);
     else this.rows.set(name, { value, untilMs });

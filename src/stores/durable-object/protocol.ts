@@ -20,7 +20,15 @@ export type Call =
   | { call: 'renew'; slots: Receipted[] }
   | { call: 'holders'; rule: StoreRule; key: string; limit: number }
   | { call: 'reset'; rule: StoreRule; key: string; keepLock: boolean }
-  | { call: 'override'; rule: StoreRule; key: string; limit: number | null; forMs: number | null }
+  | {
+      call: 'override';
+      rule: StoreRule;
+      key: string;
+      limit: number | null;
+      forMs: number | null;
+      /** The key's window size (ms); absent or null: none. */
+      windowMs?: number | null;
+    }
   | { call: 'list-lock'; rule: string; key: string; untilMs: number; level: number }
   | { call: 'unlist-lock'; rule: string; key: string }
   | { call: 'locked'; rule: string; limit: number }
@@ -260,7 +268,8 @@ export function readMessage(value: unknown): Message {
       if (name === 'reset') return { t, call: { call: name, rule, key, keepLock: call.keepLock === true } };
       const limit = call.limit === null ? null : integer(call.limit, 'call.limit');
       const forMs = call.forMs === null ? null : integer(call.forMs, 'call.forMs', 1);
-      return { t, call: { call: name, rule, key, limit, forMs } };
+      const windowMs = call.windowMs == null ? null : integer(call.windowMs, 'call.windowMs', 1);
+      return { t, call: { call: name, rule, key, limit, forMs, windowMs } };
     }
     case 'list-lock':
       return {

@@ -101,6 +101,7 @@ export class RateLimitObject {
       case 'override': {
         const untilMs = call.forMs === null ? Number.POSITIVE_INFINITY : nowMs + call.forMs;
         table.setTimed('o', call.rule.name, call.key, call.limit, untilMs);
+        table.setTimed('w', call.rule.name, call.key, call.windowMs ?? null, untilMs);
         return null;
       }
       case 'list-lock':

@@ -182,6 +182,7 @@ export class MemoryStore implements Store {
       const result = results[i] as OpResult;
       result.limit = op.limit;
       result.overridden = op !== ops[i];
+      if (op.rule !== (ops[i] as StoreOp).rule) result.windowMs = op.rule.sizeMs;
       const entry = entries[i];
       entries[i] = undefined;
       decided[i] = undefined;
@@ -311,11 +312,17 @@ export class MemoryStore implements Store {
   }
 
   /** `key` null: the rule-wide limit (see Store.override). */
-  async override(rule: StoreRule, key: string | null, limit: number | null, forMs?: number): Promise<void> {
+  async override(
+    rule: StoreRule,
+    key: string | null,
+    limit: number | null,
+    forMs?: number,
+    windowMs?: number,
+  ): Promise<void> {
     const untilMs = forMs === undefined ? Number.POSITIVE_INFINITY : this.now() + forMs;
     if (key === null) this.#overrides.setRule(rule.name, limit, untilMs);
-    else if (limit === null) this.#overrides.delete(rule.name, key);
-    else this.#overrides.set(rule.name, key, limit, untilMs);
+    else if (limit === null && windowMs === undefined) this.#overrides.delete(rule.name, key);
+    else this.#overrides.set(rule.name, key, limit ?? undefined, untilMs, windowMs);
   }
 
   async limits(rules: readonly StoreRule[]): Promise<RuleLimit[]> {

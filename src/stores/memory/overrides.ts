@@ -1,10 +1,13 @@
-// The memory store's overrides: per rule and key, or for a whole rule, the limit an operator set, until it
-// expires or is cleared.
+// The memory store's overrides: per rule and key, or for a whole rule, the limit an operator set (a key's may
+// set its window too, or only), until it expires or is cleared.
 import type { RuleLimit } from '../../types.js';
 import type { StoreOp } from '../store.js';
 
 interface Override {
-  limit: number;
+  /** Undefined: a key's override that sets only the window (the limit is the rule-wide one, else the op's). */
+  limit: number | undefined;
+  /** A key's window size in ms (Store.override's windowMs); undefined: the op's. */
+  windowMs?: number | undefined;
   /** Epoch ms (store clock) the override ends; Infinity when it does not. */
   untilMs: number;
 }
@@ -24,14 +27,14 @@ export class OverrideTable {
     return this.#size;
   }
 
-  set(rule: string, key: string, limit: number, untilMs: number): void {
+  set(rule: string, key: string, limit: number | undefined, untilMs: number, windowMs?: number): void {
     let keys = this.#byRule.get(rule);
     if (keys === undefined) {
       keys = new Map();
       this.#byRule.set(rule, keys);
     }
     if (!keys.has(key)) this.#size++;
-    keys.set(key, { limit, untilMs });
+    keys.set(key, { limit, untilMs, windowMs });
   }
 
   delete(rule: string, key: string): void {
@@ -56,35 +59,48 @@ export class OverrideTable {
     const out: RuleLimit[] = [];
     for (const rule of rules) {
       const found = this.#ruleWide.get(rule);
-      if (found === undefined || found.untilMs <= nowMs) continue;
+      if (found === undefined || found.untilMs <= nowMs || found.limit === undefined) continue;
       out.push(
-        found.untilMs === Number.POSITIVE_INFINITY ? { rule, limit: found.limit } : { rule, ...found },
+        found.untilMs === Number.POSITIVE_INFINITY
+          ? { rule, limit: found.limit }
+          : { rule, limit: found.limit, untilMs: found.untilMs },
       );
     }
     return out;
   }
 
   /**
-   * The override in force for the op's rule and key at `nowMs`: the key's own, else the rule-wide
-   * limit, or undefined (an expired one is dropped).
+   * The key's own override in force at `nowMs` (an expired one is dropped), else undefined.
    */
-  find(op: StoreOp, nowMs: number): number | undefined {
+  #own(op: StoreOp, nowMs: number): Override | undefined {
     const found = this.#byRule.get(op.rule.name)?.get(op.key);
-    if (found !== undefined) {
-      if (nowMs < found.untilMs) return found.limit;
-      this.delete(op.rule.name, op.key);
-    }
-    const wide = this.#ruleWide.get(op.rule.name);
-    if (wide === undefined) return undefined;
-    if (nowMs < wide.untilMs) return wide.limit;
-    this.setRule(op.rule.name, null, 0);
+    if (found === undefined || nowMs < found.untilMs) return found;
+    this.delete(op.rule.name, op.key);
     return undefined;
   }
 
-  /** The op as decided under the override in force, if any: the same op when there is none. */
+  /** The rule-wide limit in force at `nowMs` (an expired one is dropped), else undefined. */
+  #wide(rule: string, nowMs: number): number | undefined {
+    const wide = this.#ruleWide.get(rule);
+    if (wide === undefined) return undefined;
+    if (nowMs < wide.untilMs) return wide.limit;
+    this.setRule(rule, null, 0);
+    return undefined;
+  }
+
+  /**
+   * The op as decided under the overrides in force, if any: the same op when there is none. The limit is
+   * the key's override's, else the rule-wide limit; a window the key's override sets replaces the rule's
+   * size (a new rule object, by which the store knows to report `windowMs`).
+   */
   apply(op: StoreOp, nowMs: number): StoreOp {
     if (this.#size === 0) return op;
-    const limit = this.find(op, nowMs);
+    const own = this.#own(op, nowMs);
+    const limit = own?.limit ?? this.#wide(op.rule.name, nowMs);
+    const windowMs = own?.windowMs;
+    if (windowMs !== undefined) {
+      return { ...op, limit: limit ?? op.limit, rule: { ...op.rule, sizeMs: windowMs } };
+    }
     return limit === undefined ? op : { ...op, limit };
   }
 

@@ -283,8 +283,9 @@ export class PostgresStore implements Store {
   /**
    * Sets (or, `limit` null, clears) the limit of one key of one rule, for every process from its next
    * decision; `key` null: the rule-wide limit (a row with an empty key hash, read by the same statements).
+   * A key's window is a row of its own (sql/keys.sql override).
    */
-  async override(rule: StoreRule, key: string | null, limit: number | null, forMs?: number): Promise<void> {
+  readonly override: NonNullable<Store['override']> = async (rule, key, limit, forMs, windowMs) => {
     this.#leases?.forget(rule.name, key ?? '');
     await this.#whenReady();
     await this.#call('override', [
@@ -293,8 +294,9 @@ export class PostgresStore implements Store {
       limit,
       forMs ?? null,
       announcement(rule.name, key ?? '', true),
+      windowMs ?? null,
     ]);
-  }
+  };
 
   /** The rule-wide limits in force among `rules`, on the store's clock. */
   async limits(rules: readonly StoreRule[]): Promise<RuleLimit[]> {

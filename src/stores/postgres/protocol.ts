@@ -64,7 +64,9 @@ export function readResults(reply: unknown, n: number): { nowMs: number; results
   }
   const results: OpResult[] = [];
   for (let i = 0, at = 1; i < n; i++, at += RESULT_NUMBERS) {
-    const flags = reply[at] as number;
+    // The bits, plus 16 × the window the key's override set (ms): past 2^31, so a remainder rather than &.
+    const head = reply[at] as number;
+    const flags = head % 16;
     const result = verdict(
       (flags & ALLOWED) !== 0,
       reply[at + 2] as number,
@@ -79,6 +81,7 @@ export function readResults(reply: unknown, n: number): { nowMs: number; results
     result.lockedNow = (flags & LOCKED_NOW) !== 0;
     result.level = reply[at + 7] as number;
     result.lockedUntil = reply[at + 8] as number;
+    if (head >= 16) result.windowMs = (head - flags) / 16;
     results.push(result);
   }
   return { nowMs: reply[0] as number, results };

@@ -14,9 +14,11 @@ import { SQL_TEXTS } from './sql-texts.js';
  * concurrency key's last slot id, GCRA's TAT ceiling. 3: refunds answer whether each released slot was
  * still held (give_back in sql/refund.sql; refund stays for processes of version 2). 4: rule-wide limits
  * (limiter.setLimit: a row of the overrides table with an empty key_hash, read by check, check-batch and
- * give_back; rule_limits in sql/keys.sql).
+ * give_back; rule_limits in sql/keys.sql). 5: a key's override may set its window (limiter.override with a
+ * window: a row of the overrides table whose key_hash is the key's and a 1 byte, read by check, check-batch and
+ * give_back; override takes window_ms, its 6-argument form is dropped). No table changes.
  */
-export const SCHEMA_VERSION = 4;
+export const SCHEMA_VERSION = 5;
 
 /** The sql/ files in the order they are run: tables and types, the algorithms, then what calls them. */
 const FILES = ['schema', ...WINDOW_TYPES, 'algorithms', 'check', 'refund', 'keys', 'holders'];

@@ -132,7 +132,10 @@ export function renewCall(
   return { keys, args: ops.fields().concat(body) };
 }
 
-/** KEYS and ARGV of lua/set-override.lua: `limit` null clears, `forMs` undefined holds until cleared. */
+/**
+ * KEYS and ARGV of lua/set-override.lua: `limit` null clears (with `windowMs`: sets the window only), `forMs`
+ * undefined holds until cleared.
+ */
 export function overrideCall(
   space: KeySpace,
   rule: string,
@@ -140,6 +143,7 @@ export function overrideCall(
   limit: number | null,
   forMs: number | undefined,
   time: ScriptTime,
+  windowMs?: number,
 ): { keys: string[]; args: string[] } {
   return {
     keys: [overrideKey(opKeys(space.prefix, rule, identity).count)],
@@ -147,6 +151,7 @@ export function overrideCall(
       timeArgument(time),
       limit === null ? '' : luaNumber(limit),
       forMs === undefined ? '' : luaNumber(forMs),
+      windowMs === undefined ? '' : luaNumber(windowMs),
     ],
   };
 }

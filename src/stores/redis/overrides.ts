@@ -56,20 +56,24 @@ export class Overrides {
       });
   }
 
-  /** Sets (or, `limit` null, clears) the override of `rule` for `key`, and tells every process. */
+  /**
+   * Sets (or, `limit` null and no `windowMs`, clears) the override of `rule` for `key`, and tells every
+   * process.
+   */
   async set(
     rule: string,
     key: string,
     limit: number | null,
     forMs: number | undefined,
     time: ScriptTime,
+    windowMs?: number,
   ): Promise<void> {
-    if (limit !== null) {
+    if (limit !== null || windowMs !== undefined) {
       this.reads.rules.add(rule);
       const listed = overriddenRulesKey(this.#space.prefix);
       await this.#connection.send('SADD', [listed, rule], listed);
     }
-    const { keys, args } = overrideCall(this.#space, rule, key, limit, forMs, time);
+    const { keys, args } = overrideCall(this.#space, rule, key, limit, forMs, time, windowMs);
     await runScriptThen(this.#connection, this.#script, keys, args, () =>
       this.#resets.announceOverride(rule, key),
     );

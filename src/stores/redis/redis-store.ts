@@ -326,16 +326,16 @@ export class RedisStore implements Store {
   }
 
   /**
-   * Sets (or, `limit` null, clears) the limit of one key of one rule, for `forMs` (store clock) or until
-   * cleared, in every process sharing the prefix from its next decision; their deny caches forget the
-   * key. Decisions read it in their own script call; rules that never had one do not read it at all.
+   * Sets (or, `limit` null, clears) the limit of one key of one rule (and its window), for
+   * `forMs` (store clock) or until cleared, in every process sharing the prefix from its next decision; their
+   * deny caches forget the key. Decisions read it in their own script call; rules that never had one do not.
    */
-  async override(rule: StoreRule, key: string | null, limit: number | null, forMs?: number): Promise<void> {
+  readonly override: NonNullable<Store['override']> = async (rule, key, limit, forMs, windowMs) => {
     this.#leases?.forget(rule.name, key ?? '');
     this.#flush();
     if (key === null) await this.#overrides.setRule(rule.name, limit, forMs, this.#clock.scriptTime());
-    else await this.#overrides.set(rule.name, key, limit, forMs, this.#clock.scriptTime());
-  }
+    else await this.#overrides.set(rule.name, key, limit, forMs, this.#clock.scriptTime(), windowMs);
+  };
 
   /** The rule-wide limits in force among `rules` (key null in `override`): one read of the rule-limits hash. */
   limits(rules: readonly StoreRule[]): Promise<RuleLimit[]> {

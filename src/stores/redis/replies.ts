@@ -30,9 +30,11 @@ export const Flag = {
   REMAINING_DERIVED: 32,
   /** `receipt` was left out: it is the request's time + resetMs (a window's end). */
   RECEIPT_DERIVED: 64,
+  /** The key's override set the window, whose size (ms) follows the limit. */
+  WINDOWED: 128,
 } as const;
 /** The level counts in multiples of this, above the flags (LEVEL_UNIT in lua/protocol.lua). */
-export const LEVEL_UNIT = 128;
+export const LEVEL_UNIT = 256;
 /**
  * A head alone in place of a result: the op's key was empty and it counted at its own limit; below it,
  * FRESH less the rule-wide limit it counted at (FRESH in lua/protocol.lua).
@@ -151,6 +153,7 @@ function decodeResults(
     if (flags & Flag.RETRY_AFTER_FOLLOWS) retryAfterMs = reply[at++];
     if (flags & Flag.LOCKED) lockedUntil = reply[at++];
     if (overridden) limit = reply[at++];
+    const windowMs = flags & Flag.WINDOWED ? reply[at++] : undefined;
     if (
       typeof remaining !== 'number' ||
       typeof resetMs !== 'number' ||
@@ -158,7 +161,8 @@ function decodeResults(
       typeof receipt !== 'number' ||
       typeof retryAfterMs !== 'number' ||
       typeof lockedUntil !== 'number' ||
-      typeof limit !== 'number'
+      typeof limit !== 'number' ||
+      (windowMs !== undefined && typeof windowMs !== 'number')
     ) {
       return -1;
     }
@@ -177,6 +181,7 @@ function decodeResults(
       lockedUntil,
       lockedNow: (flags & Flag.LOCKED_NOW) !== 0,
     };
+    if (windowMs !== undefined) (results[k] as OpResult).windowMs = windowMs as number;
   }
   return at;
 }

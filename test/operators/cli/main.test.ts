@@ -355,6 +355,24 @@ describe('ratekeeper command line', function () {
     expect(after, "the rule's limit of 2 again").to.deep.equal([200, 200, 429]);
   });
 
+  it("override --window on Redis: the key's window from its next window, shown by status; a bad one changes nothing", async () => {
+    const prefix = newPrefix();
+    const set = await cli(prefix, 'override', 'login', 'judy', 'null', '--window', '10s');
+    expect(set, set.stderr).to.deep.equal({
+      code: 0,
+      stdout:
+        "window 10s from the key's next window, limit 2 (the rule's) until cleared  login  judy\n  count    0 of 2, 2 remaining\n",
+      stderr: '',
+    });
+    const status = await cli(prefix, 'status', 'login', 'judy', '--json');
+    expect(JSON.parse(status.stdout)).to.include({ limit: 2, overridden: true, windowMs: 10_000 });
+    const bad = await cli(prefix, 'override', 'login', 'kim', '3', '--window', '0');
+    expect(bad.code).to.not.equal(0);
+    expect(JSON.parse((await cli(prefix, 'status', 'login', 'kim', '--json')).stdout)).to.include({
+      overridden: false,
+    });
+  });
+
   it('limit on Redis: every key of the rule, in the app at once, for a while or until cleared; --clear gives the configured limit back', async () => {
     const prefix = newPrefix();
     app = await startApp(server.url, prefix);

@@ -10,6 +10,7 @@ import {
 import { ensureBuilt } from '../../support/pack.js';
 import { type RunningWorker, startWorker } from '../../support/workerd.js';
 import { identitySuite } from '../conformance/identities.js';
+import { overrideWindowSuite } from '../conformance/override-window.js';
 import { overrideSuite } from '../conformance/overrides.js';
 import { ruleLimitSuite } from '../conformance/rule-limits.js';
 import { conformanceSuite, type StoreUnderTest } from '../conformance/suite.js';
@@ -50,6 +51,7 @@ describe('DurableObjectStore (objects on workerd)', function () {
   };
   conformanceSuite(target);
   overrideSuite(target);
+  overrideWindowSuite(target, false);
   identitySuite(target);
   ruleLimitSuite(target);
   windowFunctionSuite(target);

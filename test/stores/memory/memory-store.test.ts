@@ -4,6 +4,7 @@ import { expect } from 'chai';
 import { createLimiter, MemoryStore } from '../../../src/index.js';
 import { until } from '../../support/settle.js';
 import { identitySuite } from '../conformance/identities.js';
+import { overrideWindowSuite } from '../conformance/override-window.js';
 import { overrideSuite } from '../conformance/overrides.js';
 import { ruleLimitSuite } from '../conformance/rule-limits.js';
 import { conformanceSuite } from '../conformance/suite.js';
@@ -14,6 +15,7 @@ conformanceSuite({ name: 'MemoryStore', makeStore: (clock) => new MemoryStore({ 
 overrideSuite({ name: 'MemoryStore', makeStore: (clock) => new MemoryStore({ clock }) });
 ruleLimitSuite({ name: 'MemoryStore', makeStore: (clock) => new MemoryStore({ clock }) });
 windowFunctionSuite({ name: 'MemoryStore', makeStore: (clock) => new MemoryStore({ clock }) });
+overrideWindowSuite({ name: 'MemoryStore', makeStore: (clock) => new MemoryStore({ clock }) });
 identitySuite({ name: 'MemoryStore', makeStore: (clock) => new MemoryStore({ clock }) });
 
 describe('MemoryStore bounds', () => {

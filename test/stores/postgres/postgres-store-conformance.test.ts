@@ -4,6 +4,7 @@ import type pg from 'pg';
 import { PostgresStore } from '../../../src/index.js';
 import { getPostgres } from '../../support/postgres.js';
 import { identitySuite } from '../conformance/identities.js';
+import { overrideWindowSuite } from '../conformance/override-window.js';
 import { overrideSuite } from '../conformance/overrides.js';
 import { ruleLimitSuite } from '../conformance/rule-limits.js';
 import { conformanceSuite, type StoreUnderTest } from '../conformance/suite.js';
@@ -25,5 +26,6 @@ describe('PostgresStore', function () {
   overrideSuite(target);
   ruleLimitSuite(target);
   windowFunctionSuite(target);
+  overrideWindowSuite(target);
   identitySuite(target);
 });
