@@ -1,8 +1,5 @@
-// The limiter: matches rules to a request, asks the store for one all-or-nothing decision, reports outcomes.
-// A façade over its parts: options (limiter/options.ts), request to ops (limiter/op-builder.ts), one decision's
-// path and the deny cache (limiter/decider.ts), the failure policy and store health (limiter/failure-policy.ts),
-// reservations (limiter/reservations.ts), operator calls on keys (limiter/key-admin.ts),
-// acquire and wrap (calls/paced-calls.ts), events and the debug log (limiter/events.ts), observers (limiter/observers.ts).
+// The limiter: matches rules to a request, asks the store for one all-or-nothing decision, reports outcomes:
+// a façade over the parts in limiter/ and calls/paced-calls.ts (acquire and wrap).
 import type { AcquireOptions, KeyOverride, OverrideOptions, WrapOptions } from '../calls/options.js';
 import { PacedCalls } from '../calls/paced-calls.js';
 import { describe } from '../errors.js';
@@ -317,11 +314,10 @@ export class Limiter extends EventEmitter<LimiterEvents> {
   }
 
   /**
-   * Sets the limit of one key of one rule in every process sharing the store, from their next
-   * decision, over the rule's limit (number or function); `null` clears it. `for`: it expires then.
-   * `reset` leaves it in place. `{ limit?, window? }` (a `KeyOverride`) sets the key's window too, or only:
-   * of the rule's type (fixed, GCRA), from the key's next window on, over the rule's window and its function.
-   * @example await limiter.override('api', 'partner-7', { window: { type: 'fixed', size: '10s' } });
+   * Sets the limit of one key of one rule in every process sharing the store, from their next decision,
+   * over the rule's limit (number or function); `null` clears it; `for`: it expires then; `reset` leaves it.
+   * `{ limit?, window? }` (a `KeyOverride`) sets the key's window too, or only: a size of the rule's type,
+   * from the key's next window on, over the rule's window and its function.
    */
   override(
     rule: string,

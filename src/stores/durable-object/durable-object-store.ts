@@ -215,9 +215,9 @@ export class DurableObjectStore implements Store {
   }
 
   /**
-   * One key's limit (and its window, `windowMs`): one request to its object. `key` null, the rule-wide limit: one request to the
-   * limits object, which schedules it once every other Worker's lease on the limits has ended; resolves
-   * when it is in force (this Worker's decisions carry it from then on).
+   * One key's limit (and its window, `windowMs`): one request to its object. `key` null, the rule-wide
+   * limit: one request to the limits object, which schedules it once every other Worker's lease on the
+   * limits has ended; resolves when it is in force (this Worker's decisions carry it from then on).
    */
   async override(
     rule: StoreRule,
@@ -228,15 +228,8 @@ export class DurableObjectStore implements Store {
   ): Promise<void> {
     this.#leases?.forget(rule.name, key ?? '');
     if (key !== null) {
-      const call = {
-        call: 'override',
-        rule,
-        key,
-        limit,
-        forMs: forMs ?? null,
-        windowMs: windowMs ?? null,
-      } as const;
-      await this.#call(this.#name(key), call);
+      const [until, size] = [forMs ?? null, windowMs ?? null];
+      await this.#call(this.#name(key), { call: 'override', rule, key, limit, forMs: until, windowMs: size });
       return;
     }
     const lease = this.#limits;
