@@ -153,16 +153,21 @@ export function overrideWindowSuite(target: StoreUnderTest, ruleWide = true): vo
 
     it('a window on a rule whose type cannot choose its size is refused with the reason; nothing is stored', async () => {
       const l = await limiter([
-        { name: 'log', key: 'user', limit: 3, window: { type: 'sliding-log', size: '1m' } },
+        { name: 'jobs', key: 'user', limit: 3, window: { type: 'concurrency', lease: '1m' } },
+        { name: 'day', key: 'user', limit: 3, window: { type: 'calendar', unit: 'day', timezone: 'UTC' } },
       ]);
-      const error = await l
-        .override('log', 'u', { limit: 7, window: { type: 'sliding-log', size: '10s' } })
-        .catch((e: unknown) => e);
-      expect(error).to.be.instanceOf(RateLimitConfigError).with.property('code', 'ERR_WINDOW');
-      expect((error as Error).message)
-        .to.contain('rule "log"')
-        .and.contain('cannot carry a window');
-      expect((await l.status('log', 'u')).overridden).to.equal(false);
+      // A concurrency lease is not chosen per key; a calendar's periods are set by unit, cron and zone.
+      for (const [rule, window] of [
+        ['jobs', { type: 'concurrency', lease: '10s' }],
+        ['day', { type: 'calendar', unit: 'hour' }],
+      ] as const) {
+        const error = await l.override(rule, 'u', { limit: 7, window } as never).catch((e: unknown) => e);
+        expect(error, rule).to.be.instanceOf(RateLimitConfigError).with.property('code', 'ERR_WINDOW');
+        expect((error as Error).message, rule)
+          .to.contain(`rule "${rule}"`)
+          .and.contain('cannot carry a window');
+        expect((await l.status(rule, 'u')).overridden, rule).to.equal(false);
+      }
     });
   });
 }
