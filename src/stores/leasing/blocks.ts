@@ -1,13 +1,14 @@
 // A hot key's block of units and what is decided from it, without the store: its size, its use, its return.
 
 import { windowKind } from '../../algorithms/index.js';
-import type { OpResult, Refund, StoreOp } from '../store.js';
+import type { EvalResult, OpResult, Refund, StoreOp } from '../store.js';
 import type { LeasingSettings } from './leasing-options.js';
 
 /**
  * Units of one rule and key reserved in the store (counted there when the block was taken) and not yet
- * admitted here. Every deadline is on this process's monotonic clock, measured from before the take
- * was sent, so no wall clock is compared with another process's or the store's.
+ * admitted here. Every deadline is measured from before the take was sent, on this process's monotonic
+ * clock and on the store's (`store.now()`, the server's time as estimated here, or a clock injected for
+ * tests): a block ends at the first of the two, so it never outlives the store's window on either.
  */
 export interface Block {
   /** The op the block was taken with: its rule, key, limit and calendar period. */
@@ -19,6 +20,9 @@ export interface Block {
   /** No unit is admitted from `untilLocal` on: the window's end, or a bucket block's lifetime. */
   readonly untilLocal: number;
   readonly sentLocal: number;
+  /** `untilLocal` and `sentLocal` on the store's clock (epoch ms). */
+  readonly untilMs: number;
+  readonly sentMs: number;
   lastUsedLocal: number;
   /** What the store had left of the key beyond the block when it was last filled. */
   seen: number;
@@ -51,6 +55,10 @@ const SECOND_MS = 1000;
 /** The shortest time a key's rate is measured over. */
 const RATE_MIN_MS = 100;
 
+/** Whether `r` denies its request: an enforced rule's denial (a dry run never denies). */
+export const deniedBy = (r: OpResult, op: StoreOp | undefined): boolean =>
+  !r.allowed && op?.rule.dryRun !== true;
+
 /** Whether a store leases this op: a leasable rule of a window type whose kind leases its units. */
 export function leasable(op: StoreOp): boolean {
   if (op.rule.leasable !== true || op.cost < 1) return false;
@@ -79,6 +87,35 @@ export function newEntry(nowLocal: number): Entry {
   };
 }
 
+/**
+ * The block of `take` units (and `surcharge`, a bucket's reserved refill) the store counted in answer
+ * `r`, sent at `sentLocal` (`sentMs` on the store's clock), usable for `lifeMs` from then.
+ */
+export function newBlock(
+  op: StoreOp,
+  r: OpResult,
+  [take, surcharge]: readonly [number, number],
+  [sentLocal, sentMs, lifeMs]: readonly [number, number, number],
+  takenLocal: number,
+): Block {
+  return {
+    op: { ...op, cost: 0 },
+    receipt: r.receipt,
+    left: take,
+    size: take,
+    untilLocal: sentLocal + lifeMs,
+    sentLocal,
+    untilMs: sentMs + lifeMs,
+    sentMs,
+    lastUsedLocal: takenLocal,
+    seen: r.remaining - take,
+    limit: r.limit,
+    overridden: r.overridden,
+    resetMs: r.resetMs,
+    surcharge,
+  };
+}
+
 /** Counts a decision of the entry's key: in this second, the one before kept for the rate. */
 export function count(entry: Entry, nowLocal: number): void {
   if (nowLocal - entry.sinceLocal >= SECOND_MS) {
@@ -99,11 +136,17 @@ export function rateOf(entry: Entry, nowLocal: number): number {
 }
 
 /** Whether a block admits `op` now: units enough, its window or lifetime not over, the same limit and period. */
-export function usable(block: Block | undefined, op: StoreOp, nowLocal: number): block is Block {
+export function usable(
+  block: Block | undefined,
+  op: StoreOp,
+  nowLocal: number,
+  nowMs: number,
+): block is Block {
   return (
     block !== undefined &&
     block.left >= op.cost &&
     nowLocal < block.untilLocal &&
+    nowMs < block.untilMs &&
     block.op.limit === op.limit &&
     block.op.periodEndMs === op.periodEndMs
   );
@@ -134,6 +177,11 @@ export function blockSize(
 export function admitFrom(block: Block, op: StoreOp, nowLocal: number): OpResult {
   block.left -= op.cost;
   block.lastUsedLocal = nowLocal;
+  return resultOf(block, op, nowLocal);
+}
+
+/** The result of `op` from `block`, whose `left` is what remains after it (nothing taken here). */
+export function resultOf(block: Block, op: StoreOp, nowLocal: number): OpResult {
   // The store's remainder when the block was filled, less what this process admitted since.
   const remaining = block.seen + block.left;
   const limit = block.limit;
@@ -156,17 +204,78 @@ export function admitFrom(block: Block, op: StoreOp, nowLocal: number): OpResult
 }
 
 /**
- * What goes back when a block ends at `nowLocal`: a counted window's units only before its end (a unit
- * never moves into another window); a bucket's unused units, and the refill reserved for the part of
- * its lifetime not lived.
+ * What goes back when a block ends at `nowLocal` (`nowMs` on the store's clock): a counted window's units
+ * only before its end (a unit never moves into another window); a bucket's unused units, and the refill
+ * reserved for the part of its lifetime not lived on either clock.
  */
-export function ending(block: Block, nowLocal: number): Refund | undefined {
+export function ending(block: Block, nowLocal: number, nowMs: number): Refund | undefined {
   let units = 0;
   if (block.surcharge > 0 || isBucket(block.op)) {
-    const lifeMs = block.untilLocal - block.sentLocal;
-    const unlived = Math.max(0, block.untilLocal - nowLocal) / lifeMs;
+    const unlived = Math.min(
+      Math.max(0, block.untilLocal - nowLocal) / (block.untilLocal - block.sentLocal),
+      Math.max(0, block.untilMs - nowMs) / Math.max(1, block.untilMs - block.sentMs),
+    );
     units = block.left + Math.floor(block.surcharge * unlived);
-  } else if (nowLocal < block.untilLocal) units = block.left;
+  } else if (nowLocal < block.untilLocal && nowMs < block.untilMs) units = block.left;
   if (units <= 0) return undefined;
   return { op: { ...block.op, cost: units }, receipt: block.receipt };
+}
+
+/**
+ * The units of `block` held for `op`, whose request did not pass: back into the block; when the block
+ * ended meanwhile (its unused units went back without these), what goes to the store while its window
+ * lasts, unless a reset ended it (`epoch`, the entry's when they were held: the count they were in is gone).
+ */
+export function putBack(
+  entry: Entry,
+  block: Block,
+  op: StoreOp,
+  epoch: number,
+  [nowLocal, nowMs]: readonly [number, number],
+): Refund | undefined {
+  if (entry.block === block) block.left += op.cost;
+  else if (entry.epoch === epoch && nowLocal < block.untilLocal && nowMs < block.untilMs)
+    return { op: { ...block.op, cost: op.cost }, receipt: block.receipt };
+  return undefined;
+}
+
+/**
+ * Forgets the blocks of a key (`key` empty: of every key of `rule`; both empty: of every key), its epoch
+ * counted: a take in flight for it is dropped when it lands.
+ */
+export function forgetBlocks(entries: Map<string, Entry>, rule: string, key: string): void {
+  const forget = (entry: Entry | undefined) => {
+    if (entry === undefined) return;
+    entry.block = undefined;
+    entry.epoch++;
+  };
+  if (rule !== '' && key !== '') forget(entries.get(`${rule}\u0000${key}`));
+  else for (const [id, entry] of entries) if (rule === '' || id.startsWith(`${rule}\u0000`)) forget(entry);
+}
+
+/** Ends every block of `entries` now: what goes back to the store. */
+export function endBlocks(entries: Iterable<Entry>, nowLocal: number, nowMs: number): Refund[] {
+  const refunds: Refund[] = [];
+  for (const entry of entries) {
+    const refund = entry.block && ending(entry.block, nowLocal, nowMs);
+    entry.block = undefined;
+    if (refund !== undefined) refunds.push(refund);
+  }
+  return refunds;
+}
+
+/** Remembers what the store has left of each leasable op's key: the next block's size depends on it. */
+export function noteSeen(entries: ReadonlyArray<Entry | undefined>, result: EvalResult): EvalResult {
+  for (let i = 0; i < entries.length; i++) {
+    const entry = entries[i];
+    if (entry !== undefined) entry.seen = (result.results[i] as OpResult).remaining;
+  }
+  return result;
+}
+
+/** The distinct [rule, key] of `refunds`: what a store announces once each. */
+export function keysOf(refunds: readonly Refund[]): Array<[string, string]> {
+  const keys = new Map<string, [string, string]>();
+  for (const { op } of refunds) keys.set(idOf(op), [op.rule.name, op.key]);
+  return [...keys.values()];
 }

@@ -6,12 +6,19 @@ import {
   type Block,
   blockSize,
   count,
+  deniedBy,
   type Entry,
+  endBlocks,
   ending,
+  forgetBlocks,
   idOf,
   isBucket,
   leasable,
+  newBlock,
   newEntry,
+  noteSeen,
+  putBack,
+  resultOf,
   usable,
 } from './blocks.js';
 import type { LeasingSettings } from './leasing-options.js';
@@ -21,6 +28,8 @@ export interface LeaseStore {
   evaluate(ops: readonly StoreOp[], mode: EvalMode): Promise<EvalResult>;
   refund(refunds: readonly Refund[]): Promise<unknown>;
   now(): number;
+  /** Tells every process that units of these refunds' keys came back: their deny caches forget the keys. */
+  announce(refunds: readonly Refund[]): void;
 }
 
 const SECOND_MS = 1000;
@@ -63,41 +72,43 @@ export class Leases {
   answer(ops: readonly StoreOp[], mode: EvalMode): EvalResult | undefined {
     if (mode !== 'check' || ops.length === 0 || this.#entries.size === 0) return undefined;
     const nowLocal = performance.now();
+    const nowMs = this.#store.now();
     if (ops.length === 1) {
       const op = ops[0] as StoreOp;
       const entry = leasable(op) ? this.#entries.get(idOf(op)) : undefined;
-      if (entry === undefined || !usable(entry.block, op, nowLocal)) return undefined;
+      if (entry === undefined || !usable(entry.block, op, nowLocal, nowMs)) return undefined;
       count(entry, nowLocal);
-      return this.#admit(ops, [entry], nowLocal);
+      return this.#admit(ops, [entry], nowLocal, nowMs);
     }
     const entries: Entry[] = [];
     for (const op of ops) {
       const entry = leasable(op) ? this.#entries.get(idOf(op)) : undefined;
-      if (entry === undefined || !usable(entry.block, op, nowLocal)) return undefined;
+      if (entry === undefined || !usable(entry.block, op, nowLocal, nowMs)) return undefined;
       entries.push(entry);
     }
     for (const entry of entries) count(entry, nowLocal);
-    return this.#admit(ops, entries, nowLocal);
+    return this.#admit(ops, entries, nowLocal, nowMs);
   }
 
   evaluate(ops: readonly StoreOp[], mode: EvalMode): Promise<EvalResult> {
     if (mode !== 'check' || ops.length === 0) return this.#store.evaluate(ops, mode);
     const nowLocal = performance.now();
+    const nowMs = this.#store.now();
     let local = true;
     let any = false;
     const entries: Array<Entry | undefined> = [];
     for (const op of ops) {
-      const entry = leasable(op) ? this.#hit(op, nowLocal) : undefined;
+      const entry = leasable(op) ? this.#hit(op, nowLocal, nowMs) : undefined;
       entries.push(entry);
       if (entry === undefined) local = false;
       else {
         any = true;
-        if (!usable(entry.block, op, nowLocal)) local = false;
+        if (!usable(entry.block, op, nowLocal, nowMs)) local = false;
       }
     }
     if (!any) return this.#store.evaluate(ops, mode);
-    if (local) return Promise.resolve(this.#admit(ops, entries as Entry[], nowLocal));
-    return this.#again(ops, entries, nowLocal);
+    if (local) return Promise.resolve(this.#admit(ops, entries as Entry[], nowLocal, nowMs));
+    return this.#again(ops, entries, nowLocal, nowMs);
   }
 
   /**
@@ -108,17 +119,18 @@ export class Leases {
     ops: readonly StoreOp[],
     entries: ReadonlyArray<Entry | undefined>,
     nowLocal: number,
+    nowMs: number,
   ): Promise<EvalResult> {
-    let at = nowLocal;
+    let [at, atMs] = [nowLocal, nowMs];
     for (;;) {
       const local = entries.every(
-        (entry, i) => entry !== undefined && usable(entry.block, ops[i] as StoreOp, at),
+        (entry, i) => entry !== undefined && usable(entry.block, ops[i] as StoreOp, at, atMs),
       );
-      if (local) return this.#admit(ops, entries as Entry[], at);
+      if (local) return this.#admit(ops, entries as Entry[], at, atMs);
       const taking = entries.find((entry) => entry?.taking !== undefined)?.taking;
-      if (taking === undefined) return this.#decide(ops, entries, at);
+      if (taking === undefined) return this.#decide(ops, entries, at, atMs);
       await taking;
-      at = performance.now();
+      [at, atMs] = [performance.now(), this.#store.now()];
     }
   }
 
@@ -130,51 +142,26 @@ export class Leases {
    * counted before the change).
    */
   forget(rule: string, key: string): void {
-    if (rule === '' && key === '') {
-      for (const entry of this.#entries.values()) {
-        entry.block = undefined;
-        entry.epoch++;
-      }
-      return;
-    }
-    if (key === '') {
-      const prefix = `${rule}\u0000`;
-      for (const [id, entry] of this.#entries) {
-        if (!id.startsWith(prefix)) continue;
-        entry.block = undefined;
-        entry.epoch++;
-      }
-      return;
-    }
-    const entry = this.#entries.get(`${rule}\u0000${key}`);
-    if (entry === undefined) return;
-    entry.block = undefined;
-    entry.epoch++;
+    forgetBlocks(this.#entries, rule, key);
   }
 
   /** Gives every block's unused units back (awaited) and stops the idle timer. */
   async close(): Promise<void> {
     if (this.#timer !== undefined) clearInterval(this.#timer);
     this.#timer = undefined;
-    const nowLocal = performance.now();
-    const refunds: Refund[] = [];
-    for (const entry of this.#entries.values()) {
-      const refund = entry.block && ending(entry.block, nowLocal);
-      entry.block = undefined;
-      if (refund !== undefined) refunds.push(refund);
-    }
+    const refunds = endBlocks(this.#entries.values(), performance.now(), this.#store.now());
     this.#entries.clear();
-    if (refunds.length > 0) await this.#store.refund(refunds).catch(() => undefined);
+    if (refunds.length > 0) await this.#giveBack(refunds);
   }
 
   /** The key's entry, its decision counted; the oldest entry goes when `maxKeys` are tracked. */
-  #hit(op: StoreOp, nowLocal: number): Entry {
+  #hit(op: StoreOp, nowLocal: number, nowMs: number): Entry {
     const id = idOf(op);
     let entry = this.#entries.get(id);
     if (entry === undefined) {
       if (this.#entries.size >= this.#settings.maxKeys) {
         const [oldest, first] = this.#entries.entries().next().value as [string, Entry];
-        this.#end(first, nowLocal);
+        this.#end(first, nowLocal, nowMs);
         this.#entries.delete(oldest);
       }
       entry = newEntry(nowLocal);
@@ -185,7 +172,7 @@ export class Leases {
   }
 
   /** Every op admitted from its block; a counted block half used is topped up meanwhile. */
-  #admit(ops: readonly StoreOp[], entries: readonly Entry[], nowLocal: number): EvalResult {
+  #admit(ops: readonly StoreOp[], entries: readonly Entry[], nowLocal: number, nowMs: number): EvalResult {
     const results: OpResult[] = [];
     for (let i = 0; i < ops.length; i++) {
       const op = ops[i] as StoreOp;
@@ -196,7 +183,7 @@ export class Leases {
         this.#topUp(entry, block, op);
     }
     this.#startTimer();
-    return { nowMs: this.#store.now(), results };
+    return { nowMs, results };
   }
 
   /**
@@ -224,7 +211,7 @@ export class Leases {
           block.seen = r.remaining;
         } else {
           // Counted for a block that ended meanwhile (idle, replaced, its window over): back they go.
-          this.#store.refund([{ op: units, receipt: r.receipt }]).catch(() => undefined);
+          void this.#giveBack([{ op: units, receipt: r.receipt }]);
         }
       },
       () => undefined,
@@ -236,13 +223,62 @@ export class Leases {
   }
 
   /**
-   * One store call: the request's ops, a hot key's with a new block's units added to its cost. When a
-   * rule could not give its block, the request is decided again without blocks, as without leasing.
+   * A request its blocks do not all serve. An op whose block serves it is admitted from the block (its
+   * units held meanwhile, given back when the request is denied or fails: all or nothing, and a block is
+   * not left unused beside a rule that has none); the others go to the store in one call (#take).
    */
   async #decide(
     ops: readonly StoreOp[],
     entries: ReadonlyArray<Entry | undefined>,
     sentLocal: number,
+    sentMs: number,
+  ): Promise<EvalResult> {
+    const held = ops.map((op, i) => {
+      const block = entries[i]?.block;
+      return usable(block, op, sentLocal, sentMs) ? block : undefined;
+    });
+    if (held.every((block) => block === undefined)) return this.#take(ops, entries, sentLocal, sentMs);
+    const epochs = entries.map((entry) => entry?.epoch ?? 0);
+    // Each held op's result if the request is denied (nothing taken), and if it passes (admitted).
+    const kept = held.map((block, i) => block && resultOf(block, ops[i] as StoreOp, sentLocal));
+    const admitted = held.map((block, i) => block && admitFrom(block, ops[i] as StoreOp, sentLocal));
+    const sent = ops.flatMap((_, i) => (held[i] === undefined ? [i] : []));
+    const undo = () => {
+      const now = [performance.now(), this.#store.now()] as const;
+      const refunds = held.flatMap((block, i) => {
+        const refund =
+          block && putBack(entries[i] as Entry, block, ops[i] as StoreOp, epochs[i] as number, now);
+        return refund === undefined ? [] : [refund];
+      });
+      if (refunds.length > 0) void this.#giveBack(refunds);
+    };
+    const answer = await this.#take(
+      sent.map((i) => ops[i] as StoreOp),
+      sent.map((i) => entries[i]),
+      sentLocal,
+      sentMs,
+    ).catch((error: unknown) => {
+      undo();
+      throw error;
+    });
+    const denied = answer.results.some((r, j) => deniedBy(r, ops[sent[j] as number]));
+    if (denied) undo();
+    let j = 0;
+    const results = held.map((block, i) =>
+      block === undefined ? (answer.results[j++] as OpResult) : ((denied ? kept : admitted)[i] as OpResult),
+    );
+    return { nowMs: answer.nowMs, results };
+  }
+
+  /**
+   * One store call: the ops, a hot key's with a new block's units added to its cost. When a rule could
+   * not give its block, the ops are decided again without blocks, as without leasing.
+   */
+  async #take(
+    ops: readonly StoreOp[],
+    entries: ReadonlyArray<Entry | undefined>,
+    sentLocal: number,
+    sentMs: number,
   ): Promise<EvalResult> {
     const takes: number[] = [];
     const surcharges: number[] = [];
@@ -254,7 +290,8 @@ export class Leases {
       let take = 0;
       let surcharge = 0;
       if (entry !== undefined) {
-        if (entry.block !== undefined && !usable(entry.block, op, sentLocal)) this.#end(entry, sentLocal);
+        if (entry.block !== undefined && !usable(entry.block, op, sentLocal, sentMs))
+          this.#end(entry, sentLocal, sentMs);
         if (entry.block === undefined) [take, surcharge] = blockSize(entry, op, op.cost, this.#settings);
       }
       takes.push(take);
@@ -262,7 +299,7 @@ export class Leases {
       epochs.push(entry?.epoch ?? 0);
       if (take > 0) taking = true;
     }
-    if (!taking) return this.#seen(ops, entries, await this.#store.evaluate(ops, 'check'));
+    if (!taking) return noteSeen(entries, await this.#store.evaluate(ops, 'check'));
     const asked = ops.map((op, i) => {
       const more = (takes[i] as number) + (surcharges[i] as number);
       return more > 0 ? { ...op, cost: op.cost + more } : op;
@@ -279,9 +316,9 @@ export class Leases {
         if (entry !== undefined && entry.taking === flight) entry.taking = undefined;
       }
     }
-    if (result.results.some((r) => !r.allowed))
-      return this.#seen(ops, entries, await this.#store.evaluate(ops, 'check'));
-    const takenLocal = performance.now();
+    if (result.results.some((r, i) => deniedBy(r, ops[i])))
+      return noteSeen(entries, await this.#store.evaluate(ops, 'check'));
+    const [takenLocal, takenMs] = [performance.now(), this.#store.now()];
     for (let i = 0; i < ops.length; i++) {
       const take = takes[i] as number;
       if (take === 0) continue;
@@ -295,25 +332,11 @@ export class Leases {
       r.remaining += take;
       r.count = Math.max(0, r.count - take - surcharge);
       // A block that came meanwhile (a take elsewhere in a multi-rule request) ends: one block per key.
-      if (entry.block !== undefined) this.#end(entry, takenLocal);
+      if (entry.block !== undefined) this.#end(entry, takenLocal, takenMs);
       // The window's end as the store saw it when it counted the block: no later than it is here.
       const lifeMs = isBucket(op) ? this.#settings.blockMs : r.resetMs;
-      const seen = r.remaining - take;
-      entry.seen = seen;
-      entry.block = {
-        op: { ...op, cost: 0 },
-        receipt: r.receipt,
-        left: take,
-        size: take,
-        untilLocal: sentLocal + lifeMs,
-        sentLocal,
-        lastUsedLocal: takenLocal,
-        seen,
-        limit: r.limit,
-        overridden: r.overridden,
-        resetMs: r.resetMs,
-        surcharge,
-      };
+      entry.seen = r.remaining - take;
+      entry.block = newBlock(op, r, [take, surcharge], [sentLocal, sentMs, lifeMs], takenLocal);
     }
     this.#subscribe?.();
     this.#subscribe = undefined;
@@ -321,23 +344,24 @@ export class Leases {
     return result;
   }
 
-  /** Remembers what the store has left of each leasable op's key: the next block's size depends on it. */
-  #seen(ops: readonly StoreOp[], entries: ReadonlyArray<Entry | undefined>, result: EvalResult): EvalResult {
-    for (let i = 0; i < ops.length; i++) {
-      const entry = entries[i];
-      if (entry !== undefined) entry.seen = (result.results[i] as OpResult).remaining;
-    }
-    return result;
-  }
-
   /** Ends a key's block, giving its unused units back. */
-  #end(entry: Entry, nowLocal: number): void {
+  #end(entry: Entry, nowLocal: number, nowMs: number): void {
     const block = entry.block;
     entry.block = undefined;
-    const refund = block && ending(block, nowLocal);
-    if (refund !== undefined)
-      // A return that fails leaves the units counted for their window: fewer admitted, never more.
-      this.#store.refund([refund]).catch(() => undefined);
+    const refund = block && ending(block, nowLocal, nowMs);
+    if (refund !== undefined) void this.#giveBack([refund]);
+  }
+
+  /**
+   * Units back to the store, then announced: a process whose deny cache holds a denial of the key asks
+   * the store again. A return that fails leaves its units counted for their window: fewer admitted,
+   * never more.
+   */
+  #giveBack(refunds: readonly Refund[]): Promise<void> {
+    return this.#store.refund(refunds).then(
+      () => this.#store.announce(refunds),
+      () => undefined,
+    );
   }
 
   /** Every `idleMs`, while a key is tracked: idle and ended blocks go back, quiet keys are forgotten. */
@@ -351,11 +375,15 @@ export class Leases {
 
   #sweep(): void {
     const nowLocal = performance.now();
+    const nowMs = this.#store.now();
     const { idleMs } = this.#settings;
     for (const [id, entry] of this.#entries) {
       const block = entry.block;
-      if (block !== undefined && (nowLocal - block.lastUsedLocal >= idleMs || nowLocal >= block.untilLocal))
-        this.#end(entry, nowLocal);
+      if (
+        block !== undefined &&
+        (nowLocal - block.lastUsedLocal >= idleMs || nowLocal >= block.untilLocal || nowMs >= block.untilMs)
+      )
+        this.#end(entry, nowLocal, nowMs);
       if (
         entry.block === undefined &&
         entry.taking === undefined &&

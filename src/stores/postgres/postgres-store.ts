@@ -19,7 +19,7 @@ import type {
 } from '../store.js';
 import { batchable, CheckBatcher } from './batch.js';
 import { PostgresClock } from './clock.js';
-import { ResetSubscription } from './notify.js';
+import { announceReturned, ResetSubscription } from './notify.js';
 import { isPool, PoolCalls, type PostgresPool } from './pool.js';
 import { announcement, keyBytes, opArrays, readResults } from './protocol.js';
 import { ensureSchema } from './schema.js';
@@ -168,10 +168,11 @@ export class PostgresStore implements Store {
           evaluate: (ops, mode) => this.#evaluate(ops, mode),
           refund: (refunds) => this.refund(refunds),
           now: () => this.now(),
+          announce: (refunds) => announceReturned(this.#calls, this.#names.channel, refunds),
         },
         leasing,
-        // Resets and override changes announced by any process end the key's blocks.
-        () => this.#subscription.listen((rule, key) => this.#leases?.forget(rule, key)),
+        // Resets and override changes announced by any process end the key's blocks (units given back do not).
+        () => this.#subscription.listen((rule, key, returned) => returned || this.#leases?.forget(rule, key)),
       );
     const leases = this.#leases;
     if (leases !== undefined) this.evaluateSync = (ops, mode) => leases.answer(ops, mode);

@@ -176,10 +176,11 @@ export class RedisStore implements Store {
             new Promise((resolve, reject) => this.#evaluate(ops, mode, { resolve, reject })),
           refund: (refunds) => this.refund(refunds),
           now: () => this.now(),
+          announce: (refunds) => this.#resets.announceReturned(refunds),
         },
         leasing,
-        // Resets and override changes announced by any process end the key's blocks.
-        () => this.#resets.listen((rule, key) => this.#leases?.forget(rule, key)),
+        // Resets and override changes announced by any process end the key's blocks (units given back do not).
+        () => this.#resets.listen((rule, key, _, returned) => returned || this.#leases?.forget(rule, key)),
       );
     const leases = this.#leases;
     if (leases !== undefined) this.evaluateSync = (ops, mode) => leases.answer(ops, mode);
