@@ -279,3 +279,29 @@ export function keysOf(refunds: readonly Refund[]): Array<[string, string]> {
   for (const { op } of refunds) keys.set(idOf(op), [op.rule.name, op.key]);
   return [...keys.values()];
 }
+
+/**
+ * A peek's (or status's) answer from the store with this process's blocks added: the store counts a
+ * block's units from when they were reserved, but this process still admits them, so a peek answers
+ * here as a check would (`remaining` and `count` are this process's view, as a check's from a block).
+ */
+export function withBlocks(
+  entries: ReadonlyMap<string, Entry>,
+  ops: readonly StoreOp[],
+  result: EvalResult,
+  [nowLocal, nowMs]: readonly [number, number],
+): EvalResult {
+  ops.forEach((op, i) => {
+    // Only leasable ops have entries (a status is a peek of cost 0).
+    const block = entries.get(idOf(op))?.block;
+    const r = result.results[i] as OpResult;
+    if (!usable(block, { ...op, cost: 0 }, nowLocal, nowMs) || r.limit !== block.limit) return;
+    // What the store has left before this op (a denied op takes nothing), and this process's block.
+    const units = (r.allowed ? r.remaining + op.cost : r.remaining) + block.left;
+    r.allowed = units >= op.cost;
+    r.remaining = r.allowed ? units - op.cost : units;
+    r.count = Math.max(0, r.count - block.left);
+    if (r.allowed) r.retryAfterMs = 0;
+  });
+  return result;
+}

@@ -20,6 +20,7 @@ import {
   putBack,
   resultOf,
   usable,
+  withBlocks,
 } from './blocks.js';
 import type { LeasingSettings } from './leasing-options.js';
 
@@ -50,13 +51,6 @@ export class Leases {
     this.#store = store;
     this.#settings = settings;
     this.#subscribe = subscribe;
-  }
-
-  /** Units held in blocks now, over every key (for tests and docs/exactness.md's bound). */
-  held(): number {
-    let units = 0;
-    for (const entry of this.#entries.values()) units += entry.block?.left ?? 0;
-    return units;
   }
 
   /** Keys tracked now. */
@@ -91,6 +85,10 @@ export class Leases {
   }
 
   evaluate(ops: readonly StoreOp[], mode: EvalMode): Promise<EvalResult> {
+    if (mode === 'peek' && this.#entries.size > 0)
+      return this.#store
+        .evaluate(ops, mode)
+        .then((result) => withBlocks(this.#entries, ops, result, [performance.now(), this.#store.now()]));
     if (mode !== 'check' || ops.length === 0) return this.#store.evaluate(ops, mode);
     const nowLocal = performance.now();
     const nowMs = this.#store.now();
