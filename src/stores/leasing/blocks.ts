@@ -240,17 +240,27 @@ export function putBack(
 }
 
 /**
- * Forgets the blocks of a key (`key` empty: of every key of `rule`; both empty: of every key), its epoch
- * counted: a take in flight for it is dropped when it lands.
+ * Ends the blocks of a key (`key` empty: of every key of `rule`; both empty: of every key), its epoch
+ * counted: a take in flight for it is dropped when it lands. With `at` ([local, store] time), what goes
+ * back of them; without, nothing does.
  */
-export function forgetBlocks(entries: Map<string, Entry>, rule: string, key: string): void {
+export function forgetBlocks(
+  entries: Map<string, Entry>,
+  rule: string,
+  key: string,
+  at?: readonly [number, number],
+): Refund[] {
+  const refunds: Refund[] = [];
   const forget = (entry: Entry | undefined) => {
     if (entry === undefined) return;
+    const refund = at && entry.block && ending(entry.block, at[0], at[1]);
+    if (refund !== undefined) refunds.push(refund);
     entry.block = undefined;
     entry.epoch++;
   };
   if (rule !== '' && key !== '') forget(entries.get(`${rule}\u0000${key}`));
   else for (const [id, entry] of entries) if (rule === '' || id.startsWith(`${rule}\u0000`)) forget(entry);
+  return refunds;
 }
 
 /** Ends every block of `entries` now: what goes back to the store. */

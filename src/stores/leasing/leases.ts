@@ -133,14 +133,15 @@ export class Leases {
   }
 
   /**
-   * Forgets the blocks of a key whose count was reset or whose limit changed (`key` empty: every key of
-   * `rule`, its rule-wide limit changed; `rule` and `key` empty: every key's, announcements may have been
-   * missed). Their units are not given back: the count they were part of is gone, and a late refund must
-   * not reach a count made since. A take in flight is dropped when it lands (its units may have been
-   * counted before the change).
+   * Ends the blocks of a key whose count was reset or whose limit changed (`key` empty: every key of `rule`,
+   * its rule-wide limit changed; both empty: every key's, announcements may have been missed). A reset's
+   * are dropped (their count is gone: a late refund must not reach one made since); a limit change's
+   * (`counted`: the count stays) go back. A take in flight is dropped when it lands.
    */
-  forget(rule: string, key: string): void {
-    forgetBlocks(this.#entries, rule, key);
+  forget(rule: string, key: string, counted = false): void {
+    const now = [performance.now(), this.#store.now()] as const;
+    const refunds = forgetBlocks(this.#entries, rule, key, counted ? now : undefined);
+    if (refunds.length > 0) void this.#giveBack(refunds);
   }
 
   /** Gives every block's unused units back (awaited) and stops the idle timer. */

@@ -8,10 +8,10 @@ import { announcement, readAnnouncement } from './protocol.js';
 import { quoteIdent } from './sql.js';
 
 /**
- * Called with the rule and key reset (or whose override changed, or, `returned`, to which a leased block
- * gave units back); `('', '')`: announcements may have been missed.
+ * Called with the rule and key reset (or whose override changed: `override`; or, `returned`, to which a
+ * leased block gave units back); `('', '')`: announcements may have been missed.
  */
-export type ResetListener = (rule: string, key: string, returned: boolean) => void;
+export type ResetListener = (rule: string, key: string, override: boolean, returned: boolean) => void;
 
 /** Waits before connecting again after the listening connection was lost (ms), doubling up to the most. */
 const RETRY_MS = 100;
@@ -88,7 +88,8 @@ export class ResetSubscription {
       (listening as PostgresListenClient).on('notification', (message) => {
         if (message.channel !== this.#channel) return;
         const heard = readAnnouncement(message.payload);
-        if (heard !== undefined) for (const notify of this.#listeners) notify(heard[0], heard[1], heard[3]);
+        if (heard !== undefined)
+          for (const notify of this.#listeners) notify(heard[0], heard[1], heard[2], heard[3]);
       });
       (listening as PostgresListenClient).on('end', () => this.#lost(listening));
       this.#client = listening;
@@ -114,7 +115,7 @@ export class ResetSubscription {
     if (this.#client !== client) return;
     this.#drop();
     if (this.#closed) return;
-    for (const notify of this.#listeners) notify('', '', false);
+    for (const notify of this.#listeners) notify('', '', false, false);
     this.#retry();
   }
 

@@ -171,8 +171,11 @@ export class PostgresStore implements Store {
           announce: (refunds) => announceReturned(this.#calls, this.#names.channel, refunds),
         },
         leasing,
-        // Resets and override changes announced by any process end the key's blocks (units given back do not).
-        () => this.#subscription.listen((rule, key, returned) => returned || this.#leases?.forget(rule, key)),
+        // Resets and limit changes announced by any process end the key's blocks (units given back do not).
+        () =>
+          this.#subscription.listen(
+            (rule, key, limit, returned) => returned || this.#leases?.forget(rule, key, limit),
+          ),
       );
     const leases = this.#leases;
     if (leases !== undefined) this.evaluateSync = (ops, mode) => leases.answer(ops, mode);
@@ -281,7 +284,7 @@ export class PostgresStore implements Store {
    * decision; `key` null: the rule-wide limit (a row with an empty key hash, read by the same statements).
    */
   async override(rule: StoreRule, key: string | null, limit: number | null, forMs?: number): Promise<void> {
-    this.#leases?.forget(rule.name, key ?? '');
+    this.#leases?.forget(rule.name, key ?? '', true);
     await this.#whenReady();
     await this.#call('override', [
       rule.name,

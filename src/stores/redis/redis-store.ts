@@ -179,8 +179,8 @@ export class RedisStore implements Store {
           announce: (refunds) => this.#resets.announceReturned(refunds),
         },
         leasing,
-        // Resets and override changes announced by any process end the key's blocks (units given back do not).
-        () => this.#resets.listen((rule, key, _, returned) => returned || this.#leases?.forget(rule, key)),
+        // Resets and limit changes announced by any process end the key's blocks (units given back do not).
+        () => this.#resets.listen((rule, key, o, back) => back || this.#leases?.forget(rule, key, o)),
       );
     const leases = this.#leases;
     if (leases !== undefined) this.evaluateSync = (ops, mode) => leases.answer(ops, mode);
@@ -330,7 +330,7 @@ export class RedisStore implements Store {
    * key. Decisions read it in their own script call; rules that never had one do not read it at all.
    */
   async override(rule: StoreRule, key: string | null, limit: number | null, forMs?: number): Promise<void> {
-    this.#leases?.forget(rule.name, key ?? '');
+    this.#leases?.forget(rule.name, key ?? '', true);
     this.#flush();
     if (key === null) await this.#overrides.setRule(rule.name, limit, forMs, this.#clock.scriptTime());
     else await this.#overrides.set(rule.name, key, limit, forMs, this.#clock.scriptTime());
