@@ -45,11 +45,18 @@ export interface Entry {
   /** A take of a block in flight: decisions of the key wait for it rather than take blocks of their own. */
   taking: Promise<unknown> | undefined;
   /**
-   * Counts the key's resets and limit changes heard (`forget`): a take sent before one and answered
-   * after it may have been counted before the reset, so its units are dropped, never admitted.
+   * Counts the key's limit changes heard (`forget`), and its resets as RESET_EPOCHS each: a take sent
+   * before one and answered after it is not admitted from; its units go back after limit changes only
+   * (`mayGiveBack`), never into a count made since a reset.
    */
   epoch: number;
 }
+
+/** What a reset adds to a key's epoch (a limit change adds 1). */
+const RESET_EPOCHS = 2 ** 20;
+
+/** Whether units counted when the key's epoch was `epoch` may go back now: no reset of it since. */
+export const mayGiveBack = (entry: Entry, epoch: number): boolean => entry.epoch - epoch < RESET_EPOCHS;
 
 const SECOND_MS = 1000;
 /** The shortest time a key's rate is measured over. */
@@ -234,7 +241,7 @@ export function putBack(
   [nowLocal, nowMs]: readonly [number, number],
 ): Refund | undefined {
   if (entry.block === block) block.left += op.cost;
-  else if (entry.epoch === epoch && nowLocal < block.untilLocal && nowMs < block.untilMs)
+  else if (mayGiveBack(entry, epoch) && nowLocal < block.untilLocal && nowMs < block.untilMs)
     return { op: { ...block.op, cost: op.cost }, receipt: block.receipt };
   return undefined;
 }
@@ -256,7 +263,7 @@ export function forgetBlocks(
     const refund = at && entry.block && ending(entry.block, at[0], at[1]);
     if (refund !== undefined) refunds.push(refund);
     entry.block = undefined;
-    entry.epoch++;
+    entry.epoch += at === undefined ? RESET_EPOCHS : 1;
   };
   if (rule !== '' && key !== '') forget(entries.get(`${rule}\u0000${key}`));
   else for (const [id, entry] of entries) if (rule === '' || id.startsWith(`${rule}\u0000`)) forget(entry);

@@ -11,6 +11,7 @@ import {
   endBlocks,
   ending,
   forgetBlocks,
+  mayGiveBack,
   idOf,
   isBucket,
   leasable,
@@ -109,10 +110,7 @@ export class Leases {
     return this.#again(ops, entries, nowLocal, nowMs);
   }
 
-  /**
-   * A decision its blocks did not serve: once a take in flight for one of its keys is here, from the
-   * blocks if they serve it then, else by a call of its own (#decide).
-   */
+  /** A decision its blocks did not serve: from them once a take in flight is here, else by #decide. */
   async #again(
     ops: readonly StoreOp[],
     entries: ReadonlyArray<Entry | undefined>,
@@ -133,15 +131,13 @@ export class Leases {
   }
 
   /**
-   * Ends the blocks of a key whose count was reset or whose limit changed (`key` empty: every key of `rule`,
-   * its rule-wide limit changed; both empty: every key's, announcements may have been missed). A reset's
-   * are dropped (their count is gone: a late refund must not reach one made since); a limit change's
-   * (`counted`: the count stays) go back. A take in flight is dropped when it lands.
+   * Ends the blocks of a key reset or whose limit changed (`counted`: its count stays, so they go back; a
+   * reset's are dropped). `key` empty: every key of `rule`; both empty: every key's (announcements missed).
    */
-  forget(rule: string, key: string, counted = false): void {
+  forget(rule: string, key: string, counted = false): Promise<void> {
     const now = [performance.now(), this.#store.now()] as const;
     const refunds = forgetBlocks(this.#entries, rule, key, counted ? now : undefined);
-    if (refunds.length > 0) void this.#giveBack(refunds);
+    return refunds.length > 0 ? this.#giveBack(refunds) : Promise.resolve();
   }
 
   /** Gives every block's unused units back (awaited) and stops the idle timer. */
@@ -187,10 +183,8 @@ export class Leases {
 
   /**
    * Refills a counted block to its size while its other half is admitted from, so that decisions never
-   * wait for a take while the key stays hot: one call of its own, for units only. The block never holds
-   * more than one take's size (the bound of docs/exactness.md is unchanged); a top-up that is not
-   * granted, fails or lands on a block that ended leaves the block as it was (units counted for a block
-   * that ended go back).
+   * wait for a take while the key stays hot: one call of its own, for units only, never over one take's
+   * size (the bound of docs/exactness.md is unchanged). Units counted for a block that ended go back.
    */
   #topUp(entry: Entry, block: Block, op: StoreOp): void {
     entry.seen = block.seen;
@@ -203,7 +197,8 @@ export class Leases {
       ({ results }) => {
         const r = results[0] as OpResult;
         entry.seen = r.remaining;
-        if (!r.allowed || entry.epoch !== epoch) return;
+        if (!r.allowed || !mayGiveBack(entry, epoch)) return;
+        // The same block (a reset or limit change heard since would have ended it), at the same limit.
         if (entry.block === block && r.receipt === block.receipt && r.limit === block.limit) {
           block.left += more;
           block.size = block.left;
@@ -325,9 +320,14 @@ export class Leases {
       const r = result.results[i] as OpResult;
       const entry = entries[i] as Entry;
       const surcharge = surcharges[i] as number;
-      // A reset heard while the take was in flight: it may have been counted before the reset, so its
-      // units are dropped (this decision's own stands: it was decided before the reset reached here).
-      if (entry.epoch !== epochs[i]) continue;
+      // A reset or limit change heard while the take was in flight: it may have been counted before it, so
+      // its block is not admitted from (this decision's own stands: it was decided before the change
+      // reached here); after a limit change only, its units go back.
+      if (entry.epoch !== epochs[i]) {
+        const all = { op: { ...op, cost: take + surcharge }, receipt: r.receipt };
+        if (mayGiveBack(entry, epochs[i] as number)) void this.#giveBack([all]);
+        continue;
+      }
       r.remaining += take;
       r.count = Math.max(0, r.count - take - surcharge);
       // A block that came meanwhile (a take elsewhere in a multi-rule request) ends: one block per key.

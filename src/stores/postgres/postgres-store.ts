@@ -284,7 +284,7 @@ export class PostgresStore implements Store {
    * decision; `key` null: the rule-wide limit (a row with an empty key hash, read by the same statements).
    */
   async override(rule: StoreRule, key: string | null, limit: number | null, forMs?: number): Promise<void> {
-    this.#leases?.forget(rule.name, key ?? '', true);
+    await this.#leases?.forget(rule.name, key ?? '', true);
     await this.#whenReady();
     await this.#call('override', [
       rule.name,

@@ -330,7 +330,7 @@ export class RedisStore implements Store {
    * key. Decisions read it in their own script call; rules that never had one do not read it at all.
    */
   async override(rule: StoreRule, key: string | null, limit: number | null, forMs?: number): Promise<void> {
-    this.#leases?.forget(rule.name, key ?? '', true);
+    await this.#leases?.forget(rule.name, key ?? '', true);
     this.#flush();
     if (key === null) await this.#overrides.setRule(rule.name, limit, forMs, this.#clock.scriptTime());
     else await this.#overrides.set(rule.name, key, limit, forMs, this.#clock.scriptTime());
