@@ -157,8 +157,11 @@ export function conformanceSuite(target: StoreUnderTest): void {
           expect((await l.check(req({ body: { pts: 400 } }))).remaining).to.equal(200 - heldBack);
           const tooMuch = await l.check(req({ body: { pts: 300 } }));
           expect(tooMuch.allowed).to.equal(false);
-          // The block ended a few ms into its life: it keeps the refill of what it lived, rounded up.
-          expect(tooMuch.remaining).to.be.within(200 - heldBack, 200);
+          // The block ended a few ms into its life: a bucket's keeps the refill of what it lived, rounded
+          // up. Its return and this decision are two calls: on PostgreSQL (two connections of the pool)
+          // the decision may reach the database first and find the block's 100 units still counted.
+          const racing = target.leasing === undefined ? 0 : 100;
+          expect(tooMuch.remaining).to.be.within(200 - heldBack - racing, 200);
           expect((await l.check(req({ body: { pts: tooMuch.remaining } }))).allowed).to.equal(true);
         });
 

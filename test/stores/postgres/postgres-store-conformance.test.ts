@@ -5,9 +5,9 @@ import type pg from 'pg';
 import { PostgresStore } from '../../../src/index.js';
 import { getPostgres } from '../../support/postgres.js';
 import { identitySuite } from '../conformance/identities.js';
+import { type LeasedStoreUnderTest, leasingSuite } from '../conformance/leasing.js';
 import { overrideSuite } from '../conformance/overrides.js';
 import { ruleLimitSuite } from '../conformance/rule-limits.js';
-import { type LeasedStoreUnderTest, leasingSuite } from '../conformance/leasing.js';
 import { conformanceSuite, LEASING_AT_ONCE, type StoreUnderTest } from '../conformance/suite.js';
 import { windowFunctionSuite } from '../conformance/window-function.js';
 

@@ -9,9 +9,9 @@ import { type AnyClient, NODE_REDIS_6 } from '../../support/clients.js';
 import { groupingEveryRule } from '../../support/grouped-store.js';
 import { getRedis, useCluster } from '../../support/redis.js';
 import { identitySuite } from '../conformance/identities.js';
+import { type LeasedStoreUnderTest, leasingSuite } from '../conformance/leasing.js';
 import { overrideSuite } from '../conformance/overrides.js';
 import { ruleLimitSuite } from '../conformance/rule-limits.js';
-import { type LeasedStoreUnderTest, leasingSuite } from '../conformance/leasing.js';
 import { conformanceSuite, LEASING_AT_ONCE, type StoreUnderTest } from '../conformance/suite.js';
 import { windowFunctionSuite } from '../conformance/window-function.js';
 
