@@ -1,14 +1,15 @@
 // A hot key's block of units and what is decided from it: its size, its use, its top-up, its return.
 
 import { windowKind } from '../../algorithms/index.js';
-import type { OpResult, Refund, StoreOp } from '../store.js';
+import type { EvalResult, OpResult, Refund, StoreOp } from '../store.js';
 import type { LeasingSettings } from './leasing-options.js';
-import { type Pool, poolUsable } from './pools.js';
+import type { Pool, TakeStore } from './pools.js';
 
 /**
  * Units of one rule and key reserved in the store (counted there when the block was taken) and not yet
- * admitted here. Every deadline is on this process's monotonic clock, measured from before the take
- * was sent, so no wall clock is compared with another process's or the store's.
+ * admitted here. Every deadline is measured from before the take was sent, on this process's monotonic
+ * clock and on the store's (`store.now()`, the server's time as estimated here, or a clock injected for
+ * tests): a block ends at the first of the two, so it never outlives the store's window on either.
  */
 export interface Block {
   /** The op the block was taken with: its rule, key, limit and calendar period. */
@@ -20,6 +21,9 @@ export interface Block {
   /** No unit is admitted from `untilLocal` on: the window's end, or a bucket block's lifetime. */
   readonly untilLocal: number;
   readonly sentLocal: number;
+  /** `untilLocal` and `sentLocal` on the store's clock (epoch ms). */
+  readonly untilMs: number;
+  readonly sentMs: number;
   lastUsedLocal: number;
   /** What the store had left of the key beyond the block when it was last filled. */
   seen: number;
@@ -44,21 +48,26 @@ export interface Entry {
   /** A take of a block in flight: decisions of the key wait for it rather than take blocks of their own. */
   taking: Promise<unknown> | undefined;
   /**
-   * Counts the key's resets and limit changes heard (`forget`): a take sent before one and answered
-   * after it may have been counted before the reset, so its units are dropped, never admitted.
+   * Counts the key's limit changes heard (`forget`), and its resets as RESET_EPOCHS each: a take sent
+   * before one and answered after it is not admitted from; its units go back after limit changes only
+   * (`mayGiveBack`), never into a count made since a reset.
    */
   epoch: number;
 }
 
-/** What a take needs of the store: its own decisions and refunds, behind the leases. */
-export interface TakeStore {
-  evaluate(ops: readonly StoreOp[], mode: 'check'): Promise<{ results: OpResult[] }>;
-  refund(refunds: readonly Refund[]): Promise<unknown>;
-}
+/** What a reset adds to a key's epoch (a limit change adds 1). */
+const RESET_EPOCHS = 2 ** 20;
+
+/** Whether units counted when the key's epoch was `epoch` may go back now: no reset of it since. */
+export const mayGiveBack = (entry: Entry, epoch: number): boolean => entry.epoch - epoch < RESET_EPOCHS;
 
 const SECOND_MS = 1000;
 /** The shortest time a key's rate is measured over. */
 const RATE_MIN_MS = 100;
+
+/** Whether `r` denies its request: an enforced rule's denial (a dry run never denies). */
+export const deniedBy = (r: OpResult, op: StoreOp | undefined): boolean =>
+  !r.allowed && op?.rule.dryRun !== true;
 
 /**
  * Whether a store leases this op: a leasable rule of a window type whose kind leases its units; slots
@@ -92,6 +101,35 @@ export function newEntry(nowLocal: number): Entry {
   };
 }
 
+/**
+ * The block of `take` units (and `surcharge`, a bucket's reserved refill) the store counted in answer
+ * `r`, sent at `sentLocal` (`sentMs` on the store's clock), usable for `lifeMs` from then.
+ */
+export function newBlock(
+  op: StoreOp,
+  r: OpResult,
+  [take, surcharge]: readonly [number, number],
+  [sentLocal, sentMs, lifeMs]: readonly [number, number, number],
+  takenLocal: number,
+): Block {
+  return {
+    op: { ...op, cost: 0 },
+    receipt: r.receipt,
+    left: take,
+    size: take,
+    untilLocal: sentLocal + lifeMs,
+    sentLocal,
+    untilMs: sentMs + lifeMs,
+    sentMs,
+    lastUsedLocal: takenLocal,
+    seen: r.remaining - take,
+    limit: r.limit,
+    overridden: r.overridden,
+    resetMs: r.resetMs,
+    surcharge,
+  };
+}
+
 /** Counts a decision of the entry's key: in this second, the one before kept for the rate. */
 export function count(entry: Entry, nowLocal: number): void {
   if (nowLocal - entry.sinceLocal >= SECOND_MS) {
@@ -112,19 +150,20 @@ export function rateOf(entry: Entry, nowLocal: number): number {
 }
 
 /** Whether a block admits `op` now: units enough, its window or lifetime not over, the same limit and period. */
-export function usable(block: Block | undefined, op: StoreOp, nowLocal: number): block is Block {
+export function usable(
+  block: Block | undefined,
+  op: StoreOp,
+  nowLocal: number,
+  nowMs: number,
+): block is Block {
   return (
     block !== undefined &&
     block.left >= op.cost &&
     nowLocal < block.untilLocal &&
+    nowMs < block.untilMs &&
     block.op.limit === op.limit &&
     block.op.periodEndMs === op.periodEndMs
   );
-}
-
-/** Whether the key's block or pool admits `op` now. */
-export function ready(entry: Entry, op: StoreOp, nowLocal: number): boolean {
-  return entry.pool !== undefined ? poolUsable(entry.pool, op, nowLocal) : usable(entry.block, op, nowLocal);
 }
 
 /**
@@ -152,15 +191,15 @@ export function blockSize(
  * Refills a counted block to its size while its other half is admitted from, so that decisions never
  * wait for a take while the key stays hot: one call of its own, for units only. The block never holds
  * more than one take's size (the bound of docs/exactness.md is unchanged); a top-up that is not
- * granted, fails or lands on a block that ended leaves the block as it was (units counted for a block
- * that ended go back). Undefined when there is nothing worth a call.
+ * granted or fails leaves the block as it was. Units counted for a block that ended meanwhile (idle,
+ * replaced, its window over, a limit change heard) go back by `giveBack`; after a reset they are
+ * dropped (`mayGiveBack`). Undefined when there is nothing worth a call.
  */
 export function topUp(
   store: TakeStore,
-  entry: Entry,
-  block: Block,
-  op: StoreOp,
+  [entry, block, op]: readonly [Entry, Block, StoreOp],
   settings: LeasingSettings,
+  giveBack: (refunds: readonly Refund[]) => unknown,
 ): Promise<unknown> | undefined {
   entry.seen = block.seen;
   const [size] = blockSize(entry, op, 0, settings);
@@ -172,15 +211,13 @@ export function topUp(
     ({ results }) => {
       const r = results[0] as OpResult;
       entry.seen = r.remaining;
-      if (!r.allowed || entry.epoch !== epoch) return;
+      if (!r.allowed || !mayGiveBack(entry, epoch)) return;
+      // The same block (a reset or limit change heard since would have ended it), at the same limit.
       if (entry.block === block && r.receipt === block.receipt && r.limit === block.limit) {
         block.left += more;
         block.size = block.left;
         block.seen = r.remaining;
-      } else {
-        // Counted for a block that ended meanwhile (idle, replaced, its window over): back they go.
-        store.refund([{ op: units, receipt: r.receipt }]).catch(() => undefined);
-      }
+      } else giveBack([{ op: units, receipt: r.receipt }]);
     },
     () => undefined,
   );
@@ -190,6 +227,11 @@ export function topUp(
 export function admitFrom(block: Block, op: StoreOp, nowLocal: number): OpResult {
   block.left -= op.cost;
   block.lastUsedLocal = nowLocal;
+  return resultOf(block, op, nowLocal);
+}
+
+/** The result of `op` from `block`, whose `left` is what remains after it (nothing taken here). */
+export function resultOf(block: Block, op: StoreOp, nowLocal: number): OpResult {
   // The store's remainder when the block was filled, less what this process admitted since.
   const remaining = block.seen + block.left;
   const limit = block.limit;
@@ -212,17 +254,142 @@ export function admitFrom(block: Block, op: StoreOp, nowLocal: number): OpResult
 }
 
 /**
- * What goes back when a block ends at `nowLocal`: a counted window's units only before its end (a unit
- * never moves into another window); a bucket's unused units, and the refill reserved for the part of
- * its lifetime not lived.
+ * What goes back when a block ends at `nowLocal` (`nowMs` on the store's clock): a counted window's units
+ * only before its end (a unit never moves into another window); a bucket's unused units, and the refill
+ * reserved for the part of its lifetime not lived on either clock.
  */
-export function ending(block: Block, nowLocal: number): Refund | undefined {
+export function ending(block: Block, nowLocal: number, nowMs: number): Refund | undefined {
   let units = 0;
   if (block.surcharge > 0 || isBucket(block.op)) {
-    const lifeMs = block.untilLocal - block.sentLocal;
-    const unlived = Math.max(0, block.untilLocal - nowLocal) / lifeMs;
+    const unlived = Math.min(
+      Math.max(0, block.untilLocal - nowLocal) / (block.untilLocal - block.sentLocal),
+      Math.max(0, block.untilMs - nowMs) / Math.max(1, block.untilMs - block.sentMs),
+    );
     units = block.left + Math.floor(block.surcharge * unlived);
-  } else if (nowLocal < block.untilLocal) units = block.left;
+  } else if (nowLocal < block.untilLocal && nowMs < block.untilMs) units = block.left;
   if (units <= 0) return undefined;
   return { op: { ...block.op, cost: units }, receipt: block.receipt };
+}
+
+/**
+ * The units of `block` held for `op`, whose request did not pass: back into the block; when the block
+ * ended meanwhile (its unused units went back without these), what goes to the store while its window
+ * lasts, unless a reset ended it (`epoch`, the entry's when they were held: the count they were in is gone).
+ */
+export function putBack(
+  entry: Entry,
+  block: Block,
+  op: StoreOp,
+  epoch: number,
+  [nowLocal, nowMs]: readonly [number, number],
+): Refund | undefined {
+  if (entry.block === block) block.left += op.cost;
+  else if (mayGiveBack(entry, epoch) && nowLocal < block.untilLocal && nowMs < block.untilMs)
+    return { op: { ...block.op, cost: op.cost }, receipt: block.receipt };
+  return undefined;
+}
+
+/**
+ * A request its blocks do not all serve. An op whose block serves it is admitted from the block (its
+ * units held meanwhile, given back when the request is denied or fails: all or nothing, and a block is
+ * not left unused beside a rule that has none); the others go to the store in one call (`take`).
+ */
+export async function decideHeld(
+  ops: readonly StoreOp[],
+  entries: ReadonlyArray<Entry | undefined>,
+  [sentLocal, sentMs]: readonly [number, number],
+  store: {
+    take(ops: readonly StoreOp[], entries: ReadonlyArray<Entry | undefined>): Promise<EvalResult>;
+    giveBack(refunds: readonly Refund[]): unknown;
+    now(): readonly [number, number];
+  },
+): Promise<EvalResult> {
+  const held = ops.map((op, i) => {
+    const block = entries[i]?.block;
+    return usable(block, op, sentLocal, sentMs) ? block : undefined;
+  });
+  if (held.every((block) => block === undefined)) return store.take(ops, entries);
+  const epochs = entries.map((entry) => entry?.epoch ?? 0);
+  // Each held op's result if the request is denied (nothing taken), and if it passes (admitted).
+  const kept = held.map((block, i) => block && resultOf(block, ops[i] as StoreOp, sentLocal));
+  const admitted = held.map((block, i) => block && admitFrom(block, ops[i] as StoreOp, sentLocal));
+  const sent = ops.flatMap((_, i) => (held[i] === undefined ? [i] : []));
+  const undo = () => {
+    const now = store.now();
+    const refunds = held.flatMap((block, i) => {
+      const refund =
+        block && putBack(entries[i] as Entry, block, ops[i] as StoreOp, epochs[i] as number, now);
+      return refund === undefined ? [] : [refund];
+    });
+    if (refunds.length > 0) store.giveBack(refunds);
+  };
+  const answer = await store
+    .take(
+      sent.map((i) => ops[i] as StoreOp),
+      sent.map((i) => entries[i]),
+    )
+    .catch((error: unknown) => {
+      undo();
+      throw error;
+    });
+  const denied = answer.results.some((r, j) => deniedBy(r, ops[sent[j] as number]));
+  if (denied) undo();
+  let j = 0;
+  const results = held.map((block, i) =>
+    block === undefined ? (answer.results[j++] as OpResult) : ((denied ? kept : admitted)[i] as OpResult),
+  );
+  return { nowMs: answer.nowMs, results };
+}
+
+/**
+ * Ends the blocks of a key (`key` empty: of every key of `rule`; both empty: of every key), its epoch
+ * counted: a take in flight for it is dropped when it lands. With `at` ([local, store] time), what goes
+ * back of them; without, nothing does. `endPool` ends each such key's pool (its free slots go back by
+ * their ids, which no count made since holds).
+ */
+export function forgetBlocks(
+  entries: Map<string, Entry>,
+  [rule, key]: readonly [string, string],
+  at: readonly [number, number] | undefined,
+  endPool: (entry: Entry) => void,
+): Refund[] {
+  const refunds: Refund[] = [];
+  const forget = (entry: Entry | undefined) => {
+    if (entry === undefined) return;
+    endPool(entry);
+    const refund = at && entry.block && ending(entry.block, at[0], at[1]);
+    if (refund !== undefined) refunds.push(refund);
+    entry.block = undefined;
+    entry.epoch += at === undefined ? RESET_EPOCHS : 1;
+  };
+  if (rule !== '' && key !== '') forget(entries.get(`${rule}\u0000${key}`));
+  else for (const [id, entry] of entries) if (rule === '' || id.startsWith(`${rule}\u0000`)) forget(entry);
+  return refunds;
+}
+
+/** Ends every block of `entries` now: what goes back to the store. */
+export function endBlocks(entries: Iterable<Entry>, nowLocal: number, nowMs: number): Refund[] {
+  const refunds: Refund[] = [];
+  for (const entry of entries) {
+    const refund = entry.block && ending(entry.block, nowLocal, nowMs);
+    entry.block = undefined;
+    if (refund !== undefined) refunds.push(refund);
+  }
+  return refunds;
+}
+
+/** Remembers what the store has left of each leasable op's key: the next block's size depends on it. */
+export function noteSeen(entries: ReadonlyArray<Entry | undefined>, result: EvalResult): EvalResult {
+  for (let i = 0; i < entries.length; i++) {
+    const entry = entries[i];
+    if (entry !== undefined) entry.seen = (result.results[i] as OpResult).remaining;
+  }
+  return result;
+}
+
+/** The distinct [rule, key] of `refunds`: what a store announces once each. */
+export function keysOf(refunds: readonly Refund[]): Array<[string, string]> {
+  const keys = new Map<string, [string, string]>();
+  for (const { op } of refunds) keys.set(idOf(op), [op.rule.name, op.key]);
+  return [...keys.values()];
 }

@@ -7,18 +7,24 @@ import {
   type Block,
   blockSize,
   count,
+  decideHeld,
+  deniedBy,
   type Entry,
+  endBlocks,
   ending,
+  forgetBlocks,
   idOf,
   isBucket,
   leasable,
+  mayGiveBack,
+  newBlock,
   newEntry,
-  ready,
+  noteSeen,
   topUp,
   usable,
 } from './blocks.js';
 import type { LeasingSettings } from './leasing-options.js';
-import { admitFromPool, isSlots, poolLive } from './pools.js';
+import { admitFromPool, isSlots, poolLive, ready, withBlocks } from './pools.js';
 import { type PoolStore, SlotPools } from './slot-pools.js';
 
 /** The store's own decisions and refunds, which the leases stand in front of. */
@@ -28,6 +34,11 @@ export interface LeaseStore {
   /** The store's renewals of held slots: without it, concurrency keys are not leased. */
   renew?(slots: readonly Refund[]): Promise<boolean[]>;
   now(): number;
+  /**
+   * Tells every process that units of these refunds' keys came back: their deny caches forget the keys
+   * (a store with no change feed has none).
+   */
+  announce?(refunds: readonly Refund[]): void;
 }
 
 const SECOND_MS = 1000;
@@ -84,107 +95,95 @@ export class Leases {
   answer(ops: readonly StoreOp[], mode: EvalMode): EvalResult | undefined {
     if (mode !== 'check' || ops.length === 0 || this.#entries.size === 0) return undefined;
     const nowLocal = performance.now();
+    const nowMs = this.#store.now();
     if (ops.length === 1) {
       const op = ops[0] as StoreOp;
       const entry = this.#leasable(op) ? this.#entries.get(idOf(op)) : undefined;
-      if (entry === undefined || !ready(entry, op, nowLocal)) return undefined;
+      if (entry === undefined || !ready(entry, op, nowLocal, nowMs)) return undefined;
       count(entry, nowLocal);
-      return this.#admit(ops, [entry], nowLocal);
+      return this.#admit(ops, [entry], nowLocal, nowMs);
     }
     const entries: Entry[] = [];
     for (const op of ops) {
       const entry = this.#leasable(op) ? this.#entries.get(idOf(op)) : undefined;
-      if (entry === undefined || !ready(entry, op, nowLocal)) return undefined;
+      if (entry === undefined || !ready(entry, op, nowLocal, nowMs)) return undefined;
       entries.push(entry);
     }
     for (const entry of entries) count(entry, nowLocal);
-    return this.#admit(ops, entries, nowLocal);
+    return this.#admit(ops, entries, nowLocal, nowMs);
   }
 
   evaluate(ops: readonly StoreOp[], mode: EvalMode): Promise<EvalResult> {
+    if (mode === 'peek' && this.#entries.size > 0)
+      return this.#store
+        .evaluate(ops, mode)
+        .then((result) => withBlocks(this.#entries, ops, result, [performance.now(), this.#store.now()]));
     if (mode !== 'check' || ops.length === 0) return this.#store.evaluate(ops, mode);
     const nowLocal = performance.now();
+    const nowMs = this.#store.now();
     let local = true;
     let any = false;
     const entries: Array<Entry | undefined> = [];
     for (const op of ops) {
-      const entry = this.#leasable(op) ? this.#hit(op, nowLocal) : undefined;
+      const entry = this.#leasable(op) ? this.#hit(op, nowLocal, nowMs) : undefined;
       entries.push(entry);
       if (entry === undefined) local = false;
       else {
         any = true;
-        if (!ready(entry, op, nowLocal)) local = false;
+        if (!ready(entry, op, nowLocal, nowMs)) local = false;
       }
     }
     if (!any) return this.#store.evaluate(ops, mode);
-    if (local) return Promise.resolve(this.#admit(ops, entries as Entry[], nowLocal));
-    return this.#again(ops, entries, nowLocal);
+    if (local) return Promise.resolve(this.#admit(ops, entries as Entry[], nowLocal, nowMs));
+    return this.#again(ops, entries, nowLocal, nowMs);
   }
 
-  /**
-   * A decision its blocks did not serve: once a take in flight for one of its keys is here, from the
-   * blocks if they serve it then, else by a call of its own (#decide).
-   */
+  /** A decision its blocks did not serve: from them once a take in flight is here, else by decideHeld. */
   async #again(
     ops: readonly StoreOp[],
     entries: ReadonlyArray<Entry | undefined>,
     nowLocal: number,
+    nowMs: number,
   ): Promise<EvalResult> {
-    let at = nowLocal;
+    let [at, atMs] = [nowLocal, nowMs];
     for (;;) {
-      const local = entries.every((entry, i) => entry !== undefined && ready(entry, ops[i] as StoreOp, at));
-      if (local) return this.#admit(ops, entries as Entry[], at);
+      const local = entries.every(
+        (entry, i) => entry !== undefined && ready(entry, ops[i] as StoreOp, at, atMs),
+      );
+      if (local) return this.#admit(ops, entries as Entry[], at, atMs);
       const taking = entries.find((entry) => entry?.taking !== undefined)?.taking;
-      if (taking === undefined) return this.#decide(ops, entries, at);
+      if (taking === undefined)
+        return decideHeld(ops, entries, [at, atMs], {
+          take: (sent, theirs) => this.#take(sent, theirs, at, atMs),
+          giveBack: (refunds) => this.#giveBack(refunds),
+          now: () => [performance.now(), this.#store.now()],
+        });
       await taking;
-      at = performance.now();
+      [at, atMs] = [performance.now(), this.#store.now()];
     }
   }
 
   /**
-   * Forgets the blocks of a key whose count was reset or whose limit changed (`key` empty: every key of
-   * `rule`, its rule-wide limit changed; `rule` and `key` empty: every key's, announcements may have been
-   * missed). Their units are not given back: the count they were part of is gone, and a late refund must
-   * not reach a count made since. A take in flight is dropped when it lands (its units may have been
-   * counted before the change).
+   * Ends the blocks and pools of a key reset or whose limit changed (`counted`: its count stays, so a
+   * block's units go back; a reset's are dropped; a pool's free slots go back either way, by their ids).
+   * `key` empty: every key of `rule`; both empty: every key's (announcements missed).
    */
-  forget(rule: string, key: string): void {
-    if (rule === '' && key === '') {
-      for (const entry of this.#entries.values()) this.#drop(entry);
-      return;
-    }
-    if (key === '') {
-      const prefix = `${rule}\u0000`;
-      for (const [id, entry] of this.#entries) if (id.startsWith(prefix)) this.#drop(entry);
-      return;
-    }
-    const entry = this.#entries.get(`${rule}\u0000${key}`);
-    if (entry !== undefined) this.#drop(entry);
+  forget(rule: string, key: string, counted = false): Promise<void> {
+    const now = [performance.now(), this.#store.now()] as const;
+    const refunds = forgetBlocks(this.#entries, [rule, key], counted ? now : undefined, (entry) =>
+      this.#slots?.end(entry),
+    );
+    return refunds.length > 0 ? this.#giveBack(refunds) : Promise.resolve();
   }
 
-  /**
-   * A key's block dropped (see forget), and its pool ended: a pool's free slots do go back, released by
-   * their ids, which no count made since holds.
-   */
-  #drop(entry: Entry): void {
-    entry.block = undefined;
-    entry.epoch++;
-    this.#slots?.end(entry);
-  }
-
-  /** Gives every block's unused units back (awaited) and stops the idle timer. */
+  /** Gives every block's unused units and every pool's free slots back (awaited) and stops the timer. */
   async close(): Promise<void> {
     if (this.#timer !== undefined) clearInterval(this.#timer);
     this.#timer = undefined;
-    const nowLocal = performance.now();
     const refunds: Refund[] = this.#slots?.endAll() ?? [];
-    for (const entry of this.#entries.values()) {
-      const refund = entry.block && ending(entry.block, nowLocal);
-      entry.block = undefined;
-      if (refund !== undefined) refunds.push(refund);
-    }
+    refunds.push(...endBlocks(this.#entries.values(), performance.now(), this.#store.now()));
     this.#entries.clear();
-    if (refunds.length > 0) await this.#store.refund(refunds).catch(() => undefined);
+    if (refunds.length > 0) await this.#giveBack(refunds);
   }
 
   /** Whether `op` is leased here: slots only where the store renews them. */
@@ -193,13 +192,13 @@ export class Leases {
   }
 
   /** The key's entry, its decision counted; the oldest entry goes when `maxKeys` are tracked. */
-  #hit(op: StoreOp, nowLocal: number): Entry {
+  #hit(op: StoreOp, nowLocal: number, nowMs: number): Entry {
     const id = idOf(op);
     let entry = this.#entries.get(id);
     if (entry === undefined) {
       if (this.#entries.size >= this.#settings.maxKeys) {
         const [oldest, first] = this.#entries.entries().next().value as [string, Entry];
-        this.#end(first, nowLocal);
+        this.#end(first, nowLocal, nowMs);
         this.#entries.delete(oldest);
       }
       entry = newEntry(nowLocal);
@@ -210,7 +209,7 @@ export class Leases {
   }
 
   /** Every op admitted from its block; a counted block half used is topped up meanwhile. */
-  #admit(ops: readonly StoreOp[], entries: readonly Entry[], nowLocal: number): EvalResult {
+  #admit(ops: readonly StoreOp[], entries: readonly Entry[], nowLocal: number, nowMs: number): EvalResult {
     const results: OpResult[] = [];
     for (let i = 0; i < ops.length; i++) {
       const op = ops[i] as StoreOp;
@@ -225,10 +224,13 @@ export class Leases {
       const block = entry.block as Block;
       results.push(admitFrom(block, op, nowLocal));
       if (block.left * 2 <= block.size && entry.taking === undefined && block.surcharge === 0)
-        this.#taking(entry, topUp(this.#store, entry, block, op, this.#settings));
+        this.#taking(
+          entry,
+          topUp(this.#store, [entry, block, op], this.#settings, (back) => this.#giveBack(back)),
+        );
     }
     this.#startTimer();
-    return { nowMs: this.#store.now(), results };
+    return { nowMs, results };
   }
 
   /** A take in flight for the key: its decisions wait for it rather than take one of their own. */
@@ -241,13 +243,14 @@ export class Leases {
   }
 
   /**
-   * One store call: the request's ops, a hot key's with a new block's units added to its cost. When a
-   * rule could not give its block, the request is decided again without blocks, as without leasing.
+   * One store call: the ops, a hot key's with a new block's units added to its cost. When a rule could
+   * not give its block, the ops are decided again without blocks, as without leasing.
    */
-  async #decide(
+  async #take(
     ops: readonly StoreOp[],
     entries: ReadonlyArray<Entry | undefined>,
     sentLocal: number,
+    sentMs: number,
   ): Promise<EvalResult> {
     const takes: number[] = [];
     const surcharges: number[] = [];
@@ -260,8 +263,10 @@ export class Leases {
       let surcharge = 0;
       if (entry !== undefined) {
         // A live pool all in use takes more slots into it; a pool that ended here, or a block, is ended.
-        if (entry.pool !== undefined && !poolLive(entry.pool, op, sentLocal)) this.#end(entry, sentLocal);
-        if (entry.block !== undefined && !usable(entry.block, op, sentLocal)) this.#end(entry, sentLocal);
+        if (entry.pool !== undefined && !poolLive(entry.pool, op, sentLocal))
+          this.#end(entry, sentLocal, sentMs);
+        if (entry.block !== undefined && !usable(entry.block, op, sentLocal, sentMs))
+          this.#end(entry, sentLocal, sentMs);
         // A pool with free slots (another rule of the request had no unit here) takes none.
         if (entry.block === undefined && !(entry.pool && entry.pool.free.length > 0))
           [take, surcharge] = blockSize(entry, op, op.cost, this.#settings);
@@ -271,7 +276,7 @@ export class Leases {
       epochs.push(entry?.epoch ?? 0);
       if (take > 0) taking = true;
     }
-    if (!taking) return this.#seen(ops, entries, await this.#store.evaluate(ops, 'check'));
+    if (!taking) return noteSeen(entries, await this.#store.evaluate(ops, 'check'));
     const asked = ops.map((op, i) => {
       const more = (takes[i] as number) + (surcharges[i] as number);
       return more > 0 ? { ...op, cost: op.cost + more } : op;
@@ -288,9 +293,9 @@ export class Leases {
         if (entry !== undefined && entry.taking === flight) entry.taking = undefined;
       }
     }
-    if (result.results.some((r) => !r.allowed))
-      return this.#seen(ops, entries, await this.#store.evaluate(ops, 'check'));
-    const takenLocal = performance.now();
+    if (result.results.some((r, i) => deniedBy(r, ops[i])))
+      return noteSeen(entries, await this.#store.evaluate(ops, 'check'));
+    const [takenLocal, takenMs] = [performance.now(), this.#store.now()];
     for (let i = 0; i < ops.length; i++) {
       const take = takes[i] as number;
       if (take === 0) continue;
@@ -298,10 +303,13 @@ export class Leases {
       const r = result.results[i] as OpResult;
       const entry = entries[i] as Entry;
       const surcharge = surcharges[i] as number;
-      // A reset heard while the take was in flight: it may have been counted before the reset, so its
-      // units are dropped (this decision's own stands: it was decided before the reset reached here).
+      // A reset or limit change heard while the take was in flight: it may have been counted before it, so
+      // its block is not admitted from (this decision's own stands: it was decided before the change
+      // reached here); after a limit change only, its units go back. Slots go back by their ids either way.
       if (entry.epoch !== epochs[i]) {
+        const all = { op: { ...op, cost: take + surcharge }, receipt: r.receipt };
         if (isSlots(op)) this.#slots?.dropTake(op, r, take);
+        else if (mayGiveBack(entry, epochs[i] as number)) void this.#giveBack([all]);
         continue;
       }
       r.remaining += take;
@@ -313,25 +321,11 @@ export class Leases {
         continue;
       }
       // A block that came meanwhile (a take elsewhere in a multi-rule request) ends: one block per key.
-      if (entry.block !== undefined) this.#end(entry, takenLocal);
+      if (entry.block !== undefined) this.#end(entry, takenLocal, takenMs);
       // The window's end as the store saw it when it counted the block: no later than it is here.
       const lifeMs = isBucket(op) ? this.#settings.blockMs : r.resetMs;
-      const seen = r.remaining - take;
-      entry.seen = seen;
-      entry.block = {
-        op: { ...op, cost: 0 },
-        receipt: r.receipt,
-        left: take,
-        size: take,
-        untilLocal: sentLocal + lifeMs,
-        sentLocal,
-        lastUsedLocal: takenLocal,
-        seen,
-        limit: r.limit,
-        overridden: r.overridden,
-        resetMs: r.resetMs,
-        surcharge,
-      };
+      entry.seen = r.remaining - take;
+      entry.block = newBlock(op, r, [take, surcharge], [sentLocal, sentMs, lifeMs], takenLocal);
     }
     this.#subscribe?.();
     this.#subscribe = undefined;
@@ -339,24 +333,25 @@ export class Leases {
     return result;
   }
 
-  /** Remembers what the store has left of each leasable op's key: the next block's size depends on it. */
-  #seen(ops: readonly StoreOp[], entries: ReadonlyArray<Entry | undefined>, result: EvalResult): EvalResult {
-    for (let i = 0; i < ops.length; i++) {
-      const entry = entries[i];
-      if (entry !== undefined) entry.seen = (result.results[i] as OpResult).remaining;
-    }
-    return result;
-  }
-
-  /** Ends a key's block or pool, giving its unused units back. */
-  #end(entry: Entry, nowLocal: number): void {
+  /** Ends a key's block or pool, giving its unused units (free slots) back. */
+  #end(entry: Entry, nowLocal: number, nowMs: number): void {
     this.#slots?.end(entry);
     const block = entry.block;
     entry.block = undefined;
-    const refund = block && ending(block, nowLocal);
-    if (refund !== undefined)
-      // A return that fails leaves the units counted for their window: fewer admitted, never more.
-      this.#store.refund([refund]).catch(() => undefined);
+    const refund = block && ending(block, nowLocal, nowMs);
+    if (refund !== undefined) void this.#giveBack([refund]);
+  }
+
+  /**
+   * Units back to the store, then announced: a process whose deny cache holds a denial of the key asks
+   * the store again. A return that fails leaves its units counted for their window: fewer admitted,
+   * never more.
+   */
+  #giveBack(refunds: readonly Refund[]): Promise<void> {
+    return this.#store.refund(refunds).then(
+      () => this.#store.announce?.(refunds),
+      () => undefined,
+    );
   }
 
   /**
@@ -376,11 +371,15 @@ export class Leases {
 
   #sweep(): void {
     const nowLocal = performance.now();
+    const nowMs = this.#store.now();
     const { idleMs } = this.#settings;
     for (const [id, entry] of this.#entries) {
       const block = entry.block;
-      if (block !== undefined && (nowLocal - block.lastUsedLocal >= idleMs || nowLocal >= block.untilLocal))
-        this.#end(entry, nowLocal);
+      if (
+        block !== undefined &&
+        (nowLocal - block.lastUsedLocal >= idleMs || nowLocal >= block.untilLocal || nowMs >= block.untilMs)
+      )
+        this.#end(entry, nowLocal, nowMs);
       if (entry.pool !== undefined) this.#slots?.sweep(entry, entry.pool, nowLocal);
       if (
         entry.block === undefined &&

@@ -1,7 +1,9 @@
-// A hot concurrency key's pool of slots: held in the store for this process, handed out and taken back here.
+// A hot concurrency key's pool of slots (held in the store for this process, handed out and taken back
+// here); and what a key's block or pool answers: whether it admits an op now, a peek with the blocks added.
 
 import { windowKind } from '../../algorithms/index.js';
-import type { OpResult, Refund, StoreOp } from '../store.js';
+import type { EvalResult, OpResult, Refund, StoreOp } from '../store.js';
+import { type Entry, idOf, usable } from './blocks.js';
 
 /**
  * Slots of one concurrency rule and key held in the store by this process (each take a range of
@@ -138,4 +140,43 @@ export function runsOf(op: StoreOp, ids: Iterable<number>): Refund[] {
 /** Every slot the pool holds in the store, as runs: what its renewal renews. */
 export function heldRuns(pool: Pool): Refund[] {
   return runsOf(pool.op, [...pool.free, ...pool.inUse.keys()]);
+}
+
+/** What a take needs of the store: its own decisions and refunds, behind the leases. */
+export interface TakeStore {
+  evaluate(ops: readonly StoreOp[], mode: 'check'): Promise<{ results: OpResult[] }>;
+  refund(refunds: readonly Refund[]): Promise<unknown>;
+}
+
+/** Whether the key's block (on both clocks) or pool (on this process's: no window) admits `op` now. */
+export function ready(entry: Entry, op: StoreOp, nowLocal: number, nowMs: number): boolean {
+  return entry.pool !== undefined
+    ? poolUsable(entry.pool, op, nowLocal)
+    : usable(entry.block, op, nowLocal, nowMs);
+}
+
+/**
+ * A peek's (or status's) answer from the store with this process's blocks added: the store counts a
+ * block's units from when they were reserved, but this process still admits them, so a peek answers
+ * here as a check would (`remaining` and `count` are this process's view, as a check's from a block).
+ */
+export function withBlocks(
+  entries: ReadonlyMap<string, Entry>,
+  ops: readonly StoreOp[],
+  result: EvalResult,
+  [nowLocal, nowMs]: readonly [number, number],
+): EvalResult {
+  ops.forEach((op, i) => {
+    // Only leasable ops have entries (a status is a peek of cost 0).
+    const block = entries.get(idOf(op))?.block;
+    const r = result.results[i] as OpResult;
+    if (!usable(block, { ...op, cost: 0 }, nowLocal, nowMs) || r.limit !== block.limit) return;
+    // What the store has left before this op (a denied op takes nothing), and this process's block.
+    const units = (r.allowed ? r.remaining + op.cost : r.remaining) + block.left;
+    r.allowed = units >= op.cost;
+    r.remaining = r.allowed ? units - op.cost : units;
+    r.count = Math.max(0, r.count - block.left);
+    if (r.allowed) r.retryAfterMs = 0;
+  });
+  return result;
 }

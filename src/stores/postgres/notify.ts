@@ -1,12 +1,17 @@
 // Resets and overrides (and, on a channel of their own, freed concurrency slots) heard from every process: LISTEN
 // on a connection of its own, made as the pool makes its own.
 
-import type { PostgresListenClient, PostgresPool, PostgresPoolClient } from './pool.js';
-import { readAnnouncement } from './protocol.js';
+import { keysOf } from '../leasing/blocks.js';
+import type { Refund } from '../store.js';
+import type { PoolCalls, PostgresListenClient, PostgresPool, PostgresPoolClient } from './pool.js';
+import { announcement, readAnnouncement } from './protocol.js';
 import { quoteIdent } from './sql.js';
 
-/** Called with the rule and key reset (or whose override changed); `('', '')`: announcements may have been missed. */
-export type ResetListener = (rule: string, key: string) => void;
+/**
+ * Called with the rule and key reset (or whose override changed: `override`; or, `returned`, to which a
+ * leased block gave units back); `('', '')`: announcements may have been missed.
+ */
+export type ResetListener = (rule: string, key: string, override: boolean, returned: boolean) => void;
 
 /** Waits before connecting again after the listening connection was lost (ms), doubling up to the most. */
 const RETRY_MS = 100;
@@ -83,7 +88,8 @@ export class ResetSubscription {
       (listening as PostgresListenClient).on('notification', (message) => {
         if (message.channel !== this.#channel) return;
         const heard = readAnnouncement(message.payload);
-        if (heard !== undefined) for (const notify of this.#listeners) notify(heard[0], heard[1]);
+        if (heard !== undefined)
+          for (const notify of this.#listeners) notify(heard[0], heard[1], heard[2], heard[3]);
       });
       (listening as PostgresListenClient).on('end', () => this.#lost(listening));
       this.#client = listening;
@@ -109,7 +115,7 @@ export class ResetSubscription {
     if (this.#client !== client) return;
     this.#drop();
     if (this.#closed) return;
-    for (const notify of this.#listeners) notify('', '');
+    for (const notify of this.#listeners) notify('', '', false, false);
     this.#retry();
   }
 
@@ -128,6 +134,17 @@ export class ResetSubscription {
     this.#client = undefined;
     if (client !== undefined) end(client);
   }
+}
+
+/**
+ * Tells every process that leased blocks gave units of these refunds' keys back (a NOTIFY each, sent after
+ * the refund committed): their deny caches forget the keys; blocks stay.
+ */
+export function announceReturned(calls: PoolCalls, channel: string, refunds: readonly Refund[]): void {
+  for (const [rule, key] of keysOf(refunds))
+    calls
+      .query({ text: 'SELECT pg_notify($1, $2)', values: [channel, announcement(rule, key, 'returned')] })
+      .catch(() => undefined);
 }
 
 /** Ends a listening connection: a pool's is discarded, an own client closed. */

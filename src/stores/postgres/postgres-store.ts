@@ -19,7 +19,7 @@ import type {
 } from '../store.js';
 import { batchable, CheckBatcher } from './batch.js';
 import { PostgresClock } from './clock.js';
-import { ResetSubscription } from './notify.js';
+import { announceReturned, ResetSubscription } from './notify.js';
 import { isPool, PoolCalls, type PostgresPool } from './pool.js';
 import { announcement, keyBytes, opArrays, readResults } from './protocol.js';
 import { ensureSchema } from './schema.js';
@@ -166,10 +166,11 @@ export class PostgresStore implements Store {
           refund: (refunds) => this.#refund(refunds),
           renew: (slots) => this.#renew(slots),
           now: () => this.now(),
+          announce: (refunds) => announceReturned(this.#calls, this.#names.channel, refunds),
         },
         leasing,
-        // Resets and override changes announced by any process end the key's blocks.
-        () => this.#subscription.listen((rule, key) => this.#leases?.forget(rule, key)),
+        // Resets and limit changes announced by any process end the key's blocks (units given back do not).
+        () => this.#subscription.listen((rule, key, o, back) => back || this.#leases?.forget(rule, key, o)),
       );
     if (this.#leases !== undefined) this.evaluateSync = this.#leases.answer.bind(this.#leases);
   }
@@ -286,7 +287,7 @@ export class PostgresStore implements Store {
    * A key's window is a row of its own (sql/keys.sql override).
    */
   readonly override: NonNullable<Store['override']> = async (rule, key, limit, forMs, windowMs) => {
-    this.#leases?.forget(rule.name, key ?? '');
+    await this.#leases?.forget(rule.name, key ?? '', true);
     await this.#whenReady();
     await this.#call('override', [
       rule.name,

@@ -91,16 +91,20 @@ export function readResults(reply: unknown, n: number): { nowMs: number; results
 const MAX_PAYLOAD_BYTES = 7999;
 
 /**
- * The announcement of a reset (`override`: an override changed) of `key` for `rule`, as JSON; an empty
- * key with `override`: the rule's rule-wide limit changed.
+ * The announcement of a reset (`override`: an override changed; 'returned': a leased block gave units
+ * back) of `key` for `rule`, as JSON; an empty key with `override`: the rule's rule-wide limit changed.
  */
-export function announcement(rule: string, key: string, override: boolean): string {
-  const payload = JSON.stringify(override ? [rule, key, 'o'] : [rule, key]);
+export function announcement(rule: string, key: string, override: boolean | 'returned'): string {
+  const payload = JSON.stringify(
+    override === 'returned' ? [rule, key, 'u'] : override ? [rule, key, 'o'] : [rule, key],
+  );
   return Buffer.byteLength(payload) <= MAX_PAYLOAD_BYTES ? payload : JSON.stringify(['', '']);
 }
 
-/** An announcement as (rule, key, override), or undefined for anything else on the channel. */
-export function readAnnouncement(payload: string | undefined): [string, string, boolean] | undefined {
+/** An announcement as (rule, key, override, returned), or undefined for anything else on the channel. */
+export function readAnnouncement(
+  payload: string | undefined,
+): [string, string, boolean, boolean] | undefined {
   let parsed: unknown;
   try {
     parsed = JSON.parse(payload ?? '');
@@ -109,5 +113,5 @@ export function readAnnouncement(payload: string | undefined): [string, string, 
   }
   if (!Array.isArray(parsed) || typeof parsed[0] !== 'string' || typeof parsed[1] !== 'string')
     return undefined;
-  return [parsed[0], parsed[1], parsed[2] === 'o'];
+  return [parsed[0], parsed[1], parsed[2] === 'o', parsed[2] === 'u'];
 }

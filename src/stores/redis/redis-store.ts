@@ -174,10 +174,11 @@ export class RedisStore implements Store {
           refund: (refunds) => new Promise((resolve, reject) => this.#refund(refunds, { resolve, reject })),
           renew: (slots) => this.#renew(slots),
           now: () => this.now(),
+          announce: (refunds) => this.#resets.announceReturned(refunds),
         },
         leasing,
-        // Resets and override changes announced by any process end the key's blocks.
-        () => this.#resets.listen((rule, key) => this.#leases?.forget(rule, key)),
+        // Resets and limit changes announced by any process end the key's blocks (units given back do not).
+        () => this.#resets.listen((rule, key, o, back) => back || this.#leases?.forget(rule, key, o)),
       );
     if (this.#leases !== undefined) this.evaluateSync = this.#leases.answer.bind(this.#leases);
   }
@@ -331,7 +332,7 @@ export class RedisStore implements Store {
    * deny caches forget the key. Decisions read it in their own script call; rules that never had one do not.
    */
   readonly override: NonNullable<Store['override']> = async (rule, key, limit, forMs, windowMs) => {
-    this.#leases?.forget(rule.name, key ?? '');
+    await this.#leases?.forget(rule.name, key ?? '', true);
     this.#flush();
     if (key === null) await this.#overrides.setRule(rule.name, limit, forMs, this.#clock.scriptTime());
     else await this.#overrides.set(rule.name, key, limit, forMs, this.#clock.scriptTime(), windowMs);
@@ -352,11 +353,10 @@ export class RedisStore implements Store {
   }
 
   /**
-   * Subscribes (once, lazily, on a connection of its own) to resets and override changes announced by
-   * any process, and, with `frees`, to the slots freed by releases (a channel of their own, announced to
-   * every process but heard only by those that listen). After a reconnection the listener hears
-   * `('', '')`: what was announced while the subscriber was away was missed. With `frees`, resolves once
-   * the subscriptions are live.
+   * Subscribes (once, lazily, on a connection of its own) to resets, override changes and units given back
+   * that any process announces, and, with `frees`, to the slots freed by releases (a channel of their own,
+   * heard only by those that listen). After a reconnection the listener hears `('', '')`: what was
+   * announced while the subscriber was away was missed. With `frees`, resolves once subscribed.
    */
   onChange(listener: StoreChangeListener, options?: { frees?: boolean }): Promise<void> {
     this.#changeListeners.add(listener);

@@ -1,5 +1,7 @@
 // Resets: lua/reset.lua clears a key, and every process sharing the prefix hears of it (deny caches forget it).
 
+import { keysOf } from '../leasing/blocks.js';
+import type { Refund } from '../store.js';
 import type { StoreRule } from '../store-ops.js';
 import { resetCall } from './calls.js';
 import { RedisChannel } from './channel.js';
@@ -12,9 +14,10 @@ import { integers, runScriptThen } from './replies.js';
 
 /**
  * Called with the rule and key reset, or whose override changed (`override` true; an empty key: the
- * rule's rule-wide limit changed); `('', '')`: announcements may have been missed, forget everything.
+ * rule's rule-wide limit changed), or to which a leased block gave units back (`returned` true: a deny
+ * cache forgets the key, blocks stay); `('', '')`: announcements may have been missed, forget everything.
  */
-export type ResetListener = (rule: string, key: string, override: boolean) => void;
+export type ResetListener = (rule: string, key: string, override: boolean, returned: boolean) => void;
 
 export class Resets {
   readonly #connection: RedisConnection;
@@ -35,10 +38,10 @@ export class Resets {
         const override = message[2] === 'o' || message[2] === 'r';
         // Only a rule-wide announcement names no key (no identity is empty).
         if ((message[1] === '') !== (message[2] === 'r')) return;
-        for (const notify of this.#listeners) notify(message[0], message[1], override);
+        for (const notify of this.#listeners) notify(message[0], message[1], override, message[2] === 'u');
       },
       () => {
-        for (const notify of this.#listeners) notify('', '', false);
+        for (const notify of this.#listeners) notify('', '', false, false);
       },
     );
   }
@@ -75,6 +78,14 @@ export class Resets {
   /** Tells every process that the override of `key` for `rule` changed (its deny cache forgets the key). */
   announceOverride(rule: string, key: string): Promise<unknown> {
     return this.#channel.publish([rule, key, 'o']);
+  }
+
+  /**
+   * Tells every process that leased blocks gave units of these refunds' keys back (deny caches forget the
+   * keys; blocks stay: their units are still counted).
+   */
+  announceReturned(refunds: readonly Refund[]): void {
+    for (const [rule, key] of keysOf(refunds)) this.#channel.publish([rule, key, 'u']).catch(() => undefined);
   }
 
   /** Tells every process that the rule-wide limit of `rule` changed (its deny cache forgets the rule's keys). */

@@ -46,6 +46,9 @@ function block(o: StoreOp, left: number, surcharge = 0): Block {
     size: left,
     untilLocal: 1000,
     sentLocal: 0,
+    // The store's clock (epoch ms) is far from this process's monotonic one: each is compared with its own.
+    untilMs: 5_000_001_000,
+    sentMs: 5_000_000_000,
     lastUsedLocal: 0,
     seen: 5000,
     limit: o.limit,
@@ -103,10 +106,12 @@ describe('leasing: one block', () => {
   it("admits from a block while it has units, its window lasts and the op's limit and period are the block's", () => {
     const o = op('fixed');
     const b = block(o, 3);
-    expect(usable(b, o, 10)).to.equal(true);
-    expect(usable(b, o, 1000), 'window over').to.equal(false);
-    expect(usable(b, { ...o, limit: 50 }, 10), 'another limit').to.equal(false);
-    expect(usable(b, { ...o, cost: 4 }, 10), 'not units enough').to.equal(false);
+    const storeMs = 5_000_000_010;
+    expect(usable(b, o, 10, storeMs)).to.equal(true);
+    expect(usable(b, o, 1000, storeMs), 'window over').to.equal(false);
+    expect(usable(b, o, 10, 5_000_001_000), "window over on the store's clock").to.equal(false);
+    expect(usable(b, { ...o, limit: 50 }, 10, storeMs), 'another limit').to.equal(false);
+    expect(usable(b, { ...o, cost: 4 }, 10, storeMs), 'not units enough').to.equal(false);
     const r = admitFrom(b, o, 10);
     expect({ left: b.left, remaining: r.remaining, allowed: r.allowed, receipt: r.receipt }).to.deep.equal({
       left: 2,
@@ -118,12 +123,16 @@ describe('leasing: one block', () => {
 
   it("gives a counted block's units back only within its window, a bucket's with the refill of the life not lived", () => {
     const counted = block(op('fixed'), 40);
-    expect(ending(counted, 999)?.op.cost).to.equal(40);
-    expect(ending(counted, 999)?.receipt).to.equal(7);
-    expect(ending(counted, 1000), 'a unit never moves into another window').to.equal(undefined);
+    const at = (ms: number) => 5_000_000_000 + ms;
+    expect(ending(counted, 999, at(999))?.op.cost).to.equal(40);
+    expect(ending(counted, 999, at(999))?.receipt).to.equal(7);
+    expect(ending(counted, 1000, at(999)), 'a unit never moves into another window').to.equal(undefined);
+    expect(ending(counted, 999, at(1000)), "nor past the window on the store's clock").to.equal(undefined);
     const bucket = block(op('gcra'), 40, 10);
     // A quarter of its life lived: 40 units and floor(10 × 3/4) of its refill.
-    expect(ending(bucket, 250)?.op.cost).to.equal(47);
-    expect(ending(bucket, 1000)?.op.cost).to.equal(40);
+    expect(ending(bucket, 250, at(250))?.op.cost).to.equal(47);
+    // Half lived on the store's clock: the life lived on either clock is what counts.
+    expect(ending(bucket, 250, at(500))?.op.cost).to.equal(45);
+    expect(ending(bucket, 1000, at(1000))?.op.cost).to.equal(40);
   });
 });
