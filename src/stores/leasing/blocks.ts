@@ -3,7 +3,6 @@
 import { windowKind } from '../../algorithms/index.js';
 import type { EvalResult, OpResult, Refund, StoreOp } from '../store.js';
 import type { LeasingSettings } from './leasing-options.js';
-import type { Pool, TakeStore } from './pools.js';
 
 /**
  * Units of one rule and key reserved in the store (counted there when the block was taken) and not yet
@@ -53,6 +52,41 @@ export interface Entry {
    * (`mayGiveBack`), never into a count made since a reset.
    */
   epoch: number;
+}
+
+/**
+ * Slots of one concurrency rule and key held in the store by this process (each take a range of
+ * consecutive ids, counted there when taken, all renewed together as one holding) and handed out here
+ * without a call: a `free` slot waits for a request, an `inUse` one is held by one. Deadlines are on this
+ * process's monotonic clock, measured from before the call that set them was sent.
+ */
+export interface Pool {
+  /** The op the pool was taken with (cost 0): its rule, key and limit. */
+  readonly op: StoreOp;
+  /** Ids held and in use by no request here; the last one released on top. */
+  readonly free: number[];
+  /** Ids a request here holds -> when the limiter last asked to renew it (or took it). */
+  readonly inUse: Map<number, number>;
+  /** The most free slots kept (the last take's size): a slot released beyond it goes back to the store. */
+  size: number;
+  /** No slot is handed out from `untilLocal` on: a lease from before the last take or renewal was sent. */
+  untilLocal: number;
+  /** When the last successful renewal (or the first take) was sent. */
+  renewedLocal: number;
+  /** A renewal in flight. */
+  renewing: boolean;
+  lastUsedLocal: number;
+  /** What the store had left beyond the pool when it was last filled (free slots). */
+  seen: number;
+  /** The limit the store decided the pool on (an override's, else the op's). */
+  readonly limit: number;
+  readonly overridden: boolean;
+}
+
+/** What a take needs of the store: its own decisions and refunds, behind the leases. */
+export interface TakeStore {
+  evaluate(ops: readonly StoreOp[], mode: 'check'): Promise<{ results: OpResult[] }>;
+  refund(refunds: readonly Refund[]): Promise<unknown>;
 }
 
 /** What a reset adds to a key's epoch (a limit change adds 1). */
@@ -269,76 +303,6 @@ export function ending(block: Block, nowLocal: number, nowMs: number): Refund | 
   } else if (nowLocal < block.untilLocal && nowMs < block.untilMs) units = block.left;
   if (units <= 0) return undefined;
   return { op: { ...block.op, cost: units }, receipt: block.receipt };
-}
-
-/**
- * The units of `block` held for `op`, whose request did not pass: back into the block; when the block
- * ended meanwhile (its unused units went back without these), what goes to the store while its window
- * lasts, unless a reset ended it (`epoch`, the entry's when they were held: the count they were in is gone).
- */
-export function putBack(
-  entry: Entry,
-  block: Block,
-  op: StoreOp,
-  epoch: number,
-  [nowLocal, nowMs]: readonly [number, number],
-): Refund | undefined {
-  if (entry.block === block) block.left += op.cost;
-  else if (mayGiveBack(entry, epoch) && nowLocal < block.untilLocal && nowMs < block.untilMs)
-    return { op: { ...block.op, cost: op.cost }, receipt: block.receipt };
-  return undefined;
-}
-
-/**
- * A request its blocks do not all serve. An op whose block serves it is admitted from the block (its
- * units held meanwhile, given back when the request is denied or fails: all or nothing, and a block is
- * not left unused beside a rule that has none); the others go to the store in one call (`take`).
- */
-export async function decideHeld(
-  ops: readonly StoreOp[],
-  entries: ReadonlyArray<Entry | undefined>,
-  [sentLocal, sentMs]: readonly [number, number],
-  store: {
-    take(ops: readonly StoreOp[], entries: ReadonlyArray<Entry | undefined>): Promise<EvalResult>;
-    giveBack(refunds: readonly Refund[]): unknown;
-    now(): readonly [number, number];
-  },
-): Promise<EvalResult> {
-  const held = ops.map((op, i) => {
-    const block = entries[i]?.block;
-    return usable(block, op, sentLocal, sentMs) ? block : undefined;
-  });
-  if (held.every((block) => block === undefined)) return store.take(ops, entries);
-  const epochs = entries.map((entry) => entry?.epoch ?? 0);
-  // Each held op's result if the request is denied (nothing taken), and if it passes (admitted).
-  const kept = held.map((block, i) => block && resultOf(block, ops[i] as StoreOp, sentLocal));
-  const admitted = held.map((block, i) => block && admitFrom(block, ops[i] as StoreOp, sentLocal));
-  const sent = ops.flatMap((_, i) => (held[i] === undefined ? [i] : []));
-  const undo = () => {
-    const now = store.now();
-    const refunds = held.flatMap((block, i) => {
-      const refund =
-        block && putBack(entries[i] as Entry, block, ops[i] as StoreOp, epochs[i] as number, now);
-      return refund === undefined ? [] : [refund];
-    });
-    if (refunds.length > 0) store.giveBack(refunds);
-  };
-  const answer = await store
-    .take(
-      sent.map((i) => ops[i] as StoreOp),
-      sent.map((i) => entries[i]),
-    )
-    .catch((error: unknown) => {
-      undo();
-      throw error;
-    });
-  const denied = answer.results.some((r, j) => deniedBy(r, ops[sent[j] as number]));
-  if (denied) undo();
-  let j = 0;
-  const results = held.map((block, i) =>
-    block === undefined ? (answer.results[j++] as OpResult) : ((denied ? kept : admitted)[i] as OpResult),
-  );
-  return { nowMs: answer.nowMs, results };
 }
 
 /**

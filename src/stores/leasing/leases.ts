@@ -7,7 +7,6 @@ import {
   type Block,
   blockSize,
   count,
-  decideHeld,
   deniedBy,
   type Entry,
   endBlocks,
@@ -24,7 +23,7 @@ import {
   usable,
 } from './blocks.js';
 import type { LeasingSettings } from './leasing-options.js';
-import { admitFromPool, isSlots, poolLive, ready, withBlocks } from './pools.js';
+import { admitFromPool, decideHeld, isSlots, poolLive, ready, withBlocks } from './pools.js';
 import { type PoolStore, SlotPools } from './slot-pools.js';
 
 /** The store's own decisions and refunds, which the leases stand in front of. */

@@ -1,19 +1,9 @@
 // Concurrency slots leased to this process: pools taken and topped up, renewed as one holding, handed back.
 
 import type { OpResult, Refund, StoreOp } from '../store.js';
-import { blockSize, type Entry, idOf } from './blocks.js';
+import { blockSize, type Entry, idOf, type Pool, type TakeStore } from './blocks.js';
 import type { LeasingSettings } from './leasing-options.js';
-import {
-  addSlots,
-  dropUnrenewed,
-  heldRuns,
-  isSlots,
-  newPool,
-  type Pool,
-  releaseToPool,
-  runsOf,
-  type TakeStore,
-} from './pools.js';
+import { addSlots, dropUnrenewed, heldRuns, isSlots, newPool, releaseToPool, runsOf } from './pools.js';
 
 /** What the pools need of the store: its own decisions, releases and renewals, behind the leases. */
 export interface PoolStore extends TakeStore {
